@@ -1,0 +1,314 @@
+// The tether.v1 wire protocol in TypeScript: the twin of the Rust crate
+// `tether-protocol` (protocol/src/frame.rs, process.rs). No IO here, so the
+// module works in a browser and in node alike.
+//
+// Every binary WebSocket message is one MessagePack map with a string field
+// `type`. Bytes travel as MessagePack bin (Uint8Array here). Offsets and
+// counts are u64 on the wire; JavaScript numbers are exact up to 2^53 - 1,
+// far beyond any stream a browser will see, so they are normalised to
+// `number` and anything larger is rejected rather than silently rounded.
+//
+// protocol/vectors/frames.json pins the encoding: the encoder below must
+// produce the same bytes as the Rust one, so maps are written with `type`
+// first and then the fields in Rust declaration order, and integers in the
+// smallest MessagePack width (which is what @msgpack/msgpack does).
+
+import { Decoder, Encoder } from "@msgpack/msgpack";
+
+/** The WebSocket subprotocol name. */
+export const SUBPROTOCOL = "tether.v1";
+/** The protocol version carried in the `hello` frame. */
+export const PROTOCOL_VERSION = 1;
+
+export type StreamName = "stdout" | "stderr";
+export type ProcessStatus = "running" | "exited";
+export type ExitReason = "exit" | "signal" | "timeout" | "killed";
+export type Overflow = "drop" | "block";
+
+/** The process object of HTTP responses, `hello` and `exit` frames. */
+export interface ProcessInfo {
+  id: string;
+  pid: number;
+  argv: string[];
+  tty: boolean;
+  overflow: Overflow;
+  status: ProcessStatus;
+  started_at: string;
+  exit_code: number | null;
+  signal: string | null;
+  reason: ExitReason | null;
+  finished_at: string | null;
+  duration_ms: number | null;
+  stdout_bytes: number;
+  stderr_bytes: number;
+  output_incomplete: boolean;
+}
+
+/** Frames the server sends. */
+export type ServerFrame =
+  | { type: "hello"; version: number; process: ProcessInfo; stdout: number; stderr: number }
+  | { type: "stdout"; offset: number; data: Uint8Array }
+  | { type: "stderr"; offset: number; data: Uint8Array }
+  | { type: "dropped"; stream: StreamName; offset: number; length: number }
+  | { type: "exit"; process: ProcessInfo }
+  | { type: "error"; code: string; message: string };
+
+/** Frames a client sends. */
+export type ClientFrame =
+  | { type: "stdin"; data: Uint8Array }
+  | { type: "stdin_eof" }
+  | { type: "signal"; signal: string }
+  | { type: "resize"; cols: number; rows: number }
+  | { type: "credit"; stream: StreamName; bytes: number };
+
+/** A data frame of either stream. */
+export type DataFrame = Extract<ServerFrame, { type: StreamName }>;
+
+/** Body of `POST /v1/processes` (protocol/src/api.rs `SpawnRequest`). */
+export interface SpawnRequest {
+  argv?: string[];
+  command?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  timeout_ms?: number;
+  tty?: boolean;
+  cols?: number;
+  rows?: number;
+  retain_bytes?: number;
+  stdin?: boolean;
+  overflow?: Overflow;
+}
+
+/** Why a frame could not be decoded; mirrors the Rust `DecodeError`. */
+export class FrameDecodeError extends Error {
+  constructor(
+    /** `malformed_frame`, `unknown_type` or `invalid_frame`, as in Rust. */
+    readonly code: "malformed_frame" | "unknown_type" | "invalid_frame",
+    message: string,
+  ) {
+    super(message);
+    this.name = "FrameDecodeError";
+  }
+}
+
+// One encoder and decoder for the module: both are reusable and keep an
+// internal buffer, which saves an allocation per frame on the hot path.
+const encoder = new Encoder();
+// useBigInt64 makes u64 values arrive as bigint, so a value above 2^53 is
+// detected in `u64` below instead of being rounded by the decoder.
+const decoder = new Decoder({ useBigInt64: true });
+
+type Fields = Record<string, unknown>;
+
+function invalid(kind: string, message: string): never {
+  throw new FrameDecodeError("invalid_frame", `invalid ${kind} frame: ${message}`);
+}
+
+function u64(kind: string, name: string, value: unknown): number {
+  if (typeof value === "bigint") {
+    if (value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER)) {
+      invalid(kind, `${name} ${value} is out of the supported range (0 to 2^53-1)`);
+    }
+    return Number(value);
+  }
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+    invalid(kind, `${name} must be an unsigned integer`);
+  }
+  return value;
+}
+
+function int(kind: string, name: string, value: unknown): number {
+  if (typeof value === "bigint") return u64(kind, name, value);
+  if (typeof value !== "number" || !Number.isSafeInteger(value)) {
+    invalid(kind, `${name} must be an integer`);
+  }
+  return value;
+}
+
+function str(kind: string, name: string, value: unknown): string {
+  if (typeof value !== "string") invalid(kind, `${name} must be a string`);
+  return value;
+}
+
+function bool(kind: string, name: string, value: unknown): boolean {
+  if (typeof value !== "boolean") invalid(kind, `${name} must be a boolean`);
+  return value;
+}
+
+function bytes(kind: string, name: string, value: unknown): Uint8Array {
+  if (!(value instanceof Uint8Array)) invalid(kind, `${name} must be bin`);
+  return value;
+}
+
+function oneOf<T extends string>(kind: string, name: string, value: unknown, allowed: readonly T[]): T {
+  if (typeof value !== "string" || !(allowed as readonly string[]).includes(value)) {
+    invalid(kind, `${name} must be one of ${allowed.join(", ")}`);
+  }
+  return value as T;
+}
+
+// Option<T> fields: Rust's serde treats an absent one as None, so do we.
+function nullable<T>(value: unknown, parse: (v: unknown) => T): T | null {
+  return value === null || value === undefined ? null : parse(value);
+}
+
+const STREAMS = ["stdout", "stderr"] as const;
+
+/** Validates a process object (from MessagePack or JSON), fields in wire order. */
+export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    invalid(kind, "process must be a map");
+  }
+  const p = value as Fields;
+  const argv = p.argv;
+  if (!Array.isArray(argv)) invalid(kind, "argv must be an array");
+  return {
+    id: str(kind, "id", p.id),
+    pid: u64(kind, "pid", p.pid),
+    argv: argv.map((a) => str(kind, "argv", a)),
+    tty: bool(kind, "tty", p.tty),
+    overflow: oneOf(kind, "overflow", p.overflow, ["drop", "block"] as const),
+    status: oneOf(kind, "status", p.status, ["running", "exited"] as const),
+    started_at: str(kind, "started_at", p.started_at),
+    exit_code: nullable(p.exit_code, (v) => int(kind, "exit_code", v)),
+    signal: nullable(p.signal, (v) => str(kind, "signal", v)),
+    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed"] as const)),
+    finished_at: nullable(p.finished_at, (v) => str(kind, "finished_at", v)),
+    duration_ms: nullable(p.duration_ms, (v) => u64(kind, "duration_ms", v)),
+    stdout_bytes: u64(kind, "stdout_bytes", p.stdout_bytes),
+    stderr_bytes: u64(kind, "stderr_bytes", p.stderr_bytes),
+    output_incomplete: bool(kind, "output_incomplete", p.output_incomplete),
+  };
+}
+
+// Step one of decoding, as in Rust: a map with a string `type`, or malformed.
+function decodeMap(input: Uint8Array | ArrayBuffer): { kind: string; f: Fields } {
+  let value: unknown;
+  try {
+    value = decoder.decode(input);
+  } catch (e) {
+    throw new FrameDecodeError("malformed_frame", `malformed frame: ${(e as Error).message}`);
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value) || value instanceof Uint8Array) {
+    throw new FrameDecodeError("malformed_frame", "malformed frame: not a map");
+  }
+  const kind = (value as Fields).type;
+  if (typeof kind !== "string") {
+    throw new FrameDecodeError("malformed_frame", "malformed frame: no string field `type`");
+  }
+  return { kind, f: value as Fields };
+}
+
+/** Decodes one message sent by a server. Throws {@link FrameDecodeError}. */
+export function decodeServerFrame(input: Uint8Array | ArrayBuffer): ServerFrame {
+  const { kind, f } = decodeMap(input);
+  switch (kind) {
+    case "hello":
+      return {
+        type: "hello",
+        version: u64(kind, "version", f.version),
+        process: parseProcess(f.process, kind),
+        stdout: u64(kind, "stdout", f.stdout),
+        stderr: u64(kind, "stderr", f.stderr),
+      };
+    case "stdout":
+    case "stderr":
+      return { type: kind, offset: u64(kind, "offset", f.offset), data: bytes(kind, "data", f.data) };
+    case "dropped":
+      return {
+        type: "dropped",
+        stream: oneOf(kind, "stream", f.stream, STREAMS),
+        offset: u64(kind, "offset", f.offset),
+        length: u64(kind, "length", f.length),
+      };
+    case "exit":
+      return { type: "exit", process: parseProcess(f.process, kind) };
+    case "error":
+      return { type: "error", code: str(kind, "code", f.code), message: str(kind, "message", f.message) };
+    default:
+      throw new FrameDecodeError("unknown_type", `unknown frame type ${JSON.stringify(kind)}`);
+  }
+}
+
+/** Decodes one message sent by a client (what a server or test peer needs). */
+export function decodeClientFrame(input: Uint8Array | ArrayBuffer): ClientFrame {
+  const { kind, f } = decodeMap(input);
+  switch (kind) {
+    case "stdin":
+      return { type: "stdin", data: bytes(kind, "data", f.data) };
+    case "stdin_eof":
+      return { type: "stdin_eof" };
+    case "signal":
+      return { type: "signal", signal: str(kind, "signal", f.signal) };
+    case "resize":
+      return { type: "resize", cols: u64(kind, "cols", f.cols), rows: u64(kind, "rows", f.rows) };
+    case "credit":
+      return { type: "credit", stream: oneOf(kind, "stream", f.stream, STREAMS), bytes: u64(kind, "bytes", f.bytes) };
+    default:
+      throw new FrameDecodeError("unknown_type", `unknown frame type ${JSON.stringify(kind)}`);
+  }
+}
+
+// The object literals below spell out every field in Rust declaration order:
+// @msgpack/msgpack writes keys in insertion order, and that order is part of
+// the byte-exact contract with the Rust encoder.
+function orderedProcess(p: ProcessInfo): ProcessInfo {
+  return {
+    id: p.id,
+    pid: p.pid,
+    argv: p.argv,
+    tty: p.tty,
+    overflow: p.overflow,
+    status: p.status,
+    started_at: p.started_at,
+    exit_code: p.exit_code ?? null,
+    signal: p.signal ?? null,
+    reason: p.reason ?? null,
+    finished_at: p.finished_at ?? null,
+    duration_ms: p.duration_ms ?? null,
+    stdout_bytes: p.stdout_bytes,
+    stderr_bytes: p.stderr_bytes,
+    output_incomplete: p.output_incomplete,
+  };
+}
+
+function orderedServer(f: ServerFrame): object {
+  switch (f.type) {
+    case "hello":
+      return { type: f.type, version: f.version, process: orderedProcess(f.process), stdout: f.stdout, stderr: f.stderr };
+    case "stdout":
+    case "stderr":
+      return { type: f.type, offset: f.offset, data: f.data };
+    case "dropped":
+      return { type: f.type, stream: f.stream, offset: f.offset, length: f.length };
+    case "exit":
+      return { type: f.type, process: orderedProcess(f.process) };
+    case "error":
+      return { type: f.type, code: f.code, message: f.message };
+  }
+}
+
+function orderedClient(f: ClientFrame): object {
+  switch (f.type) {
+    case "stdin":
+      return { type: f.type, data: f.data };
+    case "stdin_eof":
+      return { type: f.type };
+    case "signal":
+      return { type: f.type, signal: f.signal };
+    case "resize":
+      return { type: f.type, cols: f.cols, rows: f.rows };
+    case "credit":
+      return { type: f.type, stream: f.stream, bytes: f.bytes };
+  }
+}
+
+/** MessagePack bytes of a client frame, identical to the Rust encoding. */
+export function encodeClientFrame(frame: ClientFrame): Uint8Array {
+  return encoder.encode(orderedClient(frame));
+}
+
+/** MessagePack bytes of a server frame, identical to the Rust encoding. */
+export function encodeServerFrame(frame: ServerFrame): Uint8Array {
+  return encoder.encode(orderedServer(frame));
+}
