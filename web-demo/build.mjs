@@ -8,7 +8,7 @@ const here = (p) => new URL(p, import.meta.url).pathname;
 if (process.argv.includes("--tests")) {
   rmSync(here("test-dist"), { recursive: true, force: true });
   await build({
-    entryPoints: [here("test/vectors.test.ts")],
+    entryPoints: [here("test/vectors.test.ts"), here("test/client.test.ts")],
     outdir: here("test-dist"),
     bundle: true,
     platform: "node",

@@ -304,11 +304,12 @@ function orderedClient(f: ClientFrame): object {
 }
 
 /** MessagePack bytes of a client frame, identical to the Rust encoding. */
-export function encodeClientFrame(frame: ClientFrame): Uint8Array {
-  return encoder.encode(orderedClient(frame));
+export function encodeClientFrame(frame: ClientFrame): Uint8Array<ArrayBuffer> {
+  // encode() copies out of the encoder's buffer into a fresh ArrayBuffer.
+  return encoder.encode(orderedClient(frame)) as Uint8Array<ArrayBuffer>;
 }
 
 /** MessagePack bytes of a server frame, identical to the Rust encoding. */
-export function encodeServerFrame(frame: ServerFrame): Uint8Array {
-  return encoder.encode(orderedServer(frame));
+export function encodeServerFrame(frame: ServerFrame): Uint8Array<ArrayBuffer> {
+  return encoder.encode(orderedServer(frame)) as Uint8Array<ArrayBuffer>;
 }

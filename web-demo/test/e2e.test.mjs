@@ -1,0 +1,253 @@
+// End-to-end: Debian's Chromium (never a downloaded browser) drives the
+// page served by a real tetherd, and reads the terminal through xterm's
+// buffer API (window.tether.text()). Every wait is a bounded wait on a
+// condition; nothing sleeps to synchronise.
+//
+//   TETHERD_BIN   tetherd to run (default ../target/debug/tetherd)
+//   CHROMIUM_BIN  browser to drive (default /usr/bin/chromium)
+
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const webDemo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const tetherd = resolve(webDemo, process.env.TETHERD_BIN ?? "../target/debug/tetherd");
+const webRoot = resolve(webDemo, "dist");
+const artifacts = resolve(webDemo, "test-artifacts");
+// A shell without rc files, so prompts and output are the same everywhere.
+const SHELL = "bash --norc --noprofile -i";
+const TIMEOUT = 20_000;
+
+let server;
+let baseUrl;
+let browser;
+
+before(async () => {
+  assert.ok(existsSync(tetherd), `tetherd not found at ${tetherd}: build it (cargo build -p tether-server) or set TETHERD_BIN`);
+  assert.ok(existsSync(resolve(webRoot, "index.html")), `no ${webRoot}/index.html: run npm run build first`);
+  mkdirSync(artifacts, { recursive: true });
+
+  server = spawn(tetherd, ["--listen", "127.0.0.1:0", "--web-root", webRoot], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
+  });
+  baseUrl = await new Promise((resolvePort, reject) => {
+    const timer = setTimeout(() => reject(new Error("tetherd printed no 'listening on' line within 10 s")), 10_000);
+    server.once("exit", (code) => reject(new Error(`tetherd exited early with ${code}`)));
+    createInterface({ input: server.stdout }).on("line", (line) => {
+      const match = /tetherd listening on (http:\/\/[^\s]+)/.exec(line);
+      if (match) {
+        clearTimeout(timer);
+        resolvePort(match[1].replace(/\/$/, ""));
+      }
+    });
+  });
+
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_BIN ?? "/usr/bin/chromium",
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+    ],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  if (server && server.exitCode === null) {
+    const exited = new Promise((r) => server.once("exit", r));
+    server.kill("SIGTERM");
+    await exited;
+  }
+});
+
+// Opens the page on a new shell (or the given fragment) and waits for a prompt.
+async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, viewport = { width: 1100, height: 700 }) {
+  const page = await browser.newPage({ viewport });
+  page.on("pageerror", (e) => console.error("page error:", e));
+  await page.goto(`${baseUrl}/#${fragment}`);
+  await page.waitForFunction(() => window.tether?.status.startsWith("attached"), null, { timeout: TIMEOUT });
+  // Lines are read with trailing blanks trimmed, so the prompt ends in # or $.
+  await waitForText(page, /[#$]$/);
+  return page;
+}
+
+// Waits until the terminal's text (scrollback and screen) matches `pattern`.
+async function waitForText(page, pattern, timeout = TIMEOUT) {
+  try {
+    await page.waitForFunction(
+      ([source, flags]) => new RegExp(source, flags).test(window.tether.text()),
+      [pattern.source, pattern.flags.includes("m") ? pattern.flags : `${pattern.flags}m`],
+      { timeout, polling: 50 },
+    );
+  } catch (e) {
+    const text = await page.evaluate(() => window.tether.text()).catch(() => "(page gone)");
+    throw new Error(`terminal never matched ${pattern}:\n${text.trimEnd().split("\n").slice(-15).join("\n")}\n${e.message}`);
+  }
+}
+
+async function run(page, command) {
+  await page.locator("#terminal").click();
+  await page.keyboard.type(command);
+  await page.keyboard.press("Enter");
+}
+
+const count = (text, pattern) => (text.match(new RegExp(pattern.source, "gm")) ?? []).length;
+const screenshot = (page, name) => page.screenshot({ path: resolve(artifacts, `${name}.png`) });
+
+test("types a command and sees its output", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  await run(page, "echo $((6*7))");
+  // The command line shows `$((6*7))`; only the output is a bare 42.
+  await waitForText(page, /^42$/);
+  const info = await page.evaluate(() => ({ id: window.tether.sessionId, hash: location.hash }));
+  assert.match(info.hash, new RegExp(`session=${info.id}`));
+  await page.close();
+});
+
+test("the PTY follows the viewport size", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  for (const viewport of [{ width: 900, height: 500 }, { width: 1200, height: 800 }]) {
+    const before = await page.evaluate(() => [window.tetherTerm.cols, window.tetherTerm.rows]);
+    await page.setViewportSize(viewport);
+    await page.waitForFunction(
+      ([c, r]) => window.tetherTerm.cols !== c || window.tetherTerm.rows !== r,
+      before,
+      { timeout: TIMEOUT },
+    );
+    const [cols, rows] = await page.evaluate(() => [window.tetherTerm.cols, window.tetherTerm.rows]);
+    // `size-RxC` appears only in the output, never on the command line.
+    await run(page, "echo size-$(stty size | tr ' ' x)");
+    await waitForText(page, new RegExp(`^size-${rows}x${cols}$`));
+  }
+  await page.close();
+});
+
+test("a flood of output arrives whole while the tab stays responsive", { timeout: 120_000 }, async () => {
+  const page = await openTerminal();
+  await run(page, "seq 1 200000");
+  // Sample how long the page takes to answer while the output streams in.
+  let done = false;
+  let slowest = 0;
+  const probe = (async () => {
+    while (!done) {
+      const start = performance.now();
+      await page.evaluate(() => 1);
+      slowest = Math.max(slowest, performance.now() - start);
+      await new Promise((r) => setTimeout(r, 50)); // sampling interval, not synchronisation
+    }
+  })();
+  try {
+    await waitForText(page, /^200000$/, 90_000);
+  } finally {
+    done = true;
+    await probe;
+  }
+  assert.ok(slowest < 2000, `page took ${slowest.toFixed(0)} ms to answer during the flood`);
+  // The last lines are in order, so nothing in between was repeated.
+  const tail = await page.evaluate(() => window.tether.text());
+  assert.match(tail, /^199998\n199999\n200000$/m);
+
+  // An endless flood: the shell must still take Ctrl-C promptly.
+  await run(page, "yes tether-flood");
+  await waitForText(page, /^tether-flood$/);
+  await page.keyboard.press("Control+C");
+  await run(page, "echo after-$((40+2))");
+  await waitForText(page, /^after-42$/, 30_000);
+  await page.close();
+});
+
+test("reloading and a second tab re-attach with the history replayed", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  await run(page, "echo replay-$((2+3))");
+  await waitForText(page, /^replay-5$/);
+  const id = await page.evaluate(() => window.tether.sessionId);
+
+  await page.reload();
+  await page.waitForFunction((sid) => window.tether?.sessionId === sid && window.tether.status.startsWith("attached"), id, { timeout: TIMEOUT });
+  await waitForText(page, /^replay-5$/);
+
+  // A second tab (its own new shell) joins the first session from the list.
+  const second = await openTerminal();
+  await second.locator("#refresh").click();
+  await second.locator(`button[data-session="${id}"]`).click({ timeout: TIMEOUT });
+  await second.waitForFunction((sid) => window.tether.sessionId === sid && window.tether.status.startsWith("attached"), id, { timeout: TIMEOUT });
+  await waitForText(second, /^replay-5$/);
+  // Both tabs type into the same shell and both see the result.
+  await run(second, "echo shared-$((3*3))");
+  await waitForText(page, /^shared-9$/);
+  await waitForText(second, /^shared-9$/);
+  await second.close();
+  await page.close();
+});
+
+test("a dropped connection resumes without repeating or losing output", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  await run(page, "echo mark-$((1+1))");
+  await waitForText(page, /^mark-2$/);
+  // Output produced around the drop must arrive exactly once.
+  await run(page, "sleep 0.3; echo late-$((3+4))");
+  await page.evaluate(() => window.tether.attachment.reconnect());
+  await page.waitForFunction(() => window.tether.status.startsWith("reconnected"), null, { timeout: TIMEOUT });
+  await waitForText(page, /^late-7$/);
+  await run(page, "echo next-$((5+5))");
+  await waitForText(page, /^next-10$/);
+  const text = await page.evaluate(() => window.tether.text());
+  assert.equal(count(text, /^mark-2$/), 1, text);
+  assert.equal(count(text, /^late-7$/), 1, text);
+  await page.close();
+});
+
+test("UTF-8 split across frames, wide characters and colours render", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  // The two halves of U+2500 are written 200 ms apart, so they travel in
+  // separate frames; xterm must join them into one character.
+  await run(page, "printf '\\xe2\\x94'; sleep 0.2; printf '\\x80\\n'");
+  await waitForText(page, /^─$/);
+  await run(page, "printf 'wide:\\xe6\\x97\\xa5\\xe6\\x9c\\xac\\n'");
+  await waitForText(page, /^wide:日本$/);
+  await run(page, "printf '\\033[31mRED\\033[0m plain\\n'");
+  await waitForText(page, /^RED plain$/);
+  const cells = await page.evaluate(() => {
+    const buffer = window.tetherTerm.buffer.active;
+    const find = (re) => {
+      for (let y = buffer.length - 1; y >= 0; y--) if (re.test(buffer.getLine(y).translateToString(true))) return buffer.getLine(y);
+    };
+    const red = find(/^RED plain$/);
+    const wide = find(/^wide:日本$/);
+    const r = red.getCell(0);
+    const p = red.getCell(4);
+    return {
+      redFg: r.getFgColor(),
+      redPalette: r.isFgPalette(),
+      plainDefault: p.isFgDefault(),
+      wideWidth: wide.getCell(5).getWidth(),
+    };
+  });
+  assert.deepEqual(cells, { redFg: 1, redPalette: true, plainDefault: true, wideWidth: 2 });
+  await screenshot(page, "web-demo");
+  await page.close();
+});
+
+test("exit shows the exit code and reason", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  await run(page, "exit 3");
+  await page.waitForFunction(() => window.tether.exit !== undefined, null, { timeout: TIMEOUT });
+  const exit = await page.evaluate(() => window.tether.exit);
+  assert.equal(exit.exit_code, 3);
+  assert.equal(exit.reason, "exit");
+  await page.locator("#exit").waitFor({ state: "visible", timeout: TIMEOUT });
+  assert.match(await page.locator("#exit").textContent(), /code 3 \(reason: exit\)/);
+  await waitForText(page, /exited with code 3/);
+  await screenshot(page, "exit");
+  await page.close();
+});
