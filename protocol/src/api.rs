@@ -1,0 +1,88 @@
+//! JSON bodies of the HTTP API under `/v1`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::process::Overflow;
+
+/// `POST /v1/processes`. Exactly one of `argv` and `command` is required.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnRequest {
+    /// Program and arguments, executed directly (PATH is searched).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// Shell text, run as `/bin/sh -c TEXT`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Variables added to (or replacing those of) the server's environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Working directory; the server's own when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Deadline in milliseconds; 0 or absent means none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Run on a PTY (one output stream, `stdout`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tty: bool,
+    /// PTY width in columns (default 80).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cols: Option<u16>,
+    /// PTY height in rows (default 24).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u16>,
+    /// Per-stream retention in bytes, capped by the server's limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain_bytes: Option<u64>,
+    /// Give the process a stdin pipe that stays open until a client closes
+    /// it. Default false: stdin is `/dev/null`. Always true with `tty`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stdin: bool,
+    /// What to do when a stream's retention is full.
+    #[serde(default)]
+    pub overflow: Overflow,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// `POST /v1/processes/{id}/signal`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    /// A name such as `TERM` or `INT` (see [`crate::signal::SIGNALS`]).
+    pub signal: String,
+}
+
+/// `POST /v1/processes/{id}/resize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResizeRequest {
+    /// Columns, 1 to [`MAX_TERMINAL_SIZE`].
+    pub cols: u32,
+    /// Rows, 1 to [`MAX_TERMINAL_SIZE`].
+    pub rows: u32,
+}
+
+/// The largest accepted terminal width or height.
+pub const MAX_TERMINAL_SIZE: u32 = 4096;
+
+/// Every error response: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// The code (stable, for programs) and message (for people) of an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Stable machine-readable code, such as `not_found`.
+    pub code: String,
+    /// Human-readable explanation.
+    pub message: String,
+}

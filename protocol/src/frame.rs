@@ -1,0 +1,366 @@
+//! WebSocket frames of `tether.v1`.
+//!
+//! Every binary WebSocket message is one MessagePack map with a string field
+//! `type`. Bytes travel as MessagePack `bin`; offsets and counts are
+//! unsigned 64-bit. [`ServerFrame`] goes from server to client,
+//! [`ClientFrame`] from client to server; each side decodes the other's with
+//! the same two-step decoder, which tells malformed MessagePack, an unknown
+//! `type` and a bad field apart so that each gets its own error code.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::process::ProcessInfo;
+
+/// An output stream of a process. A PTY has only `stdout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamName {
+    /// Standard output (and the whole PTY output).
+    Stdout,
+    /// Standard error (always empty on a PTY).
+    Stderr,
+}
+
+impl StreamName {
+    /// Both streams, in the order the server serves them.
+    pub const ALL: [StreamName; 2] = [StreamName::Stdout, StreamName::Stderr];
+
+    /// 0 for stdout, 1 for stderr: the index used in per-stream arrays.
+    pub fn index(self) -> usize {
+        match self {
+            StreamName::Stdout => 0,
+            StreamName::Stderr => 1,
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreamName::Stdout => "stdout",
+            StreamName::Stderr => "stderr",
+        }
+    }
+}
+
+/// Frames the server sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    /// First frame of every attachment: the process as it is now and the
+    /// offsets this attachment starts from.
+    Hello {
+        /// Protocol version, [`crate::PROTOCOL_VERSION`].
+        version: u32,
+        /// The process object.
+        process: ProcessInfo,
+        /// Offset of the first stdout byte this attachment will be sent.
+        stdout: u64,
+        /// Offset of the first stderr byte this attachment will be sent.
+        stderr: u64,
+    },
+    /// Bytes of stdout; `offset` is that of `data[0]` since spawn.
+    Stdout {
+        /// Absolute offset of the first byte.
+        offset: u64,
+        /// The bytes.
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// Bytes of stderr; `offset` is that of `data[0]` since spawn.
+    Stderr {
+        /// Absolute offset of the first byte.
+        offset: u64,
+        /// The bytes.
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// Bytes `offset..offset+length` of `stream` were evicted before this
+    /// attachment was sent them.
+    Dropped {
+        /// Which stream lost bytes.
+        stream: StreamName,
+        /// First lost offset.
+        offset: u64,
+        /// Number of lost bytes.
+        length: u64,
+    },
+    /// The last frame: the exited process, sent after all of its output.
+    Exit {
+        /// The exited process object.
+        process: ProcessInfo,
+    },
+    /// A protocol error; the server closes the connection after it.
+    Error {
+        /// Stable code such as `malformed_frame`.
+        code: String,
+        /// Human-readable explanation.
+        message: String,
+    },
+}
+
+/// Frames a client sends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientFrame {
+    /// Bytes for the process's stdin.
+    Stdin {
+        /// The bytes.
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// Close the process's stdin (on a PTY: send the EOF character).
+    StdinEof,
+    /// Send a signal (by name, such as `INT`) to the process group.
+    Signal {
+        /// Signal name.
+        signal: String,
+    },
+    /// Set the PTY window size (accepted and ignored for pipes).
+    Resize {
+        /// Columns.
+        cols: u32,
+        /// Rows.
+        rows: u32,
+    },
+    /// Grant `bytes` more of `stream` (with `window=` flow control).
+    Credit {
+        /// The stream the credit is for.
+        stream: StreamName,
+        /// Additional bytes the server may send.
+        bytes: u64,
+    },
+}
+
+/// Why a frame could not be decoded. Each maps to its own error code and
+/// WebSocket close code, so a peer can tell what it did wrong.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Not a MessagePack map with a string `type` field (close code 1007).
+    #[error("malformed frame: {0}")]
+    Malformed(String),
+    /// A well-formed frame of a `type` this side does not know (1008).
+    #[error("unknown frame type {0:?}")]
+    UnknownType(String),
+    /// A known `type` whose fields are missing or of the wrong kind (1008).
+    #[error("invalid {kind} frame: {message}")]
+    InvalidFields {
+        /// The frame type.
+        kind: String,
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl DecodeError {
+    /// Stable error code for the `error` frame.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DecodeError::Malformed(_) => "malformed_frame",
+            DecodeError::UnknownType(_) => "unknown_type",
+            DecodeError::InvalidFields { .. } => "invalid_frame",
+        }
+    }
+
+    /// WebSocket close code: 1007 (invalid payload) or 1008 (policy).
+    pub fn close_code(&self) -> u16 {
+        match self {
+            DecodeError::Malformed(_) => 1007,
+            DecodeError::UnknownType(_) | DecodeError::InvalidFields { .. } => 1008,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct TypeOnly {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// Step one of decoding: the `type` of a frame, or why there is none.
+fn frame_type(bytes: &[u8]) -> Result<String, DecodeError> {
+    rmp_serde::from_slice::<TypeOnly>(bytes)
+        .map(|t| t.kind)
+        .map_err(|e| DecodeError::Malformed(e.to_string()))
+}
+
+/// Step two: the fields of a frame whose type is known. Field structs ignore
+/// the `type` key, so they decode from the same map.
+fn fields<T: DeserializeOwned>(kind: &str, bytes: &[u8]) -> Result<T, DecodeError> {
+    rmp_serde::from_slice::<T>(bytes).map_err(|e| DecodeError::InvalidFields {
+        kind: kind.to_string(),
+        message: e.to_string(),
+    })
+}
+
+fn encode<T: Serialize>(frame: &T) -> Vec<u8> {
+    // Serializing these plain structs into a Vec cannot fail: every field is
+    // a string, integer, bool, byte array, option or nested struct.
+    rmp_serde::to_vec_named(frame).unwrap_or_default()
+}
+
+mod wire {
+    //! One struct per frame body, for step two of decoding.
+    use super::*;
+
+    #[derive(Deserialize)]
+    pub struct Data {
+        pub offset: u64,
+        #[serde(with = "serde_bytes")]
+        pub data: Vec<u8>,
+    }
+    #[derive(Deserialize)]
+    pub struct Hello {
+        pub version: u32,
+        pub process: ProcessInfo,
+        pub stdout: u64,
+        pub stderr: u64,
+    }
+    #[derive(Deserialize)]
+    pub struct Dropped {
+        pub stream: StreamName,
+        pub offset: u64,
+        pub length: u64,
+    }
+    #[derive(Deserialize)]
+    pub struct Exit {
+        pub process: ProcessInfo,
+    }
+    #[derive(Deserialize)]
+    pub struct Error {
+        pub code: String,
+        pub message: String,
+    }
+    #[derive(Deserialize)]
+    pub struct Stdin {
+        #[serde(with = "serde_bytes")]
+        pub data: Vec<u8>,
+    }
+    #[derive(Deserialize)]
+    pub struct Signal {
+        pub signal: String,
+    }
+    #[derive(Deserialize)]
+    pub struct Resize {
+        pub cols: u32,
+        pub rows: u32,
+    }
+    #[derive(Deserialize)]
+    pub struct Credit {
+        pub stream: StreamName,
+        pub bytes: u64,
+    }
+}
+
+impl ServerFrame {
+    /// MessagePack bytes of this frame (a map with named fields).
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Encodes a stdout or stderr data frame straight from a borrowed slice,
+    /// without building a [`ServerFrame`] (the server's hot path).
+    pub fn encode_data(stream: StreamName, offset: u64, data: &[u8]) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct DataRef<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            offset: u64,
+            #[serde(with = "serde_bytes")]
+            data: &'a [u8],
+        }
+        encode(&DataRef {
+            kind: stream.as_str(),
+            offset,
+            data,
+        })
+    }
+
+    /// Decodes a frame sent by a server.
+    pub fn decode(bytes: &[u8]) -> Result<ServerFrame, DecodeError> {
+        let kind = frame_type(bytes)?;
+        Ok(match kind.as_str() {
+            "hello" => {
+                let f: wire::Hello = fields(&kind, bytes)?;
+                ServerFrame::Hello {
+                    version: f.version,
+                    process: f.process,
+                    stdout: f.stdout,
+                    stderr: f.stderr,
+                }
+            }
+            "stdout" => {
+                let f: wire::Data = fields(&kind, bytes)?;
+                ServerFrame::Stdout {
+                    offset: f.offset,
+                    data: f.data,
+                }
+            }
+            "stderr" => {
+                let f: wire::Data = fields(&kind, bytes)?;
+                ServerFrame::Stderr {
+                    offset: f.offset,
+                    data: f.data,
+                }
+            }
+            "dropped" => {
+                let f: wire::Dropped = fields(&kind, bytes)?;
+                ServerFrame::Dropped {
+                    stream: f.stream,
+                    offset: f.offset,
+                    length: f.length,
+                }
+            }
+            "exit" => {
+                let f: wire::Exit = fields(&kind, bytes)?;
+                ServerFrame::Exit { process: f.process }
+            }
+            "error" => {
+                let f: wire::Error = fields(&kind, bytes)?;
+                ServerFrame::Error {
+                    code: f.code,
+                    message: f.message,
+                }
+            }
+            _ => return Err(DecodeError::UnknownType(kind)),
+        })
+    }
+}
+
+impl ClientFrame {
+    /// MessagePack bytes of this frame (a map with named fields).
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Decodes a frame sent by a client.
+    pub fn decode(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
+        let kind = frame_type(bytes)?;
+        Ok(match kind.as_str() {
+            "stdin" => {
+                let f: wire::Stdin = fields(&kind, bytes)?;
+                ClientFrame::Stdin { data: f.data }
+            }
+            "stdin_eof" => ClientFrame::StdinEof,
+            "signal" => {
+                let f: wire::Signal = fields(&kind, bytes)?;
+                ClientFrame::Signal { signal: f.signal }
+            }
+            "resize" => {
+                let f: wire::Resize = fields(&kind, bytes)?;
+                ClientFrame::Resize {
+                    cols: f.cols,
+                    rows: f.rows,
+                }
+            }
+            "credit" => {
+                let f: wire::Credit = fields(&kind, bytes)?;
+                ClientFrame::Credit {
+                    stream: f.stream,
+                    bytes: f.bytes,
+                }
+            }
+            _ => return Err(DecodeError::UnknownType(kind)),
+        })
+    }
+}

@@ -1,0 +1,26 @@
+//! The `tether.v1` wire vocabulary, shared by `tetherd`, `tether-client` and
+//! (by its own TypeScript twin, pinned by `protocol/vectors/`) the browser.
+//!
+//! This crate knows nothing of sockets or processes:
+//! - [`frame`]: WebSocket frames, typed by direction ([`ClientFrame`],
+//!   [`ServerFrame`]), with their MessagePack encoding and decoding.
+//! - [`process`]: the process object ([`ProcessInfo`]) that HTTP responses,
+//!   `hello` and `exit` frames carry.
+//! - [`api`]: JSON bodies of the HTTP API (spawn request, error body).
+//! - [`signal`]: the signal names the API accepts.
+//!
+//! `docs/PROTOCOL.md` is the prose reference for all of it.
+
+pub mod api;
+pub mod frame;
+pub mod process;
+pub mod signal;
+
+pub use frame::{ClientFrame, DecodeError, ServerFrame, StreamName};
+pub use process::{ExitReason, Overflow, ProcessInfo, ProcessStatus};
+
+/// The WebSocket subprotocol name. Bump the suffix for incompatible changes.
+pub const SUBPROTOCOL: &str = "tether.v1";
+
+/// The protocol version carried in the `hello` frame.
+pub const PROTOCOL_VERSION: u32 = 1;

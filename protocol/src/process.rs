@@ -1,0 +1,89 @@
+//! The process object: what `GET /v1/processes/{id}`, `wait`, `hello` and
+//! `exit` all report, so every view of a process agrees.
+
+use serde::{Deserialize, Serialize};
+
+/// Whether a process is still running. `exited` means reaped *and* output
+/// capture complete, so "wait, then read the output" never misses the tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessStatus {
+    /// Not yet reaped, or reaped with capture still draining.
+    Running,
+    /// Reaped and capture complete; the exit fields are set.
+    Exited,
+}
+
+/// Why a process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// It exited by itself; `exit_code` is its code.
+    Exit,
+    /// A signal that the server did not send for a deadline killed it;
+    /// `exit_code` is 128 + the signal number.
+    Signal,
+    /// The server fired its `timeout_ms` deadline and killed its session;
+    /// `exit_code` is 124, as `timeout(1)` reports.
+    Timeout,
+    /// `DELETE /v1/processes/{id}` or server shutdown killed it.
+    Killed,
+}
+
+/// What happens when a stream's retention is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overflow {
+    /// Evict the oldest bytes (reported to attachments as `dropped`); the
+    /// process never waits for its readers.
+    #[default]
+    Drop,
+    /// Stop reading the stream until the slowest attachment has been sent
+    /// the retained bytes: the program waits on its write as on a full pipe.
+    Block,
+}
+
+/// The process object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessInfo {
+    /// Server-assigned id, used in every URL.
+    pub id: String,
+    /// OS process id of the session leader.
+    pub pid: u32,
+    /// The argv that was executed (`["/bin/sh","-c",cmd]` for `command`).
+    pub argv: Vec<String>,
+    /// Whether the process runs on a PTY (one output stream, `stdout`).
+    pub tty: bool,
+    /// The overflow mode of its output streams.
+    pub overflow: Overflow,
+    /// `running` or `exited`.
+    pub status: ProcessStatus,
+    /// RFC 3339 UTC with milliseconds.
+    pub started_at: String,
+    /// The exit code: the program's own for `exit`, 128+N for a signal
+    /// death, 124 for `timeout`. Null while running.
+    pub exit_code: Option<i32>,
+    /// Name (without `SIG`) of the signal that ended it, else null.
+    pub signal: Option<String>,
+    /// Why it ended; null while running.
+    pub reason: Option<ExitReason>,
+    /// RFC 3339 UTC with milliseconds: the moment it counted as exited
+    /// (reaped and capture complete), the same moment `wait` returns.
+    pub finished_at: Option<String>,
+    /// Monotonic milliseconds from spawn to reap.
+    pub duration_ms: Option<u64>,
+    /// Total bytes written to stdout so far (retained or not).
+    pub stdout_bytes: u64,
+    /// Total bytes written to stderr so far (retained or not).
+    pub stderr_bytes: u64,
+    /// True when a descendant kept an output open past the drain bound and
+    /// capture stopped before end of file.
+    pub output_incomplete: bool,
+}
+
+impl ProcessInfo {
+    /// True once the process has been reaped and its capture completed.
+    pub fn is_exited(&self) -> bool {
+        self.status == ProcessStatus::Exited
+    }
+}

@@ -1,0 +1,453 @@
+//! One WebSocket attachment: the last leg of the data path.
+//!
+//! process output -> retained buffer -> this attachment's per-stream cursor
+//! -> socket. The writer loop below alone writes to the socket; a separate
+//! reader task decodes client frames (stdin, signals, credit) and acts on
+//! them at once, so input and keepalive never wait behind output. A slow
+//! socket holds back only its own attachment: capture never waits for it
+//! (drop mode) or waits at most the send timeout (block mode).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tether_protocol::signal::parse_signal;
+use tether_protocol::{ClientFrame, Overflow, ServerFrame, StreamName, PROTOCOL_VERSION};
+use tokio::sync::mpsc;
+use tokio::time::{timeout, MissedTickBehavior};
+
+use crate::error::{ApiError, AttachError};
+use crate::process::Process;
+use crate::retained::{Next, ReaderId};
+use crate::table::ProcessTable;
+
+/// How a client attaches (from the query string).
+#[derive(Debug, Clone, Copy)]
+pub struct AttachOptions {
+    /// First offset of stdout and stderr to send.
+    pub start: [u64; 2],
+    /// Credit window per stream, if flow control is on.
+    pub window: Option<u64>,
+    /// May not write stdin, signal or resize.
+    pub readonly: bool,
+}
+
+/// What the reader task tells the writer loop.
+enum ReaderEvent {
+    /// More allowance for a stream.
+    Credit(StreamName, u64),
+    /// A request failed; report it and carry on.
+    Rejected(ApiError),
+    /// A protocol error: report it and close with its code.
+    Fatal(AttachError),
+    /// The client closed or the connection broke.
+    Gone,
+}
+
+/// Per-stream progress of this attachment.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    /// Next offset to send.
+    next: u64,
+    /// Data bytes sent (credit counts these, never `dropped` notices).
+    sent: u64,
+    /// Credit granted by the client so far.
+    granted: u64,
+}
+
+/// Flush after this many bytes of feed()s, so big bursts go out in few
+/// syscalls and small ones promptly.
+const FLUSH_BYTES: usize = 256 * 1024;
+
+/// Keeps the attachment counters and the block-mode registration right on
+/// every exit path.
+struct Registration {
+    process: Arc<Process>,
+    table: Arc<ProcessTable>,
+    reader: ReaderId,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.process.output().unregister(self.reader);
+        self.process.attachments.fetch_sub(1, Ordering::SeqCst);
+        self.table.attachments.fetch_sub(1, Ordering::SeqCst);
+        for stream in StreamName::ALL {
+            self.process.notify_space(stream);
+        }
+    }
+}
+
+/// Reserves an attachment slot (per process and in total) before the
+/// upgrade, so a refusal is an HTTP error rather than a closed socket.
+pub fn admit(table: &ProcessTable, process: &Process) -> Result<(), ApiError> {
+    let config = table.config();
+    if process.attachments.fetch_add(1, Ordering::SeqCst) >= config.max_attachments_per_process {
+        process.attachments.fetch_sub(1, Ordering::SeqCst);
+        return Err(ApiError::TooManyAttachments(format!(
+            "process {} has {} (limit --max-attachments-per-process)",
+            process.id, config.max_attachments_per_process
+        )));
+    }
+    if table.attachments.fetch_add(1, Ordering::SeqCst) >= config.max_attachments {
+        table.attachments.fetch_sub(1, Ordering::SeqCst);
+        process.attachments.fetch_sub(1, Ordering::SeqCst);
+        return Err(ApiError::TooManyAttachments(format!(
+            "{} in total (limit --max-attachments)",
+            config.max_attachments
+        )));
+    }
+    Ok(())
+}
+
+/// Serves one admitted attachment until the exit frame has been sent and
+/// the connection closed, or the client goes away.
+pub async fn serve(
+    socket: WebSocket,
+    process: Arc<Process>,
+    table: Arc<ProcessTable>,
+    options: AttachOptions,
+) {
+    let reader = process.output().register(options.start);
+    let _registration = Registration {
+        process: process.clone(),
+        table: table.clone(),
+        reader,
+    };
+    let config = table.config().clone();
+    let (sink, stream) = socket.split();
+    let (events_tx, events) = mpsc::channel(64);
+    let epoch = Instant::now();
+    let last_seen = Arc::new(AtomicU64::new(0));
+    let mut reader_task = tokio::spawn(read_client(
+        stream,
+        process.clone(),
+        events_tx,
+        options.readonly,
+        config.max_frame_bytes,
+        last_seen.clone(),
+        epoch,
+    ));
+    let mut writer = Writer {
+        sink,
+        process,
+        reader,
+        send_timeout: config.send_timeout(),
+        max_data: config.max_data_frame_bytes.max(1),
+        window: options.window,
+        cursors: options.start.map(|next| Cursor {
+            next,
+            sent: 0,
+            granted: 0,
+        }),
+        unflushed: 0,
+    };
+    let close = writer
+        .run(events, last_seen, epoch, config.ping_interval(), config.idle_timeout())
+        .await;
+    if let Some((code, reason)) = close {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        if writer.send(Message::Close(Some(frame))).await.is_ok() {
+            // Wait, bounded, for the client's Close so the kernel never
+            // resets a connection with output still unread; then shut it.
+            let _ = timeout(config.close_timeout(), &mut reader_task).await;
+        }
+    }
+    reader_task.abort();
+}
+
+struct Writer {
+    sink: SplitSink<WebSocket, Message>,
+    process: Arc<Process>,
+    reader: ReaderId,
+    send_timeout: Duration,
+    max_data: usize,
+    window: Option<u64>,
+    cursors: [Cursor; 2],
+    unflushed: usize,
+}
+
+/// Why the writer stopped: `Some((close code, reason))` to close politely,
+/// `None` when the socket is already unusable.
+type Close = Option<(u16, String)>;
+
+impl Writer {
+    async fn run(
+        &mut self,
+        mut events: mpsc::Receiver<ReaderEvent>,
+        last_seen: Arc<AtomicU64>,
+        epoch: Instant,
+        ping_every: Duration,
+        idle_timeout: Duration,
+    ) -> Close {
+        let mut output = self.process.watch_output();
+        let mut exit = self.process.watch_exit();
+        let hello = ServerFrame::Hello {
+            version: PROTOCOL_VERSION,
+            process: self.process.info(),
+            stdout: self.cursors[0].next,
+            stderr: self.cursors[1].next,
+        };
+        if self.send(Message::Binary(hello.encode().into())).await.is_err() {
+            return None;
+        }
+        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+        ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            output.borrow_and_update();
+            let exited = exit.borrow_and_update().is_some();
+            match self.send_available().await {
+                Err(()) => return None,
+                Ok(true) if exited => {
+                    let frame = ServerFrame::Exit {
+                        process: self.process.info(),
+                    };
+                    if self.send(Message::Binary(frame.encode().into())).await.is_err() {
+                        return None;
+                    }
+                    return Some((1000, "process exited".into()));
+                }
+                Ok(_) => {}
+            }
+            tokio::select! {
+                _ = output.changed() => {}
+                _ = exit.changed() => {}
+                event = events.recv() => match event {
+                    Some(ReaderEvent::Credit(stream, bytes)) => {
+                        let cursor = &mut self.cursors[stream.index()];
+                        cursor.granted = cursor.granted.saturating_add(bytes);
+                    }
+                    Some(ReaderEvent::Rejected(error)) => {
+                        let (_, code) = error.status_and_code();
+                        if self.send_error(code, &error.to_string()).await.is_err() {
+                            return None;
+                        }
+                    }
+                    Some(ReaderEvent::Fatal(error)) => {
+                        if self.send_error(error.code(), &error.to_string()).await.is_err() {
+                            return None;
+                        }
+                        return Some((error.close_code(), error.code().into()));
+                    }
+                    Some(ReaderEvent::Gone) | None => return None,
+                },
+                _ = ping.tick() => {
+                    let seen = Duration::from_millis(last_seen.load(Ordering::Relaxed));
+                    if epoch.elapsed().saturating_sub(seen) > idle_timeout {
+                        return Some((1001, "idle timeout".into()));
+                    }
+                    if self.send(Message::Ping(Default::default())).await.is_err() {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends whatever output this attachment may be sent now, batching
+    /// frames between flushes. `Ok(true)` when every stream is complete and
+    /// fully sent (the exit frame may follow).
+    async fn send_available(&mut self) -> Result<bool, ()> {
+        loop {
+            let mut sent_any = false;
+            let mut done = true;
+            // One frame per stream per round: neither stream starves.
+            for stream in StreamName::ALL {
+                let i = stream.index();
+                let allowance = match self.window {
+                    Some(window) => {
+                        let c = self.cursors[i];
+                        (window.saturating_add(c.granted)).saturating_sub(c.sent)
+                    }
+                    None => u64::MAX,
+                };
+                let max = usize::try_from(allowance).unwrap_or(usize::MAX).min(self.max_data);
+                let next = self.process.output().stream(stream).next(self.cursors[i].next, max);
+                let frame = match next {
+                    Next::End => continue,
+                    Next::Pending => {
+                        done = false;
+                        continue;
+                    }
+                    Next::Dropped { offset, length } => {
+                        self.cursors[i].next = offset + length;
+                        ServerFrame::Dropped {
+                            stream,
+                            offset,
+                            length,
+                        }
+                        .encode()
+                    }
+                    Next::Data { offset, data } => {
+                        let len = data.len() as u64;
+                        self.cursors[i].next = offset + len;
+                        self.cursors[i].sent += len;
+                        ServerFrame::encode_data(stream, offset, &data)
+                    }
+                };
+                done = false;
+                sent_any = true;
+                self.unflushed += frame.len();
+                self.feed(Message::Binary(frame.into())).await?;
+                if self.unflushed >= FLUSH_BYTES {
+                    self.flush().await?;
+                }
+            }
+            if !sent_any {
+                if self.unflushed > 0 {
+                    self.flush().await?;
+                }
+                return Ok(done);
+            }
+            self.release_sent();
+        }
+    }
+
+    /// Block mode: tells capture which bytes this attachment no longer
+    /// needs. With a window, bytes not yet acknowledged by credit stay, so
+    /// a client that reconnects after a blip loses nothing.
+    fn release_sent(&self) {
+        if self.process.overflow != Overflow::Block {
+            return;
+        }
+        {
+            let mut out = self.process.output();
+            for stream in StreamName::ALL {
+                let c = self.cursors[stream.index()];
+                let unacked = match self.window {
+                    Some(_) => c.sent.saturating_sub(c.granted),
+                    None => 0,
+                };
+                out.stream_mut(stream)
+                    .advance(self.reader, c.next.saturating_sub(unacked));
+            }
+        }
+        for stream in StreamName::ALL {
+            self.process.notify_space(stream);
+        }
+    }
+
+    async fn send_error(&mut self, code: &str, message: &str) -> Result<(), ()> {
+        let frame = ServerFrame::Error {
+            code: code.to_string(),
+            message: message.to_string(),
+        };
+        self.send(Message::Binary(frame.encode().into())).await
+    }
+
+    async fn feed(&mut self, message: Message) -> Result<(), ()> {
+        match timeout(self.send_timeout, self.sink.feed(message)).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(()),
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), ()> {
+        self.unflushed = 0;
+        match timeout(self.send_timeout, self.sink.flush()).await {
+            Ok(Ok(())) => {
+                self.release_sent();
+                Ok(())
+            }
+            _ => {
+                tracing::info!(id = %self.process.id, "attachment socket took nothing for the send timeout; closing it");
+                Err(())
+            }
+        }
+    }
+
+    async fn send(&mut self, message: Message) -> Result<(), ()> {
+        self.feed(message).await?;
+        self.flush().await
+    }
+}
+
+/// Reads client frames and acts on them at once. Runs apart from the writer
+/// so stdin, signals and credit are never stuck behind output.
+async fn read_client(
+    mut stream: SplitStream<WebSocket>,
+    process: Arc<Process>,
+    events: mpsc::Sender<ReaderEvent>,
+    readonly: bool,
+    max_frame: usize,
+    last_seen: Arc<AtomicU64>,
+    epoch: Instant,
+) {
+    let mut failed = false;
+    while let Some(message) = stream.next().await {
+        last_seen.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        let event = match message {
+            // After a protocol error, only the client's Close matters.
+            Ok(Message::Close(_)) => break,
+            Ok(_) if failed => continue,
+            Ok(Message::Binary(bytes)) if bytes.len() > max_frame => {
+                Some(ReaderEvent::Fatal(AttachError::TooLarge(max_frame)))
+            }
+            Ok(Message::Binary(bytes)) => match ClientFrame::decode(&bytes) {
+                Ok(frame) => act(&process, frame, readonly).await,
+                Err(e) => Some(ReaderEvent::Fatal(e.into())),
+            },
+            Ok(Message::Text(_)) => Some(ReaderEvent::Fatal(AttachError::TextMessage)),
+            Ok(Message::Ping(_) | Message::Pong(_)) => None,
+            Err(e) => {
+                let error = socket_error(e, max_frame);
+                let _ = events.send(ReaderEvent::Fatal(error)).await;
+                return;
+            }
+        };
+        if let Some(event) = event {
+            failed |= matches!(event, ReaderEvent::Fatal(_));
+            if events.send(event).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = events.send(ReaderEvent::Gone).await;
+}
+
+fn socket_error(error: axum::Error, max_frame: usize) -> AttachError {
+    let inner = error.into_inner();
+    match inner.downcast_ref::<tungstenite::Error>() {
+        Some(tungstenite::Error::Capacity(_)) => AttachError::TooLarge(max_frame),
+        _ => AttachError::Socket(inner.to_string()),
+    }
+}
+
+/// Carries out one client frame. Failures that are not protocol errors
+/// (stdin closed, read-only, bad signal name) are reported and the
+/// attachment carries on.
+async fn act(process: &Process, frame: ClientFrame, readonly: bool) -> Option<ReaderEvent> {
+    let read_only = || {
+        Some(ReaderEvent::Rejected(ApiError::InvalidRequest(
+            "this attachment is read-only (readonly=1)".into(),
+        )))
+    };
+    let result = match frame {
+        ClientFrame::Credit { stream, bytes } => return Some(ReaderEvent::Credit(stream, bytes)),
+        ClientFrame::Stdin { .. } | ClientFrame::StdinEof | ClientFrame::Signal { .. }
+            if readonly =>
+        {
+            return read_only()
+        }
+        ClientFrame::Resize { .. } if readonly => return read_only(),
+        ClientFrame::Stdin { data } => process.write_stdin(data).await,
+        ClientFrame::StdinEof => process.close_stdin().await,
+        ClientFrame::Signal { signal } => match parse_signal(&signal) {
+            Some((_, number)) => match nix::sys::signal::Signal::try_from(number) {
+                Ok(signal) => process.signal(signal).await,
+                Err(_) => Err(ApiError::InvalidRequest(format!("unknown signal {signal:?}"))),
+            },
+            None => Err(ApiError::InvalidRequest(format!(
+                "unknown signal {signal:?}; use a name such as TERM, INT, KILL, HUP"
+            ))),
+        },
+        ClientFrame::Resize { cols, rows } => process.resize(cols, rows),
+    };
+    result.err().map(ReaderEvent::Rejected)
+}

@@ -1,0 +1,160 @@
+//! Command-line flags and the limits they set. Every bound the server
+//! enforces lives here with its default; README.md lists them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// The default listen address: loopback only, fixed port.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
+
+/// `tetherd`: start processes, capture their output from the first byte, and
+/// let WebSocket clients attach to them.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "tetherd", version, about)]
+pub struct Config {
+    /// Address to listen on. A non-loopback address needs --token (or
+    /// --insecure-no-token).
+    #[arg(long, env = "TETHER_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+
+    /// Bearer token required on every /v1 request (browsers may pass it as
+    /// the `access_token` query parameter). Never passed to children.
+    #[arg(long, env = "TETHER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// Allow listening on a non-loopback address without a token.
+    #[arg(long)]
+    pub insecure_no_token: bool,
+
+    /// Extra origins allowed to open WebSockets (the server's own origin
+    /// always is; clients that send no Origin are allowed). Repeatable.
+    #[arg(long = "allow-origin")]
+    pub allow_origins: Vec<String>,
+
+    /// Directory of the built web demo, served at `/`.
+    #[arg(long)]
+    pub web_root: Option<PathBuf>,
+
+    /// Default retention per output stream, in bytes.
+    #[arg(long, default_value_t = 2 << 20)]
+    pub retain_bytes: u64,
+
+    /// Largest retention per stream a request may ask for, in bytes.
+    #[arg(long, default_value_t = 256 << 20)]
+    pub max_retain_bytes: u64,
+
+    /// Total retention reserved across all processes, in bytes. Each
+    /// process reserves its per-stream retention (two streams for pipes,
+    /// one for a PTY) while it is known to the server.
+    #[arg(long, default_value_t = 2 << 30)]
+    pub retain_total: u64,
+
+    /// Most processes running at once.
+    #[arg(long, default_value_t = 1024)]
+    pub max_processes: usize,
+
+    /// Most processes known (running and exited) at once; past it the
+    /// oldest exited ones are forgotten early.
+    #[arg(long, default_value_t = 4096)]
+    pub max_known_processes: usize,
+
+    /// How long an exited process stays queryable (wait, status, replay),
+    /// in milliseconds.
+    #[arg(long, default_value_t = 300_000)]
+    pub exited_ttl_ms: u64,
+
+    /// After the process is reaped, how long capture keeps draining output
+    /// that descendants hold open, in milliseconds. Past it the exit is
+    /// reported with `output_incomplete`.
+    #[arg(long, default_value_t = 1000)]
+    pub drain_timeout_ms: u64,
+
+    /// Between SIGTERM and SIGKILL when a deadline, DELETE or shutdown kills
+    /// a session, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub kill_grace_ms: u64,
+
+    /// Default long-poll time of `wait`, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
+    pub default_wait_ms: u64,
+
+    /// Longest long-poll of `wait`, in milliseconds. Keep it below the
+    /// read timeout of any proxy in front (nginx: 60 s).
+    #[arg(long, default_value_t = 55_000)]
+    pub max_wait_ms: u64,
+
+    /// Attachments per process.
+    #[arg(long, default_value_t = 64)]
+    pub max_attachments_per_process: usize,
+
+    /// Attachments in total.
+    #[arg(long, default_value_t = 4096)]
+    pub max_attachments: usize,
+
+    /// Largest client WebSocket message, in bytes (close code 1009 past it).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_frame_bytes: usize,
+
+    /// Largest data payload of one server frame, in bytes.
+    #[arg(long, default_value_t = 64 << 10)]
+    pub max_data_frame_bytes: usize,
+
+    /// Largest HTTP request body (JSON, or raw stdin), in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+
+    /// Interval of WebSocket pings to each attachment, in milliseconds.
+    #[arg(long, default_value_t = 20_000)]
+    pub ping_interval_ms: u64,
+
+    /// An attachment that has sent nothing (not even a pong) for this long
+    /// is closed, in milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    pub idle_timeout_ms: u64,
+
+    /// An attachment whose socket takes no write for this long is closed
+    /// (its process keeps running), in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub send_timeout_ms: u64,
+
+    /// After sending Close, how long to wait for the client's Close before
+    /// shutting the TCP connection, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    pub close_timeout_ms: u64,
+
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+impl Config {
+    /// The configuration with every default, for tests and embedding.
+    pub fn defaults() -> Config {
+        Config::parse_from(["tetherd"])
+    }
+
+    pub(crate) fn drain_timeout(&self) -> Duration {
+        Duration::from_millis(self.drain_timeout_ms)
+    }
+    pub(crate) fn kill_grace(&self) -> Duration {
+        Duration::from_millis(self.kill_grace_ms)
+    }
+    pub(crate) fn exited_ttl(&self) -> Duration {
+        Duration::from_millis(self.exited_ttl_ms)
+    }
+    pub(crate) fn ping_interval(&self) -> Duration {
+        Duration::from_millis(self.ping_interval_ms.max(1))
+    }
+    pub(crate) fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms)
+    }
+    pub(crate) fn send_timeout(&self) -> Duration {
+        Duration::from_millis(self.send_timeout_ms)
+    }
+    pub(crate) fn close_timeout(&self) -> Duration {
+        Duration::from_millis(self.close_timeout_ms)
+    }
+}

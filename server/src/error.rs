@@ -1,0 +1,149 @@
+//! The server's errors, and the one place that maps each to an HTTP status,
+//! an error code and (for attachments) a WebSocket close code.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use tether_protocol::api::{ErrorBody, ErrorDetail};
+
+/// Everything a request can fail with. Each variant says what the caller
+/// can do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request is malformed or its arguments are invalid: fix it.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// No process with that id (it never existed or has been forgotten).
+    #[error("no process with id {0:?}")]
+    NotFound(String),
+    /// No such route: check the URL and method.
+    #[error("no route for {0}")]
+    NoRoute(String),
+    /// The process has exited; it cannot be signalled or written to.
+    #[error("process {0} is not running")]
+    NotRunning(String),
+    /// The program could not be started (the OS reason is in the message).
+    #[error("{0}")]
+    SpawnFailed(String),
+    /// The same `Idempotency-Key` was used with a different request body.
+    #[error("Idempotency-Key {0:?} was already used with a different request")]
+    IdempotencyConflict(String),
+    /// The process has no stdin pipe (spawned without `"stdin": true`), or
+    /// it was closed.
+    #[error("process {0} has no open stdin (spawn it with \"stdin\": true)")]
+    StdinUnavailable(String),
+    /// Too many running processes: wait for some to exit, or raise
+    /// `--max-processes`.
+    #[error("too many running processes (limit {0})")]
+    TooManyProcesses(usize),
+    /// The total retention budget is spent: let exited processes expire,
+    /// ask for a smaller `retain_bytes`, or raise `--retain-total`.
+    #[error("retention budget exhausted: {0}")]
+    RetentionExhausted(String),
+    /// Too many attachments (per process or in total).
+    #[error("too many attachments: {0}")]
+    TooManyAttachments(String),
+    /// Missing or wrong bearer token.
+    #[error("missing or invalid bearer token")]
+    Unauthorized,
+    /// A WebSocket upgrade from an origin that is not allowed.
+    #[error("origin {0:?} is not allowed (see --allow-origin)")]
+    ForbiddenOrigin(String),
+    /// The request body is larger than `--max-body-bytes`.
+    #[error("request body too large (limit {0} bytes)")]
+    BodyTooLarge(usize),
+    /// The server is shutting down.
+    #[error("server is shutting down")]
+    ShuttingDown,
+    /// A bug or an OS failure on the server side.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// HTTP status and stable error code.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
+            ApiError::NotRunning(_) => (StatusCode::CONFLICT, "not_running"),
+            ApiError::SpawnFailed(_) => (StatusCode::UNPROCESSABLE_ENTITY, "spawn_failed"),
+            ApiError::IdempotencyConflict(_) => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_conflict")
+            }
+            ApiError::StdinUnavailable(_) => (StatusCode::CONFLICT, "stdin_unavailable"),
+            ApiError::TooManyProcesses(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "too_many_processes")
+            }
+            ApiError::RetentionExhausted(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "retention_exhausted")
+            }
+            ApiError::TooManyAttachments(_) => {
+                (StatusCode::TOO_MANY_REQUESTS, "too_many_attachments")
+            }
+            ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::ForbiddenOrigin(_) => (StatusCode::FORBIDDEN, "forbidden_origin"),
+            ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    /// The JSON error body.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.status_and_code().1.to_string(),
+                message: self.to_string(),
+            },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, _) = self.status_and_code();
+        (status, Json(self.body())).into_response()
+    }
+}
+
+/// Why an attachment ends early; each has an `error` frame code and a
+/// WebSocket close code.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    /// The client sent a frame that does not decode.
+    #[error(transparent)]
+    Decode(#[from] tether_protocol::DecodeError),
+    /// The client sent a text message; the protocol is binary only.
+    #[error("text messages are not part of tether.v1; send binary MessagePack frames")]
+    TextMessage,
+    /// The client sent a message over `--max-frame-bytes`.
+    #[error("message exceeds the maximum frame size of {0} bytes")]
+    TooLarge(usize),
+    /// The client's messages could not be read (a broken WebSocket).
+    #[error("websocket error: {0}")]
+    Socket(String),
+}
+
+impl AttachError {
+    /// Error frame code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AttachError::Decode(e) => e.code(),
+            AttachError::TextMessage => "text_message",
+            AttachError::TooLarge(_) => "frame_too_large",
+            AttachError::Socket(_) => "protocol_error",
+        }
+    }
+
+    /// WebSocket close code.
+    pub fn close_code(&self) -> u16 {
+        match self {
+            AttachError::Decode(e) => e.close_code(),
+            AttachError::TextMessage => 1003,
+            AttachError::TooLarge(_) => 1009,
+            AttachError::Socket(_) => 1002,
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! HTTP routes under `/v1`, plus `/healthz` and the web demo at `/`.
+//! Handlers parse and validate, then call the table or the process; every
+//! failure is an [`ApiError`] with a JSON body.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
+use tether_protocol::signal::parse_signal;
+use tether_protocol::{ExitReason, ProcessInfo, StreamName, SUBPROTOCOL};
+
+use crate::attach::{self, AttachOptions};
+use crate::error::ApiError;
+use crate::table::ProcessTable;
+
+type AppState = Arc<ProcessTable>;
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The whole HTTP surface.
+pub fn router(table: Arc<ProcessTable>) -> Router {
+    let config = table.config().clone();
+    let v1 = Router::new()
+        .route("/processes", post(spawn).get(list))
+        .route("/processes/{id}", get(status).delete(delete))
+        .route("/processes/{id}/wait", get(wait))
+        .route("/processes/{id}/signal", post(signal))
+        .route("/processes/{id}/stdin", post(stdin))
+        .route("/processes/{id}/stdin/close", post(stdin_close))
+        .route("/processes/{id}/resize", post(resize))
+        .route("/processes/{id}/attach", get(attach))
+        .fallback(no_route)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(table.clone(), crate::access::check))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes));
+    let mut app = Router::new()
+        .nest("/v1", v1)
+        .route("/healthz", get(|| async { "ok\n" }));
+    app = match &config.web_root {
+        Some(root) => app.fallback_service(tower_http::services::ServeDir::new(root)),
+        None => app.fallback(no_route),
+    };
+    app.layer(middleware::from_fn(trace_errors)).with_state(table)
+}
+
+async fn trace_errors(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let uri = request.uri().path().to_string();
+    let response = next.run(request).await;
+    if response.status().is_server_error() {
+        tracing::warn!(%method, %uri, status = %response.status(), "request failed");
+    }
+    response
+}
+
+async fn no_route(request: Request) -> ApiError {
+    ApiError::NoRoute(format!("{} {}", request.method(), request.uri().path()))
+}
+
+async fn method_not_allowed(request: Request) -> Response {
+    let error = ApiError::NoRoute(format!("{} {}", request.method(), request.uri().path()));
+    let mut response = error.into_response();
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response
+}
+
+/// Parses a JSON body with a message that says what is wrong.
+fn json_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    max: usize,
+) -> ApiResult<T> {
+    let body = body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(max),
+        other => ApiError::InvalidRequest(other.body_text()),
+    })?;
+    serde_json::from_slice(&body).map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))
+}
+
+async fn spawn(
+    State(table): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<(StatusCode, Json<ProcessInfo>)> {
+    let request: SpawnRequest = json_body(body, table.config().max_body_bytes)?;
+    let key = match headers.get("idempotency-key") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))?
+                .to_string(),
+        ),
+        None => None,
+    };
+    let (process, new) = table.spawn(request, key)?;
+    let status = if new { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(process.info())))
+}
+
+async fn list(State(table): State<AppState>) -> Json<Vec<ProcessInfo>> {
+    Json(table.list().iter().map(|p| p.info()).collect())
+}
+
+async fn status(State(table): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ProcessInfo>> {
+    Ok(Json(table.get(&id)?.info()))
+}
+
+async fn delete(State(table): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ProcessInfo>> {
+    let process = table.get(&id)?;
+    process.kill(ExitReason::Killed).await;
+    table.forget(&id);
+    Ok(Json(process.info()))
+}
+
+/// Parses an optional unsigned integer query parameter.
+fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
+    query
+        .get(name)
+        .map(|v| {
+            v.parse::<u64>().map_err(|_| {
+                ApiError::InvalidRequest(format!("{name} must be a non-negative integer, got {v:?}"))
+            })
+        })
+        .transpose()
+}
+
+async fn wait(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<ProcessInfo>> {
+    let config = table.config();
+    let ms = query_u64(&query, "timeout_ms")?
+        .unwrap_or(config.default_wait_ms)
+        .min(config.max_wait_ms);
+    let process = table.get(&id)?;
+    let mut exit = process.watch_exit();
+    let _ = tokio::time::timeout(Duration::from_millis(ms), exit.wait_for(|e| e.is_some())).await;
+    Ok(Json(process.info()))
+}
+
+async fn signal(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<ProcessInfo>> {
+    let request: SignalRequest = json_body(body, table.config().max_body_bytes)?;
+    let process = table.get(&id)?;
+    let (_, number) = parse_signal(&request.signal).ok_or_else(|| {
+        ApiError::InvalidRequest(format!(
+            "unknown signal {:?}; use one of HUP INT QUIT KILL USR1 USR2 TERM CONT STOP WINCH",
+            request.signal
+        ))
+    })?;
+    let signal = nix::sys::signal::Signal::try_from(number)
+        .map_err(|_| ApiError::InvalidRequest(format!("unknown signal {number}")))?;
+    process.signal(signal).await?;
+    Ok(Json(process.info()))
+}
+
+async fn stdin(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let max = table.config().max_body_bytes;
+    let body = body.map_err(|_| ApiError::BodyTooLarge(max))?;
+    table.get(&id)?.write_stdin(body.to_vec()).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn stdin_close(State(table): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    table.get(&id)?.close_stdin().await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn resize(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<StatusCode> {
+    let request: ResizeRequest = json_body(body, table.config().max_body_bytes)?;
+    let process = table.get(&id)?;
+    if !process.tty {
+        return Err(ApiError::InvalidRequest(format!("process {id} has no terminal (tty: false)")));
+    }
+    process.resize(request.cols, request.rows)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn attach(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    let process = table.get(&id)?;
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::InvalidRequest(format!("attach needs a WebSocket upgrade: {}", e.body_text()))
+    })?;
+    let mut start = [0u64; 2];
+    {
+        let out = process.output();
+        for stream in StreamName::ALL {
+            if let Some(offset) = query_u64(&query, stream.as_str())? {
+                let end = out.stream(stream).end();
+                if offset > end {
+                    return Err(ApiError::InvalidRequest(format!(
+                        "{} offset {offset} is past the end of the stream ({end} bytes so far)",
+                        stream.as_str()
+                    )));
+                }
+                start[stream.index()] = offset;
+            }
+        }
+    }
+    let window = query_u64(&query, "window")?;
+    if window == Some(0) {
+        return Err(ApiError::InvalidRequest(
+            "window must be at least 1 (omit it to turn flow control off)".into(),
+        ));
+    }
+    let readonly = matches!(query.get("readonly").map(String::as_str), Some("1" | "true"));
+    attach::admit(&table, &process)?;
+    let options = AttachOptions {
+        start,
+        window,
+        readonly,
+    };
+    let config = table.config().clone();
+    Ok(upgrade
+        .protocols([SUBPROTOCOL])
+        .max_message_size(config.max_frame_bytes)
+        .max_frame_size(config.max_frame_bytes)
+        .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
+        .on_upgrade(move |socket| attach::serve(socket, process, table, options)))
+}

@@ -1,0 +1,271 @@
+//! Retained output: what capture has read from a process, per stream,
+//! addressed by absolute byte offset since spawn.
+//!
+//! Each stream keeps at most `capacity` bytes in a ring. In `drop` mode the
+//! oldest bytes are evicted to make room, and a reader whose cursor falls
+//! below the retained start learns the exact lost range. In `block` mode
+//! capture asks [`StreamBuffer::block_room`] before reading and never evicts
+//! a byte that an attachment has not yet been sent, so the program waits on
+//! its write as it would on a full pipe.
+
+use std::collections::{HashMap, VecDeque};
+
+use tether_protocol::{Overflow, StreamName};
+
+/// Identifies an attachment's registration with the buffers.
+pub type ReaderId = u64;
+
+/// One output stream's retained bytes.
+#[derive(Debug)]
+pub struct StreamBuffer {
+    ring: VecDeque<u8>,
+    /// Offset of `ring[0]`.
+    start: u64,
+    capacity: usize,
+    /// Set once capture has finished; `end()` is then the final total.
+    complete: bool,
+    /// Block mode: per attachment, the lowest offset it may still need.
+    floors: HashMap<ReaderId, u64>,
+    /// Block mode: the delivered floor while nobody is attached, so that a
+    /// reconnecting client finds everything the last one was not sent.
+    idle_floor: u64,
+}
+
+/// What a reader at some offset gets next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Bytes `offset..offset+length` were evicted before this reader got them.
+    Dropped { offset: u64, length: u64 },
+    /// Bytes are ready at this offset (copied out, at most the asked size).
+    Data { offset: u64, data: Vec<u8> },
+    /// Nothing new yet.
+    Pending,
+    /// Capture is complete and the reader has everything.
+    End,
+}
+
+impl StreamBuffer {
+    fn new(capacity: usize) -> StreamBuffer {
+        StreamBuffer {
+            ring: VecDeque::new(),
+            start: 0,
+            capacity,
+            complete: false,
+            floors: HashMap::new(),
+            idle_floor: 0,
+        }
+    }
+
+    /// Total bytes written to this stream since spawn.
+    pub fn end(&self) -> u64 {
+        self.start + self.ring.len() as u64
+    }
+
+    /// Offset of the oldest retained byte.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// True once capture has finished.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// Appends captured bytes, evicting the oldest beyond capacity.
+    pub fn push(&mut self, data: &[u8]) {
+        if data.len() >= self.capacity {
+            // Only the tail fits; everything before it is evicted at once.
+            let skip = data.len() - self.capacity;
+            self.start = self.end() + skip as u64;
+            self.ring.clear();
+            self.ring.extend(&data[skip..]);
+            return;
+        }
+        let excess = (self.ring.len() + data.len()).saturating_sub(self.capacity);
+        if excess > 0 {
+            self.ring.drain(..excess);
+            self.start += excess as u64;
+        }
+        self.ring.extend(data);
+    }
+
+    /// Marks capture finished.
+    pub fn complete(&mut self) {
+        self.complete = true;
+    }
+
+    /// The next thing a reader at `cursor` should be sent, at most `max`
+    /// data bytes. `cursor` must not be past `end()`.
+    pub fn next(&self, cursor: u64, max: usize) -> Next {
+        if cursor < self.start {
+            return Next::Dropped {
+                offset: cursor,
+                length: self.start - cursor,
+            };
+        }
+        let end = self.end();
+        if cursor >= end {
+            return if self.complete { Next::End } else { Next::Pending };
+        }
+        if max == 0 {
+            return Next::Pending;
+        }
+        let from = (cursor - self.start) as usize;
+        let to = from + max.min((end - cursor) as usize);
+        let mut data = Vec::with_capacity(to - from);
+        let (a, b) = self.ring.as_slices();
+        if from < a.len() {
+            data.extend_from_slice(&a[from..to.min(a.len())]);
+        }
+        if to > a.len() {
+            data.extend_from_slice(&b[from.saturating_sub(a.len())..to - a.len()]);
+        }
+        Next::Data {
+            offset: cursor,
+            data,
+        }
+    }
+
+    /// Block mode: how many bytes capture may read now without evicting
+    /// anything an attachment still needs.
+    pub fn block_room(&self) -> usize {
+        let floor = self.delivered_floor().max(self.start);
+        let pending = (self.end() - floor) as usize;
+        self.capacity.saturating_sub(pending)
+    }
+
+    fn delivered_floor(&self) -> u64 {
+        self.floors.values().copied().min().unwrap_or(self.idle_floor)
+    }
+
+    fn register(&mut self, reader: ReaderId, floor: u64) {
+        self.floors.insert(reader, floor);
+    }
+
+    /// Records that `reader` no longer needs bytes below `floor`.
+    pub fn advance(&mut self, reader: ReaderId, floor: u64) {
+        if let Some(f) = self.floors.get_mut(&reader) {
+            *f = (*f).max(floor);
+        }
+    }
+
+    fn unregister(&mut self, reader: ReaderId) {
+        if let Some(floor) = self.floors.remove(&reader) {
+            if self.floors.is_empty() {
+                self.idle_floor = self.idle_floor.max(floor);
+            }
+        }
+    }
+
+    /// Bytes held in memory.
+    pub fn retained(&self) -> usize {
+        self.ring.len()
+    }
+}
+
+/// Both streams of a process. A PTY writes only `stdout`.
+#[derive(Debug)]
+pub struct RetainedOutput {
+    streams: [StreamBuffer; 2],
+    overflow: Overflow,
+    next_reader: ReaderId,
+}
+
+impl RetainedOutput {
+    /// Empty buffers of `capacity` bytes per stream.
+    pub fn new(capacity: usize, overflow: Overflow) -> RetainedOutput {
+        RetainedOutput {
+            streams: [StreamBuffer::new(capacity), StreamBuffer::new(capacity)],
+            overflow,
+            next_reader: 0,
+        }
+    }
+
+    /// The buffer of one stream.
+    pub fn stream(&self, stream: StreamName) -> &StreamBuffer {
+        &self.streams[stream.index()]
+    }
+
+    /// The buffer of one stream, mutably.
+    pub fn stream_mut(&mut self, stream: StreamName) -> &mut StreamBuffer {
+        &mut self.streams[stream.index()]
+    }
+
+    /// The overflow mode.
+    pub fn overflow(&self) -> Overflow {
+        self.overflow
+    }
+
+    /// Registers an attachment starting at these offsets (block mode keeps
+    /// bytes from there on until it has been sent them).
+    pub fn register(&mut self, starts: [u64; 2]) -> ReaderId {
+        let id = self.next_reader;
+        self.next_reader += 1;
+        for (buffer, start) in self.streams.iter_mut().zip(starts) {
+            buffer.register(id, start);
+        }
+        id
+    }
+
+    /// Removes an attachment's registration.
+    pub fn unregister(&mut self, reader: ReaderId) {
+        for buffer in &mut self.streams {
+            buffer.unregister(reader);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(next: Next) -> (u64, Vec<u8>) {
+        match next {
+            Next::Data { offset, data } => (offset, data),
+            other => panic!("expected data, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_from_any_retained_offset() {
+        let mut b = StreamBuffer::new(16);
+        b.push(b"hello ");
+        b.push(b"world");
+        assert_eq!(data(b.next(0, 100)), (0, b"hello world".to_vec()));
+        assert_eq!(data(b.next(6, 3)), (6, b"wor".to_vec()));
+        assert_eq!(b.next(11, 100), Next::Pending);
+        b.complete();
+        assert_eq!(b.next(11, 100), Next::End);
+    }
+
+    #[test]
+    fn eviction_reports_the_exact_lost_range() {
+        let mut b = StreamBuffer::new(4);
+        b.push(b"abcdef");
+        assert_eq!(b.start(), 2);
+        assert_eq!(b.end(), 6);
+        assert_eq!(b.next(0, 10), Next::Dropped { offset: 0, length: 2 });
+        b.push(b"gh");
+        assert_eq!(b.next(3, 10), Next::Dropped { offset: 3, length: 1 });
+        assert_eq!(data(b.next(4, 10)), (4, b"efgh".to_vec()));
+        assert!(b.retained() <= 4);
+    }
+
+    #[test]
+    fn block_room_counts_bytes_not_yet_sent_to_the_slowest_reader() {
+        let mut out = RetainedOutput::new(8, Overflow::Block);
+        let fast = out.register([0, 0]);
+        let slow = out.register([0, 0]);
+        let b = out.stream_mut(StreamName::Stdout);
+        b.push(b"123456");
+        assert_eq!(b.block_room(), 2);
+        b.advance(fast, 6);
+        assert_eq!(b.block_room(), 2);
+        b.advance(slow, 4);
+        assert_eq!(b.block_room(), 6);
+        out.unregister(fast);
+        out.unregister(slow);
+        // With nobody attached the last floor holds.
+        assert_eq!(out.stream(StreamName::Stdout).block_room(), 6);
+    }
+}
