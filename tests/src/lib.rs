@@ -1,1 +1,381 @@
+//! The shared harness of the black-box tests: [`TestServer`] starts the real
+//! `tetherd` binary on an ephemeral loopback port and stops it on drop;
+//! [`Attachment`] is a small WebSocket client that speaks `tether.v1`.
+//! Every wait is bounded by [`WAIT`]; nothing sleeps to synchronise.
 
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub use tether_protocol;
+
+/// The bound on every wait in the tests.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Path of a workspace binary (`tetherd` or `tether`), built once per test
+/// run if needed: `cargo test` builds the test crate, not other packages'
+/// binaries, so the harness builds them (a no-op when up to date).
+pub fn binary(name: &str) -> PathBuf {
+    static TETHERD: OnceLock<()> = OnceLock::new();
+    static TETHER: OnceLock<()> = OnceLock::new();
+    let (once, package) = match name {
+        "tetherd" => (&TETHERD, "tether-server"),
+        "tether" => (&TETHER, "tether-client"),
+        other => panic!("unknown binary {other}"),
+    };
+    once.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", package, "--bin", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build of {name} failed");
+    });
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/<test> -> target/debug/<name>
+    exe.parent().unwrap().parent().unwrap().join(name)
+}
+
+/// A running `tetherd` on an ephemeral port; killed on drop.
+pub struct TestServer {
+    child: Child,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+impl TestServer {
+    /// Starts tetherd with default flags.
+    pub fn start() -> TestServer {
+        TestServer::start_with(&[])
+    }
+
+    /// Starts tetherd with extra flags.
+    pub fn start_with(args: &[&str]) -> TestServer {
+        let mut child = Command::new(binary("tetherd"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("TETHER_TOKEN")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start tetherd");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("tetherd listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line from tetherd: {line:?}"))
+            .to_string();
+        TestServer {
+            child,
+            base: addr,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// OS pid of the server.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Full URL of an API path.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// POST /v1/processes; panics unless 201.
+    pub async fn spawn(&self, body: Value) -> ProcessInfo {
+        let (status, value) = self.post("/v1/processes", body).await;
+        assert_eq!(status, 201, "spawn failed: {value}");
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// Spawns `sh -c COMMAND` with extra fields merged into the request.
+    pub async fn sh(&self, command: &str, extra: Value) -> ProcessInfo {
+        let mut body = json!({ "command": command });
+        if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        self.spawn(body).await
+    }
+
+    /// POST a JSON body; returns status and JSON response (or null).
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self.http.post(self.url(path)).json(&body).send().await.unwrap();
+        Self::parts(response).await
+    }
+
+    /// GET a path; returns status and JSON response (or null).
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.http.get(self.url(path)).send().await.unwrap();
+        Self::parts(response).await
+    }
+
+    async fn parts(response: reqwest::Response) -> (u16, Value) {
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// GET /v1/processes/{id}.
+    pub async fn status(&self, id: &str) -> ProcessInfo {
+        let (status, value) = self.get(&format!("/v1/processes/{id}")).await;
+        assert_eq!(status, 200, "{value}");
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// Long-polls until the process has exited (bounded by [`WAIT`]).
+    pub async fn wait_exit(&self, id: &str) -> ProcessInfo {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let (status, value) = self.get(&format!("/v1/processes/{id}/wait?timeout_ms=5000")).await;
+            assert_eq!(status, 200, "{value}");
+            let info: ProcessInfo = serde_json::from_value(value).unwrap();
+            if info.is_exited() {
+                return info;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "process {id} did not exit in time");
+        }
+    }
+
+    /// Attaches with a query string such as `stdout=5&window=1024`.
+    pub async fn attach(&self, id: &str, query: &str) -> Attachment {
+        Attachment::connect(&self.ws_url(id, query)).await
+    }
+
+    /// `ws://.../attach?query`.
+    pub fn ws_url(&self, id: &str, query: &str) -> String {
+        format!(
+            "{}/v1/processes/{id}/attach?{query}",
+            self.base.replacen("http://", "ws://", 1)
+        )
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Everything an attachment received until the exit frame.
+#[derive(Debug, Default)]
+pub struct Received {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// (stream, offset, length) of every `dropped` frame.
+    pub dropped: Vec<(StreamName, u64, u64)>,
+    pub exit: Option<ProcessInfo>,
+}
+
+/// A `tether.v1` WebSocket client for tests.
+pub struct Attachment {
+    pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// The process object and offsets of the `hello` frame.
+    pub hello: (ProcessInfo, u64, u64),
+    /// The `Sec-WebSocket-Protocol` the server answered with.
+    pub protocol: Option<String>,
+    /// Next expected offset per stream (checks contiguity).
+    pub next: [u64; 2],
+}
+
+impl Attachment {
+    /// Connects, offering `tether.v1`, and reads the hello frame.
+    pub async fn connect(url: &str) -> Attachment {
+        let mut request = url.into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("Sec-WebSocket-Protocol", "tether.v1".parse().unwrap());
+        let (ws, response) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
+            .await
+            .expect("connect timed out")
+            .expect("connect failed");
+        let protocol = response
+            .headers()
+            .get("sec-websocket-protocol")
+            .map(|v| v.to_str().unwrap().to_string());
+        let mut attachment = Attachment {
+            ws,
+            hello: (placeholder(), 0, 0),
+            protocol,
+            next: [0, 0],
+        };
+        match attachment.frame().await {
+            Some(ServerFrame::Hello {
+                process,
+                stdout,
+                stderr,
+                ..
+            }) => {
+                attachment.hello = (process, stdout, stderr);
+                attachment.next = [stdout, stderr];
+            }
+            other => panic!("expected hello, got {other:?}"),
+        }
+        attachment
+    }
+
+    /// The next frame (None when the server closed), bounded by [`WAIT`].
+    pub async fn frame(&mut self) -> Option<ServerFrame> {
+        loop {
+            let message = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("no frame within the bound")?;
+            match message.ok()? {
+                Message::Binary(bytes) => {
+                    return Some(ServerFrame::decode(&bytes).expect("server sent a bad frame"))
+                }
+                Message::Close(_) => return None,
+                _ => continue,
+            }
+        }
+    }
+
+    /// The next frame or the close code, whichever comes first.
+    pub async fn frame_or_close(&mut self) -> Result<ServerFrame, Option<u16>> {
+        loop {
+            let message = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .expect("no frame within the bound");
+            match message {
+                Some(Ok(Message::Binary(bytes))) => {
+                    return Ok(ServerFrame::decode(&bytes).expect("server sent a bad frame"))
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    return Err(frame.map(|f: CloseFrame| u16::from(f.code)))
+                }
+                Some(Ok(_)) => continue,
+                _ => return Err(None),
+            }
+        }
+    }
+
+    /// Sends a client frame.
+    pub async fn send(&mut self, frame: ClientFrame) {
+        self.ws.send(Message::Binary(frame.encode().into())).await.unwrap();
+    }
+
+    /// Grants credit.
+    pub async fn credit(&mut self, stream: StreamName, bytes: u64) {
+        self.send(ClientFrame::Credit { stream, bytes }).await;
+    }
+
+    /// Records a frame into `received`, checking offsets are contiguous.
+    /// Returns true for the exit frame.
+    pub fn record(&mut self, frame: ServerFrame, received: &mut Received) -> bool {
+        match frame {
+            ServerFrame::Stdout { offset, data } => {
+                assert_eq!(offset, self.next[0], "stdout offsets must be contiguous");
+                self.next[0] += data.len() as u64;
+                received.stdout.extend_from_slice(&data);
+            }
+            ServerFrame::Stderr { offset, data } => {
+                assert_eq!(offset, self.next[1], "stderr offsets must be contiguous");
+                self.next[1] += data.len() as u64;
+                received.stderr.extend_from_slice(&data);
+            }
+            ServerFrame::Dropped {
+                stream,
+                offset,
+                length,
+            } => {
+                assert_eq!(offset, self.next[stream.index()], "dropped range starts at the cursor");
+                self.next[stream.index()] += length;
+                received.dropped.push((stream, offset, length));
+            }
+            ServerFrame::Exit { process } => {
+                received.exit = Some(process);
+                return true;
+            }
+            ServerFrame::Error { code, message } => panic!("error frame {code}: {message}"),
+            ServerFrame::Hello { .. } => panic!("second hello"),
+        }
+        false
+    }
+
+    /// Reads every frame until the exit frame.
+    pub async fn until_exit(&mut self) -> Received {
+        let mut received = Received::default();
+        loop {
+            let frame = self.frame().await.expect("closed before the exit frame");
+            if self.record(frame, &mut received) {
+                return received;
+            }
+        }
+    }
+
+    /// Reads frames until stdout contains `needle`; returns stdout so far.
+    pub async fn until_stdout_contains(&mut self, needle: &str, received: &mut Received) {
+        while !String::from_utf8_lossy(&received.stdout).contains(needle) {
+            let frame = self.frame().await.expect("closed before the text arrived");
+            assert!(!self.record(frame, received), "exited before {needle:?} arrived: {:?}", String::from_utf8_lossy(&received.stdout));
+        }
+    }
+}
+
+fn placeholder() -> ProcessInfo {
+    serde_json::from_value(json!({
+        "id": "", "pid": 0, "argv": [], "tty": false, "overflow": "drop", "status": "running",
+        "started_at": "", "exit_code": null, "signal": null, "reason": null, "finished_at": null,
+        "duration_ms": null, "stdout_bytes": 0, "stderr_bytes": 0, "output_incomplete": false
+    }))
+    .unwrap()
+}
+
+/// Pids of live processes in the session `sid` (see tetherd's session kill).
+pub fn session_members(sid: u32) -> Vec<i32> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else { continue };
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        // state ppid pgrp session; zombies are already dead.
+        if fields.get(3).and_then(|s| s.parse::<u32>().ok()) == Some(sid) && fields[0] != "Z" {
+            members.push(pid);
+        }
+    }
+    members
+}
+
+/// Waits (bounded) until no live process remains in session `sid`.
+pub async fn wait_session_gone(sid: u32) -> bool {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if session_members(sid).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Kills whatever is left of a session (test cleanup).
+pub fn kill_session(sid: u32) {
+    for pid in session_members(sid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
+}
