@@ -13,10 +13,16 @@ use crate::table::ProcessTable;
 
 /// Middleware for `/v1`: 401 without the right token, 403 for a WebSocket
 /// upgrade from a foreign origin. Runs before any upgrade.
-pub async fn check(State(table): State<Arc<ProcessTable>>, request: Request, next: Next) -> Response {
+pub async fn check(
+    State(table): State<Arc<ProcessTable>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let config = table.config();
     if let Some(token) = &config.token {
-        if !presented_token(&request).is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes())) {
+        if !presented_token(&request)
+            .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+        {
             return ApiError::Unauthorized.into_response();
         }
     }
@@ -68,16 +74,14 @@ fn percent_decode(text: &str) -> String {
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
         match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    (Some(h), Some(l)) => {
-                        out.push((h * 16 + l) as u8);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
                 }
-            }
+                _ => out.push(b'%'),
+            },
             b'+' => out.push(b' '),
             b => out.push(b),
         }

@@ -146,7 +146,13 @@ pub async fn serve(
         unflushed: 0,
     };
     let close = writer
-        .run(events, last_seen, epoch, config.ping_interval(), config.idle_timeout())
+        .run(
+            events,
+            last_seen,
+            epoch,
+            config.ping_interval(),
+            config.idle_timeout(),
+        )
         .await;
     if let Some((code, reason)) = close {
         let frame = CloseFrame {
@@ -194,10 +200,15 @@ impl Writer {
             stdout: self.cursors[0].next,
             stderr: self.cursors[1].next,
         };
-        if self.send(Message::Binary(hello.encode().into())).await.is_err() {
+        if self
+            .send(Message::Binary(hello.encode().into()))
+            .await
+            .is_err()
+        {
             return None;
         }
-        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+        let mut ping =
+            tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             output.borrow_and_update();
@@ -208,7 +219,11 @@ impl Writer {
                     let frame = ServerFrame::Exit {
                         process: self.process.info(),
                     };
-                    if self.send(Message::Binary(frame.encode().into())).await.is_err() {
+                    if self
+                        .send(Message::Binary(frame.encode().into()))
+                        .await
+                        .is_err()
+                    {
                         return None;
                     }
                     return Some((1000, "process exited".into()));
@@ -267,8 +282,14 @@ impl Writer {
                     }
                     None => u64::MAX,
                 };
-                let max = usize::try_from(allowance).unwrap_or(usize::MAX).min(self.max_data);
-                let next = self.process.output().stream(stream).next(self.cursors[i].next, max);
+                let max = usize::try_from(allowance)
+                    .unwrap_or(usize::MAX)
+                    .min(self.max_data);
+                let next = self
+                    .process
+                    .output()
+                    .stream(stream)
+                    .next(self.cursors[i].next, max);
                 let frame = match next {
                     Next::End => continue,
                     Next::Pending => {
@@ -441,7 +462,9 @@ async fn act(process: &Process, frame: ClientFrame, readonly: bool) -> Option<Re
         ClientFrame::Signal { signal } => match parse_signal(&signal) {
             Some((_, number)) => match nix::sys::signal::Signal::try_from(number) {
                 Ok(signal) => process.signal(signal).await,
-                Err(_) => Err(ApiError::InvalidRequest(format!("unknown signal {signal:?}"))),
+                Err(_) => Err(ApiError::InvalidRequest(format!(
+                    "unknown signal {signal:?}"
+                ))),
             },
             None => Err(ApiError::InvalidRequest(format!(
                 "unknown signal {signal:?}; use a name such as TERM, INT, KILL, HUP"

@@ -42,7 +42,10 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/attach", get(attach))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(table.clone(), crate::access::check))
+        .layer(middleware::from_fn_with_state(
+            table.clone(),
+            crate::access::check,
+        ))
         .layer(DefaultBodyLimit::max(config.max_body_bytes));
     let mut app = Router::new()
         .nest("/v1", v1)
@@ -51,7 +54,8 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         Some(root) => app.fallback_service(tower_http::services::ServeDir::new(root)),
         None => app.fallback(no_route),
     };
-    app.layer(middleware::from_fn(trace_errors)).with_state(table)
+    app.layer(middleware::from_fn(trace_errors))
+        .with_state(table)
 }
 
 async fn trace_errors(request: Request, next: Next) -> Response {
@@ -76,15 +80,13 @@ async fn method_not_allowed(request: Request) -> Response {
 }
 
 /// Parses a JSON body with a message that says what is wrong.
-fn json_body<T: DeserializeOwned>(
-    body: Result<Bytes, BytesRejection>,
-    max: usize,
-) -> ApiResult<T> {
+fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>, max: usize) -> ApiResult<T> {
     let body = body.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(max),
         other => ApiError::InvalidRequest(other.body_text()),
     })?;
-    serde_json::from_slice(&body).map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))
 }
 
 async fn spawn(
@@ -103,7 +105,11 @@ async fn spawn(
         None => None,
     };
     let (process, new) = table.spawn(request, key)?;
-    let status = if new { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if new {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((status, Json(process.info())))
 }
 
@@ -111,11 +117,17 @@ async fn list(State(table): State<AppState>) -> Json<Vec<ProcessInfo>> {
     Json(table.list().iter().map(|p| p.info()).collect())
 }
 
-async fn status(State(table): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ProcessInfo>> {
+async fn status(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<ProcessInfo>> {
     Ok(Json(table.get(&id)?.info()))
 }
 
-async fn delete(State(table): State<AppState>, Path(id): Path<String>) -> ApiResult<Json<ProcessInfo>> {
+async fn delete(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<ProcessInfo>> {
     let process = table.get(&id)?;
     process.kill(ExitReason::Killed).await;
     table.forget(&id);
@@ -128,7 +140,9 @@ fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u6
         .get(name)
         .map(|v| {
             v.parse::<u64>().map_err(|_| {
-                ApiError::InvalidRequest(format!("{name} must be a non-negative integer, got {v:?}"))
+                ApiError::InvalidRequest(format!(
+                    "{name} must be a non-negative integer, got {v:?}"
+                ))
             })
         })
         .transpose()
@@ -179,7 +193,10 @@ async fn stdin(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn stdin_close(State(table): State<AppState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+async fn stdin_close(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
     table.get(&id)?.close_stdin().await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -192,7 +209,9 @@ async fn resize(
     let request: ResizeRequest = json_body(body, table.config().max_body_bytes)?;
     let process = table.get(&id)?;
     if !process.tty {
-        return Err(ApiError::InvalidRequest(format!("process {id} has no terminal (tty: false)")));
+        return Err(ApiError::InvalidRequest(format!(
+            "process {id} has no terminal (tty: false)"
+        )));
     }
     process.resize(request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
@@ -206,7 +225,10 @@ async fn attach(
 ) -> ApiResult<Response> {
     let process = table.get(&id)?;
     let upgrade = upgrade.map_err(|e| {
-        ApiError::InvalidRequest(format!("attach needs a WebSocket upgrade: {}", e.body_text()))
+        ApiError::InvalidRequest(format!(
+            "attach needs a WebSocket upgrade: {}",
+            e.body_text()
+        ))
     })?;
     let mut start = [0u64; 2];
     {
@@ -230,7 +252,10 @@ async fn attach(
             "window must be at least 1 (omit it to turn flow control off)".into(),
         ));
     }
-    let readonly = matches!(query.get("readonly").map(String::as_str), Some("1" | "true"));
+    let readonly = matches!(
+        query.get("readonly").map(String::as_str),
+        Some("1" | "true")
+    );
     attach::admit(&table, &process)?;
     let options = AttachOptions {
         start,

@@ -105,7 +105,11 @@ impl StreamBuffer {
         }
         let end = self.end();
         if cursor >= end {
-            return if self.complete { Next::End } else { Next::Pending };
+            return if self.complete {
+                Next::End
+            } else {
+                Next::Pending
+            };
         }
         if max == 0 {
             return Next::Pending;
@@ -135,7 +139,11 @@ impl StreamBuffer {
     }
 
     fn delivered_floor(&self) -> u64 {
-        self.floors.values().copied().min().unwrap_or(self.idle_floor)
+        self.floors
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(self.idle_floor)
     }
 
     fn register(&mut self, reader: ReaderId, floor: u64) {
@@ -244,9 +252,21 @@ mod tests {
         b.push(b"abcdef");
         assert_eq!(b.start(), 2);
         assert_eq!(b.end(), 6);
-        assert_eq!(b.next(0, 10), Next::Dropped { offset: 0, length: 2 });
+        assert_eq!(
+            b.next(0, 10),
+            Next::Dropped {
+                offset: 0,
+                length: 2
+            }
+        );
         b.push(b"gh");
-        assert_eq!(b.next(3, 10), Next::Dropped { offset: 3, length: 1 });
+        assert_eq!(
+            b.next(3, 10),
+            Next::Dropped {
+                offset: 3,
+                length: 1
+            }
+        );
         assert_eq!(data(b.next(4, 10)), (4, b"efgh".to_vec()));
         assert!(b.retained() <= 4);
     }

@@ -56,7 +56,11 @@ pub fn spawn(id: String, plan: SpawnPlan, config: Arc<Config>) -> Result<Arc<Pro
     if let Some(cwd) = &plan.cwd {
         match std::fs::metadata(cwd) {
             Ok(m) if m.is_dir() => {}
-            Ok(_) => return Err(ApiError::SpawnFailed(format!("cwd {cwd:?} is not a directory"))),
+            Ok(_) => {
+                return Err(ApiError::SpawnFailed(format!(
+                    "cwd {cwd:?} is not a directory"
+                )))
+            }
             Err(e) => return Err(ApiError::SpawnFailed(format!("cwd {cwd:?}: {e}"))),
         }
     }
@@ -153,8 +157,14 @@ pub fn spawn(id: String, plan: SpawnPlan, config: Arc<Config>) -> Result<Arc<Pro
         }
         None => {
             for (stream, fd) in [
-                (StreamName::Stdout, child.stdout.take().map(|p| p.into_owned_fd())),
-                (StreamName::Stderr, child.stderr.take().map(|p| p.into_owned_fd())),
+                (
+                    StreamName::Stdout,
+                    child.stdout.take().map(|p| p.into_owned_fd()),
+                ),
+                (
+                    StreamName::Stderr,
+                    child.stderr.take().map(|p| p.into_owned_fd()),
+                ),
             ] {
                 let fd = fd
                     .ok_or_else(|| ApiError::Internal("missing output pipe".into()))?
@@ -223,7 +233,12 @@ impl Source {
 /// buffer lives on the stack of this synchronous call, so an idle stream
 /// holds no buffer. Returns the bytes read; 0 at end of output (EIO is how
 /// a PTY master reports that the child side closed).
-fn read_into(process: &Process, stream: StreamName, fd: &OwnedFd, room: usize) -> io::Result<usize> {
+fn read_into(
+    process: &Process,
+    stream: StreamName,
+    fd: &OwnedFd,
+    room: usize,
+) -> io::Result<usize> {
     let mut buf = [0u8; READ_CHUNK];
     let want = room.min(READ_CHUNK);
     match nix::unistd::read(fd, &mut buf[..want]) {
@@ -261,7 +276,10 @@ async fn capture(
                 if room > 0 {
                     break;
                 }
-                let nobody = process.attachments.load(std::sync::atomic::Ordering::SeqCst) == 0;
+                let nobody = process
+                    .attachments
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    == 0;
                 tokio::select! {
                     _ = notified => {}
                     _ = wait_deadline(deadline), if nobody => return false,

@@ -119,7 +119,13 @@ impl TestServer {
 
     /// POST a JSON body; returns status and JSON response (or null).
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let response = self.http.post(self.url(path)).json(&body).send().await.unwrap();
+        let response = self
+            .http
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
         Self::parts(response).await
     }
 
@@ -146,13 +152,18 @@ impl TestServer {
     pub async fn wait_exit(&self, id: &str) -> ProcessInfo {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let (status, value) = self.get(&format!("/v1/processes/{id}/wait?timeout_ms=5000")).await;
+            let (status, value) = self
+                .get(&format!("/v1/processes/{id}/wait?timeout_ms=5000"))
+                .await;
             assert_eq!(status, 200, "{value}");
             let info: ProcessInfo = serde_json::from_value(value).unwrap();
             if info.is_exited() {
                 return info;
             }
-            assert!(tokio::time::Instant::now() < deadline, "process {id} did not exit in time");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "process {id} did not exit in time"
+            );
         }
     }
 
@@ -271,7 +282,10 @@ impl Attachment {
 
     /// Sends a client frame.
     pub async fn send(&mut self, frame: ClientFrame) {
-        self.ws.send(Message::Binary(frame.encode().into())).await.unwrap();
+        self.ws
+            .send(Message::Binary(frame.encode().into()))
+            .await
+            .unwrap();
     }
 
     /// Grants credit.
@@ -298,7 +312,11 @@ impl Attachment {
                 offset,
                 length,
             } => {
-                assert_eq!(offset, self.next[stream.index()], "dropped range starts at the cursor");
+                assert_eq!(
+                    offset,
+                    self.next[stream.index()],
+                    "dropped range starts at the cursor"
+                );
                 self.next[stream.index()] += length;
                 received.dropped.push((stream, offset, length));
             }
@@ -327,7 +345,11 @@ impl Attachment {
     pub async fn until_stdout_contains(&mut self, needle: &str, received: &mut Received) {
         while !String::from_utf8_lossy(&received.stdout).contains(needle) {
             let frame = self.frame().await.expect("closed before the text arrived");
-            assert!(!self.record(frame, received), "exited before {needle:?} arrived: {:?}", String::from_utf8_lossy(&received.stdout));
+            assert!(
+                !self.record(frame, received),
+                "exited before {needle:?} arrived: {:?}",
+                String::from_utf8_lossy(&received.stdout)
+            );
         }
     }
 }
@@ -345,13 +367,19 @@ fn placeholder() -> ProcessInfo {
 pub fn session_members(sid: u32) -> Vec<i32> {
     let mut members = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        let Some(close) = stat.rfind(')') else { continue };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
         let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
         // state ppid pgrp session; zombies are already dead.
         if fields.get(3).and_then(|s| s.parse::<u32>().ok()) == Some(sid) && fields[0] != "Z" {
@@ -376,6 +404,23 @@ pub async fn wait_session_gone(sid: u32) -> bool {
 /// Kills whatever is left of a session (test cleanup).
 pub fn kill_session(sid: u32) {
     for pid in session_members(sid) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+impl TestServer {
+    /// POST raw bytes to a process's stdin; returns status and JSON body.
+    pub async fn post_raw_stdin(&self, id: &str, data: &[u8]) -> (u16, Value) {
+        let response = self
+            .http
+            .post(self.url(&format!("/v1/processes/{id}/stdin")))
+            .body(data.to_vec())
+            .send()
+            .await
+            .unwrap();
+        Self::parts(response).await
     }
 }
