@@ -156,6 +156,15 @@ export class Attachment {
   state: AttachState = "connecting";
   /** The process as last reported (hello or exit). */
   process: ProcessInfo | undefined;
+  /**
+   * Flow-control bookkeeping of the current socket, per stream: bytes
+   * received, bytes granted back, and the most ever outstanding (received
+   * but not granted), which a server honouring `window` keeps <= window.
+   */
+  readonly flow = {
+    stdout: { received: 0, granted: 0, maxOutstanding: 0 },
+    stderr: { received: 0, granted: 0, maxOutstanding: 0 },
+  };
 
   private socket: WebSocket | undefined;
   private readonly window: number;
@@ -237,6 +246,7 @@ export class Attachment {
   private connect(): void {
     const generation = ++this.generation;
     this.pendingCredit = { stdout: 0, stderr: 0 };
+    for (const f of [this.flow.stdout, this.flow.stderr]) f.received = f.granted = 0;
     const query: Record<string, string | number> = { stdout: this.offsets.stdout, stderr: this.offsets.stderr };
     if (this.window > 0) query.window = this.window;
     if (this.options.readonly) query.readonly = 1;
@@ -313,6 +323,9 @@ export class Attachment {
 
   private onData(generation: number, stream: StreamName, offset: number, data: Uint8Array): void {
     const length = data.length;
+    const flow = this.flow[stream];
+    flow.received += length;
+    flow.maxOutstanding = Math.max(flow.maxOutstanding, flow.received - flow.granted);
     const done = () => this.grant(generation, stream, length);
     const next = this.offsets[stream];
     const end = offset + length;
@@ -342,6 +355,7 @@ export class Attachment {
     if (this.pendingCredit[stream] >= Math.max(1, this.window / 4)) {
       const amount = this.pendingCredit[stream];
       this.pendingCredit[stream] = 0;
+      this.flow[stream].granted += amount;
       this.socket?.send(encodeClientFrame({ type: "credit", stream, bytes: amount }));
     }
   }

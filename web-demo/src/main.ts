@@ -13,7 +13,7 @@ import { HttpError, TetherConnection, type Attachment, type ProcessInfo } from "
 
 // Credit window per stream. Large enough that a fast stream never waits on
 // round trips, small enough that the tab holds at most this much unwritten.
-const WINDOW = 256 * 1024;
+export const WINDOW = 256 * 1024;
 const DEFAULT_COMMAND = "bash -i";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -41,6 +41,7 @@ fit.fit();
 // What the end-to-end tests (and curious people in the console) read.
 const view = {
   term,
+  window: WINDOW,
   sessionId: undefined as string | undefined,
   status: "idle",
   exit: undefined as ProcessInfo | undefined,
@@ -209,8 +210,8 @@ async function refreshSessions(): Promise<void> {
   const items = running.map((p) => {
     const li = document.createElement("li");
     const label = document.createElement("span");
-    label.textContent = `${p.argv.join(" ")} · ${p.id}`;
-    label.title = `pid ${p.pid}, started ${p.started_at}`;
+    label.textContent = `${p.id.slice(0, 8)} ${p.argv.join(" ")}`;
+    label.title = `${p.id}: pid ${p.pid}, started ${p.started_at}`;
     const button = document.createElement("button");
     button.type = "button";
     button.dataset.session = p.id;

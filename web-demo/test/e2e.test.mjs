@@ -32,21 +32,7 @@ before(async () => {
   assert.ok(existsSync(resolve(webRoot, "index.html")), `no ${webRoot}/index.html: run npm run build first`);
   mkdirSync(artifacts, { recursive: true });
 
-  server = spawn(tetherd, ["--listen", "127.0.0.1:0", "--web-root", webRoot], {
-    stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
-  });
-  baseUrl = await new Promise((resolvePort, reject) => {
-    const timer = setTimeout(() => reject(new Error("tetherd printed no 'listening on' line within 10 s")), 10_000);
-    server.once("exit", (code) => reject(new Error(`tetherd exited early with ${code}`)));
-    createInterface({ input: server.stdout }).on("line", (line) => {
-      const match = /tetherd listening on (http:\/\/[^\s]+)/.exec(line);
-      if (match) {
-        clearTimeout(timer);
-        resolvePort(match[1].replace(/\/$/, ""));
-      }
-    });
-  });
+  ({ server, baseUrl } = await startServer([]));
 
   browser = await chromium.launch({
     executablePath: process.env.CHROMIUM_BIN ?? "/usr/bin/chromium",
@@ -63,21 +49,45 @@ before(async () => {
 
 after(async () => {
   await browser?.close();
-  if (server && server.exitCode === null) {
-    const exited = new Promise((r) => server.once("exit", r));
-    server.kill("SIGTERM");
-    await exited;
-  }
+  await stopServer(server);
 });
 
+// Starts tetherd on an ephemeral port; resolves with the URL it prints.
+async function startServer(extraArgs) {
+  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", "--web-root", webRoot, ...extraArgs], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
+  });
+  const url = await new Promise((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error("tetherd printed no 'listening on' line within 10 s")), 10_000);
+    child.once("exit", (code) => reject(new Error(`tetherd exited early with ${code}`)));
+    createInterface({ input: child.stdout }).on("line", (line) => {
+      const match = /tetherd listening on (http:\/\/[^\s]+)/.exec(line);
+      if (match) {
+        clearTimeout(timer);
+        resolveUrl(match[1].replace(/\/$/, ""));
+      }
+    });
+  });
+  return { server: child, baseUrl: url };
+}
+
+async function stopServer(child) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.kill("SIGTERM");
+  await exited;
+}
+
 // Opens the page on a new shell (or the given fragment) and waits for a prompt.
-async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, viewport = { width: 1100, height: 700 }) {
+async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, viewport = { width: 1100, height: 700 }, onDialog } = {}) {
   const page = await browser.newPage({ viewport });
   page.on("pageerror", (e) => console.error("page error:", e));
-  await page.goto(`${baseUrl}/#${fragment}`);
+  if (onDialog) page.on("dialog", onDialog);
+  await page.goto(`${url}/#${fragment}`);
   await page.waitForFunction(() => window.tether?.status.startsWith("attached"), null, { timeout: TIMEOUT });
-  // Lines are read with trailing blanks trimmed, so the prompt ends in # or $.
-  await waitForText(page, /[#$]$/);
+  // The prompt (`bash-5.2# `) ends the last line.
+  await waitForText(page, /[#$] ?$/);
   return page;
 }
 
@@ -111,6 +121,11 @@ test("types a command and sees its output", { timeout: 60_000 }, async () => {
   await waitForText(page, /^42$/);
   const info = await page.evaluate(() => ({ id: window.tether.sessionId, hash: location.hash }));
   assert.match(info.hash, new RegExp(`session=${info.id}`));
+  // A picture of a session for the README (docs/web-demo.png is a copy).
+  await run(page, "printf '\\033[1;32mtether\\033[0m \\033[33m─┼─ héllo ✓\\033[0m\\n'; ls --color=always /usr");
+  await waitForText(page, /^tether ─┼─ héllo ✓$/);
+  await waitForText(page, /^bin\b/);
+  await screenshot(page, "session");
   await page.close();
 });
 
@@ -132,7 +147,7 @@ test("the PTY follows the viewport size", { timeout: 60_000 }, async () => {
   await page.close();
 });
 
-test("a flood of output arrives whole while the tab stays responsive", { timeout: 120_000 }, async () => {
+test("a flood of output arrives whole while the tab stays responsive", { timeout: 120_000 }, async (t) => {
   const page = await openTerminal();
   await run(page, "seq 1 200000");
   // Sample how long the page takes to answer while the output streams in.
@@ -152,6 +167,7 @@ test("a flood of output arrives whole while the tab stays responsive", { timeout
     done = true;
     await probe;
   }
+  t.diagnostic(`slowest answer during the flood: ${slowest.toFixed(0)} ms`);
   assert.ok(slowest < 2000, `page took ${slowest.toFixed(0)} ms to answer during the flood`);
   // The last lines are in order, so nothing in between was repeated.
   const tail = await page.evaluate(() => window.tether.text());
@@ -163,6 +179,13 @@ test("a flood of output arrives whole while the tab stays responsive", { timeout
   await page.keyboard.press("Control+C");
   await run(page, "echo after-$((40+2))");
   await waitForText(page, /^after-42$/, 30_000);
+  // Through both floods the page never held more than the credit window of
+  // output it had not yet written: the server honours the window, and
+  // xterm's write callbacks grant it back.
+  const flow = await page.evaluate(() => ({ window: window.tether.window, ...window.tether.attachment.flow.stdout }));
+  t.diagnostic(`flow: ${JSON.stringify(flow)}`);
+  assert.ok(flow.received > 1_000_000, `received ${flow.received}`);
+  assert.ok(flow.maxOutstanding <= flow.window, `${flow.maxOutstanding} bytes outstanding, window ${flow.window}`);
   await page.close();
 });
 
@@ -250,4 +273,34 @@ test("exit shows the exit code and reason", { timeout: 60_000 }, async () => {
   await waitForText(page, /exited with code 3/);
   await screenshot(page, "exit");
   await page.close();
+});
+
+test("a token comes from the fragment or, on 401, from a prompt", { timeout: 60_000 }, async () => {
+  // A server of its own that requires a token made up for this run.
+  const token = `e2e-${Math.random().toString(36).slice(2)}`;
+  const secured = await startServer(["--token", token]);
+  try {
+    const unauthorised = await fetch(`${secured.baseUrl}/v1/processes`);
+    assert.equal(unauthorised.status, 401);
+
+    const page = await openTerminal(`token=${token}&cmd=${encodeURIComponent(SHELL)}`, { url: secured.baseUrl });
+    await run(page, "echo token-$((1+2))");
+    await waitForText(page, /^token-3$/);
+    await page.close();
+
+    const prompts = [];
+    const prompted = await openTerminal(`cmd=${encodeURIComponent(SHELL)}`, {
+      url: secured.baseUrl,
+      onDialog: (dialog) => {
+        prompts.push(dialog.message());
+        void dialog.accept(token);
+      },
+    });
+    await run(prompted, "echo prompted-$((2+2))");
+    await waitForText(prompted, /^prompted-4$/);
+    assert.equal(prompts.length, 1, prompts.join("; "));
+    await prompted.close();
+  } finally {
+    await stopServer(secured.server);
+  }
 });
