@@ -424,3 +424,15 @@ impl TestServer {
         Self::parts(response).await
     }
 }
+
+/// Resident memory of a process in bytes (VmRSS), for memory bounds.
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
