@@ -48,6 +48,8 @@ export interface AttachHandlers {
   onOpen?(process: ProcessInfo, resumed: boolean): void;
   /** The socket is gone; another try follows in `delayMs`. */
   onReconnecting?(delayMs: number, attempt: number, reason: string): void;
+  /** The server sent an `error` frame (it closes after a fatal one). */
+  onError?(code: string, message: string): void;
   /** The process exited; all of its output has been delivered. */
   onExit?(process: ProcessInfo): void;
   /** The attachment ended for good without an exit (error, 404, 401, close()). */
@@ -255,6 +257,7 @@ export class Attachment {
     this.socket = socket;
     let opened = false;
     let closeReason = "connection lost";
+    let lastError: { code: string; message: string } | undefined;
 
     socket.onmessage = (event) => {
       if (generation !== this.generation) return;
@@ -306,9 +309,11 @@ export class Attachment {
           this.handlers.onExit?.(frame.process);
           break;
         case "error":
-          // The server closes after an error frame; retrying the same
-          // request would only get the same answer.
-          this.finish("closed", `server error ${frame.code}: ${frame.message}`, new Error(`${frame.code}: ${frame.message}`));
+          // Some errors (a bad resize, stdin on a read-only attachment)
+          // leave the attachment open; a fatal one is followed by a close,
+          // and then retrying the same request would get the same answer.
+          lastError = frame;
+          this.handlers.onError?.(frame.code, frame.message);
           break;
       }
     };
@@ -316,6 +321,11 @@ export class Attachment {
     socket.onclose = (event) => {
       if (generation !== this.generation) return;
       if (this.state === "exited" || this.state === "closed") return;
+      if (lastError) {
+        const { code, message } = lastError;
+        this.finish("closed", `server error ${code}: ${message}`, new Error(`${code}: ${message}`));
+        return;
+      }
       if (!opened) closeReason = `could not attach (close code ${event.code})`;
       void this.scheduleReconnect(opened, closeReason);
     };

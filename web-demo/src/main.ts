@@ -120,6 +120,7 @@ function attach(id: string, offsets = { stdout: 0, stderr: 0 }): void {
       },
       onReconnecting: (delayMs, attempt, reason) =>
         setStatus(`disconnected (${reason}); reconnecting in ${(delayMs / 1000).toFixed(1)} s, attempt ${attempt}`, "bad"),
+      onError: (code, message) => setStatus(`server error ${code}: ${message}`, "bad"),
       onExit: (process) => {
         view.exit = process;
         const text = `Process ${describeExit(process)}`;

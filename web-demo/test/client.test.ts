@@ -184,15 +184,25 @@ test("a dropped frame moves the offset and is reported; exit ends it", () => {
   assert.equal(a.state, "exited");
 });
 
-test("an error frame ends the attachment without retrying", () => {
+test("an error frame is reported; followed by a close it ends the attachment", () => {
   const { events, handlers } = recorder();
+  handlers.onError = (code) => events.push(`error:${code}`);
   const a = conn.attach("p1", handlers, { backoffMs });
   const s = FakeSocket.created.at(-1)!;
   s.receive(hello());
-  s.receive({ type: "error", code: "invalid_offset", message: "offset past the end" });
+  // Not fatal by itself: the server keeps the attachment open.
+  s.receive({ type: "error", code: "invalid_request", message: "terminal size 0x10 is out of range" });
+  s.receive({ type: "stdout", offset: 0, data: bytes("still here") });
+  assert.equal(a.state, "open");
+  // Then the server closes: no retry, since it would get the same answer.
   const count = FakeSocket.created.length;
   s.drop();
   assert.equal(FakeSocket.created.length, count);
   assert.equal(a.state, "closed");
-  assert.deepEqual(events, ["open", "closed:server error invalid_offset: offset past the end"]);
+  assert.deepEqual(events, [
+    "open",
+    "error:invalid_request",
+    "stdout:still here",
+    "closed:server error invalid_request: terminal size 0x10 is out of range",
+  ]);
 });
