@@ -19,7 +19,9 @@ fn unhex(hex: &str) -> Vec<u8> {
 fn with_bytes(value: Value) -> Value {
     match value {
         Value::Object(map) => match map.get("$bin") {
-            Some(Value::String(hex)) => Value::Array(unhex(hex).into_iter().map(Value::from).collect()),
+            Some(Value::String(hex)) => {
+                Value::Array(unhex(hex).into_iter().map(Value::from).collect())
+            }
             _ => Value::Object(map.into_iter().map(|(k, v)| (k, with_bytes(v))).collect()),
         },
         Value::Array(items) => Value::Array(items.into_iter().map(with_bytes).collect()),
@@ -95,11 +97,22 @@ fn every_frame_type_has_a_vector() {
 #[test]
 fn decoding_tells_malformed_unknown_and_invalid_apart() {
     use tether_protocol::DecodeError;
-    assert!(matches!(ClientFrame::decode(&[0xc1]), Err(DecodeError::Malformed(_))));
-    assert!(matches!(ClientFrame::decode(&[]), Err(DecodeError::Malformed(_))));
+    assert!(matches!(
+        ClientFrame::decode(&[0xc1]),
+        Err(DecodeError::Malformed(_))
+    ));
+    assert!(matches!(
+        ClientFrame::decode(&[]),
+        Err(DecodeError::Malformed(_))
+    ));
     // {"type": "nope"}
-    let unknown = [0x81, 0xa4, b't', b'y', b'p', b'e', 0xa4, b'n', b'o', b'p', b'e'];
-    assert!(matches!(ClientFrame::decode(&unknown), Err(DecodeError::UnknownType(_))));
+    let unknown = [
+        0x81, 0xa4, b't', b'y', b'p', b'e', 0xa4, b'n', b'o', b'p', b'e',
+    ];
+    assert!(matches!(
+        ClientFrame::decode(&unknown),
+        Err(DecodeError::UnknownType(_))
+    ));
     // {"type": "credit", "stream": "stdout", "bytes": -1}
     let mut negative = vec![0x83, 0xa4, b't', b'y', b'p', b'e', 0xa6];
     negative.extend_from_slice(b"credit");

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio::time::{timeout, MissedTickBehavior};
 
 use crate::error::{ApiError, AttachError};
+use crate::metrics::Metrics;
 use crate::process::Process;
 use crate::retained::{Next, ReaderId};
 use crate::table::ProcessTable;
@@ -111,6 +112,7 @@ pub async fn serve(
     table: Arc<ProcessTable>,
     options: AttachOptions,
 ) {
+    process.metrics.attaches.fetch_add(1, Ordering::Relaxed);
     let reader = process.output().register(options.start);
     let _registration = Registration {
         process: process.clone(),
@@ -298,6 +300,7 @@ impl Writer {
                     }
                     Next::Dropped { offset, length } => {
                         self.cursors[i].next = offset + length;
+                        Metrics::add(&self.process.metrics.dropped, stream, length);
                         ServerFrame::Dropped {
                             stream,
                             offset,
@@ -309,6 +312,7 @@ impl Writer {
                         let len = data.len() as u64;
                         self.cursors[i].next = offset + len;
                         self.cursors[i].sent += len;
+                        Metrics::add(&self.process.metrics.sent, stream, len);
                         ServerFrame::encode_data(stream, offset, &data)
                     }
                 };

@@ -3,6 +3,7 @@
 //! failure is an [`ApiError`] with a JSON body.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,13 +50,24 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .layer(DefaultBodyLimit::max(config.max_body_bytes));
     let mut app = Router::new()
         .nest("/v1", v1)
-        .route("/healthz", get(|| async { "ok\n" }));
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics));
     app = match &config.web_root {
         Some(root) => app.fallback_service(tower_http::services::ServeDir::new(root)),
         None => app.fallback(no_route),
     };
     app.layer(middleware::from_fn(trace_errors))
         .with_state(table)
+}
+
+async fn metrics(State(table): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        table.metrics.render(&table),
+    )
 }
 
 async fn trace_errors(request: Request, next: Next) -> Response {
@@ -157,6 +169,7 @@ async fn wait(
     let ms = query_u64(&query, "timeout_ms")?
         .unwrap_or(config.default_wait_ms)
         .min(config.max_wait_ms);
+    table.metrics.wait_requests.fetch_add(1, Ordering::Relaxed);
     let process = table.get(&id)?;
     let mut exit = process.watch_exit();
     let _ = tokio::time::timeout(Duration::from_millis(ms), exit.wait_for(|e| e.is_some())).await;
@@ -268,5 +281,9 @@ async fn attach(
         .max_message_size(config.max_frame_bytes)
         .max_frame_size(config.max_frame_bytes)
         .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
-        .on_upgrade(move |socket| attach::serve(socket, process, table, options)))
+        .on_upgrade(move |socket| {
+            use tracing::Instrument;
+            let span = tracing::info_span!("attach", id = %process.id);
+            attach::serve(socket, process, table, options).instrument(span)
+        }))
 }

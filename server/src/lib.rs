@@ -13,6 +13,7 @@
 //!   forgetting exited processes.
 //! - [`attach`]: one WebSocket attachment, cursor per stream -> socket.
 //! - [`http`], [`access`]: routes, token and Origin checks.
+//! - [`metrics`]: counters for `/metrics`.
 //! - [`error`]: every error with its status, code and close code.
 //! - [`config`]: flags and limits; [`server::run`] ties it together.
 
@@ -21,6 +22,7 @@ pub mod attach;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod metrics;
 pub mod process;
 pub mod pty;
 pub mod retained;

@@ -14,6 +14,7 @@ use tether_protocol::{ExitReason, Overflow, ProcessInfo, ProcessStatus, StreamNa
 use tokio::sync::{mpsc, oneshot, watch, Notify};
 
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 use crate::pty::PtyMaster;
 use crate::retained::RetainedOutput;
 
@@ -76,6 +77,8 @@ pub struct Process {
     pub reserved_bytes: u64,
     /// Live attachments.
     pub attachments: AtomicUsize,
+    /// The server's counters.
+    pub metrics: Arc<Metrics>,
     output: Mutex<RetainedOutput>,
     output_changed: watch::Sender<()>,
     space_freed: [Notify; 2],
@@ -96,6 +99,7 @@ pub struct ProcessParts {
     pub control: mpsc::Sender<Control>,
     pub stdin: Option<mpsc::Sender<StdinCommand>>,
     pub pty: Option<Arc<PtyMaster>>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// RFC 3339 UTC with milliseconds.
@@ -114,6 +118,7 @@ impl Process {
             started_at: SystemTime::now(),
             reserved_bytes: parts.reserved_bytes,
             attachments: AtomicUsize::new(0),
+            metrics: parts.metrics,
             output: Mutex::new(RetainedOutput::new(parts.retain_bytes, parts.overflow)),
             output_changed: watch::Sender::new(()),
             space_freed: [Notify::new(), Notify::new()],

@@ -25,6 +25,7 @@ use tokio::time::sleep_until;
 
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 use crate::process::{Control, ExitInfo, Process, ProcessParts, StdinCommand};
 use crate::pty::{self, PtyMaster};
 use crate::session::signal_session;
@@ -52,7 +53,12 @@ const READ_CHUNK: usize = 64 * 1024;
 const STDIN_QUEUE: usize = 16;
 
 /// Starts the process and its tasks. Must run inside the tokio runtime.
-pub fn spawn(id: String, plan: SpawnPlan, config: Arc<Config>) -> Result<Arc<Process>, ApiError> {
+pub fn spawn(
+    id: String,
+    plan: SpawnPlan,
+    config: Arc<Config>,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Process>, ApiError> {
     if let Some(cwd) = &plan.cwd {
         match std::fs::metadata(cwd) {
             Ok(m) if m.is_dir() => {}
@@ -139,19 +145,24 @@ pub fn spawn(id: String, plan: SpawnPlan, config: Arc<Config>) -> Result<Arc<Pro
         control: control_tx,
         stdin: wants_stdin.then_some(stdin_tx),
         pty: pty_master.clone(),
+        metrics,
     }));
 
+    let id_span = tracing::info_span!("process", id = %process.id);
     let (reaped_tx, reaped_rx) = watch::channel(None);
     let mut captures = Vec::new();
     let drain = config.drain_timeout();
     match &pty_master {
         Some(master) => {
-            captures.push(tokio::spawn(capture(
-                process.clone(),
-                StreamName::Stdout,
-                Source::Pty(master.clone()),
-                reaped_rx.clone(),
-                drain,
+            captures.push(tokio::spawn(instrumented(
+                &id_span,
+                capture(
+                    process.clone(),
+                    StreamName::Stdout,
+                    Source::Pty(master.clone()),
+                    reaped_rx.clone(),
+                    drain,
+                ),
             )));
             tokio::spawn(write_stdin_pty(master.clone(), stdin_rx));
         }
@@ -171,12 +182,9 @@ pub fn spawn(id: String, plan: SpawnPlan, config: Arc<Config>) -> Result<Arc<Pro
                     .map_err(|e| ApiError::Internal(format!("output pipe: {e}")))?;
                 let source = Source::pipe(fd)
                     .map_err(|e| ApiError::Internal(format!("output pipe: {e}")))?;
-                captures.push(tokio::spawn(capture(
-                    process.clone(),
-                    stream,
-                    source,
-                    reaped_rx.clone(),
-                    drain,
+                captures.push(tokio::spawn(instrumented(
+                    &id_span,
+                    capture(process.clone(), stream, source, reaped_rx.clone(), drain),
                 )));
             }
             if let Some(stdin) = child.stdin.take() {
@@ -184,16 +192,28 @@ pub fn spawn(id: String, plan: SpawnPlan, config: Arc<Config>) -> Result<Arc<Pro
             }
         }
     }
-    tokio::spawn(supervise(
-        process.clone(),
-        child,
-        plan.timeout,
-        control_rx,
-        reaped_tx,
-        captures,
-        config,
+    tokio::spawn(instrumented(
+        &id_span,
+        supervise(
+            process.clone(),
+            child,
+            plan.timeout,
+            control_rx,
+            reaped_tx,
+            captures,
+            config,
+        ),
     ));
     Ok(process)
+}
+
+/// Runs a task inside the process's span, so its logs carry the id.
+fn instrumented<F: std::future::Future>(
+    span: &tracing::Span,
+    task: F,
+) -> tracing::instrument::Instrumented<F> {
+    use tracing::Instrument;
+    task.instrument(span.clone())
 }
 
 fn spawn_error(program: &str, e: io::Error) -> ApiError {
@@ -246,6 +266,7 @@ fn read_into(
         Ok(n) => {
             process.output().stream_mut(stream).push(&buf[..n]);
             process.notify_output();
+            Metrics::add(&process.metrics.captured, stream, n as u64);
             Ok(n)
         }
         Err(nix::errno::Errno::EAGAIN) => Err(io::ErrorKind::WouldBlock.into()),
@@ -412,6 +433,7 @@ async fn supervise(
     };
     let (exit_code, signal, reason) = classify(status, killed);
     tracing::info!(id = %process.id, exit_code, ?reason, duration_ms, "process exited");
+    process.metrics.exited(reason);
     process.publish_exit(ExitInfo {
         exit_code,
         signal,

@@ -12,6 +12,7 @@ use tether_protocol::ExitReason;
 
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 use crate::process::Process;
 use crate::spawn::{spawn, SpawnPlan};
 
@@ -28,9 +29,10 @@ struct Entries {
 pub struct ProcessTable {
     config: Arc<Config>,
     entries: Mutex<Entries>,
-    running: AtomicUsize,
     /// Live attachments across all processes.
     pub attachments: AtomicUsize,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
 }
 
@@ -40,8 +42,8 @@ impl ProcessTable {
         Arc::new(ProcessTable {
             config,
             entries: Mutex::new(Entries::default()),
-            running: AtomicUsize::new(0),
             attachments: AtomicUsize::new(0),
+            metrics: Arc::new(Metrics::default()),
             shutting_down: AtomicBool::new(false),
         })
     }
@@ -71,15 +73,38 @@ impl ProcessTable {
         all
     }
 
-    /// Running processes now.
+    /// Running processes now (counted from the processes themselves, so it
+    /// is right the moment an exit is published).
     pub fn running(&self) -> usize {
-        self.running.load(Ordering::SeqCst)
+        Self::running_locked(&self.entries())
+    }
+
+    fn running_locked(entries: &Entries) -> usize {
+        entries
+            .processes
+            .values()
+            .filter(|p| p.is_running())
+            .count()
     }
 
     /// Validates and starts a process. With an idempotency key already used
     /// for the same request, returns the process it started (`false`: not
     /// new) and starts nothing.
     pub fn spawn(
+        self: &Arc<Self>,
+        request: SpawnRequest,
+        idempotency_key: Option<String>,
+    ) -> Result<(Arc<Process>, bool), ApiError> {
+        let result = self.admit_and_spawn(request, idempotency_key);
+        match &result {
+            Ok((_, true)) => self.metrics.spawns.fetch_add(1, Ordering::Relaxed),
+            Ok((_, false)) => 0,
+            Err(_) => self.metrics.spawn_failures.fetch_add(1, Ordering::Relaxed),
+        };
+        result
+    }
+
+    fn admit_and_spawn(
         self: &Arc<Self>,
         request: SpawnRequest,
         idempotency_key: Option<String>,
@@ -106,19 +131,18 @@ impl ProcessTable {
         // Admission: running limit and retention budget, then spawn while
         // holding the table so two requests cannot both take the last slot.
         let mut entries = self.entries();
-        if self.running.load(Ordering::SeqCst) >= self.config.max_processes {
+        if Self::running_locked(&entries) >= self.config.max_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_processes));
         }
         self.make_room(&mut entries, plan.reserved_bytes)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let process = spawn(id.clone(), plan, self.config.clone())?;
+        let process = spawn(id.clone(), plan, self.config.clone(), self.metrics.clone())?;
         entries.reserved += process.reserved_bytes;
         entries.processes.insert(id.clone(), process.clone());
         if let Some(key) = idempotency_key {
             entries.idempotency.insert(key, (canonical, id));
         }
         drop(entries);
-        self.running.fetch_add(1, Ordering::SeqCst);
         tracing::info!(id = %process.id, pid = process.pid, argv = ?process.argv, "spawned");
         tokio::spawn(self.clone().retire(process.clone()));
         Ok((process, true))
@@ -174,7 +198,6 @@ impl ProcessTable {
     async fn retire(self: Arc<Self>, process: Arc<Process>) {
         let mut exit = process.watch_exit();
         let _ = exit.wait_for(|e| e.is_some()).await;
-        self.running.fetch_sub(1, Ordering::SeqCst);
         tokio::time::sleep(self.config.exited_ttl()).await;
         self.forget(&process.id);
     }
@@ -196,7 +219,7 @@ impl ProcessTable {
     }
 
     /// Turns a request into a plan, or a 400 that says what is wrong.
-    fn plan(&self, request: SpawnRequest) -> Result<SpawnPlan, ApiError> {
+    pub fn plan(&self, request: SpawnRequest) -> Result<SpawnPlan, ApiError> {
         let bad = |m: String| Err(ApiError::InvalidRequest(m));
         let argv = match (request.argv, request.command) {
             (Some(_), Some(_)) => return bad("give either argv or command, not both".into()),
@@ -250,5 +273,46 @@ impl ProcessTable {
             retain_bytes: usize::try_from(retain).unwrap_or(usize::MAX),
             reserved_bytes: 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn table() -> Arc<ProcessTable> {
+        ProcessTable::new(Arc::new(Config::defaults()))
+    }
+
+    proptest! {
+        /// Whatever the bytes, parsing a spawn request and planning it
+        /// gives a plan or an error, never a panic.
+        #[test]
+        fn spawn_request_parsing_never_panics(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(request) = serde_json::from_slice::<SpawnRequest>(&body) {
+                let _ = table().plan(request);
+            }
+        }
+
+        #[test]
+        fn planning_arbitrary_requests_never_panics(
+            argv in proptest::option::of(proptest::collection::vec(".{0,8}", 0..4)),
+            command in proptest::option::of(".{0,16}"),
+            timeout_ms in proptest::option::of(any::<u64>()),
+            cols in proptest::option::of(any::<u16>()),
+            rows in proptest::option::of(any::<u16>()),
+            tty in any::<bool>(),
+            retain in proptest::option::of(any::<u64>()),
+        ) {
+            let request = SpawnRequest {
+                argv, command, timeout_ms, cols, rows, tty, retain_bytes: retain,
+                ..SpawnRequest::default()
+            };
+            if let Ok(plan) = table().plan(request) {
+                prop_assert!(!plan.argv.is_empty());
+                prop_assert!(plan.retain_bytes as u64 <= Config::defaults().max_retain_bytes);
+            }
+        }
     }
 }

@@ -65,10 +65,16 @@ impl TestServer {
 
     /// Starts tetherd with extra flags.
     pub fn start_with(args: &[&str]) -> TestServer {
+        TestServer::start_with_env(args, &[])
+    }
+
+    /// Starts tetherd with extra flags and environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
         let mut child = Command::new(binary("tetherd"))
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .env_remove("TETHER_TOKEN")
+            .envs(env.iter().copied())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -435,4 +441,102 @@ pub fn rss_bytes(pid: u32) -> u64 {
         .and_then(|kb| kb.parse::<u64>().ok())
         .unwrap_or(0)
         * 1024
+}
+
+impl TestServer {
+    /// Sends SIGTERM and waits (bounded) for the server to exit; returns
+    /// its exit code.
+    pub async fn terminate(&mut self) -> Option<i32> {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "tetherd did not exit after SIGTERM"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Open file descriptors of a process (entries of /proc/PID/fd).
+pub fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| dir.count())
+        .unwrap_or(0)
+}
+
+/// Threads of a process (entries of /proc/PID/task).
+pub fn thread_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|dir| dir.count())
+        .unwrap_or(0)
+}
+
+/// Pids of zombie children of `parent` (state Z, ppid == parent).
+pub fn zombie_children(parent: u32) -> Vec<i32> {
+    let mut zombies = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        // state ppid ...
+        if fields.first() == Some(&"Z")
+            && fields.get(1).and_then(|p| p.parse().ok()) == Some(parent)
+        {
+            zombies.push(pid);
+        }
+    }
+    zombies
+}
+
+/// Polls `probe` (every 20 ms, bounded by [`WAIT`]) until `done` holds for
+/// its value; returns the last value either way. For quantities with no
+/// event to wait on, such as a server's fd count settling.
+pub async fn settle<T>(mut probe: impl FnMut() -> T, done: impl Fn(&T) -> bool) -> T {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let value = probe();
+        if done(&value) || tokio::time::Instant::now() >= deadline {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Tries to attach and expects a refusal before the upgrade: returns the
+/// HTTP status and JSON body of the refusal.
+pub async fn refused_attach(url: &str) -> (u16, Value) {
+    use tokio_tungstenite::tungstenite::Error;
+    match tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
+        .await
+        .expect("attach timed out")
+    {
+        Err(Error::Http(response)) => {
+            let status = response.status().as_u16();
+            let body = response
+                .body()
+                .as_ref()
+                .and_then(|b| serde_json::from_slice(b).ok())
+                .unwrap_or(Value::Null);
+            (status, body)
+        }
+        Err(other) => panic!("attach failed without an HTTP answer: {other}"),
+        Ok(_) => panic!("attach to {url} was accepted; expected a refusal"),
+    }
 }

@@ -1,0 +1,139 @@
+//! Counters for `GET /metrics` (Prometheus text format). Plain atomics,
+//! updated where the event happens; gauges are computed at scrape time.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tether_protocol::{ExitReason, StreamName};
+
+use crate::table::ProcessTable;
+
+/// Every counter the server exports.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub spawns: AtomicU64,
+    pub spawn_failures: AtomicU64,
+    pub wait_requests: AtomicU64,
+    pub attaches: AtomicU64,
+    /// Per stream: bytes read from the process.
+    pub captured: [AtomicU64; 2],
+    /// Per stream: data bytes sent to attachments.
+    pub sent: [AtomicU64; 2],
+    /// Per stream: bytes reported to attachments as `dropped`.
+    pub dropped: [AtomicU64; 2],
+    /// Exits by reason: exit, signal, timeout, killed.
+    pub exits: [AtomicU64; 4],
+}
+
+fn reason_index(reason: ExitReason) -> usize {
+    match reason {
+        ExitReason::Exit => 0,
+        ExitReason::Signal => 1,
+        ExitReason::Timeout => 2,
+        ExitReason::Killed => 3,
+    }
+}
+
+impl Metrics {
+    /// Counts one exit.
+    pub fn exited(&self, reason: ExitReason) {
+        self.exits[reason_index(reason)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds to a per-stream counter.
+    pub fn add(counter: &[AtomicU64; 2], stream: StreamName, n: u64) {
+        counter[stream.index()].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self, table: &ProcessTable) -> String {
+        let mut out = String::new();
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let all = table.list();
+        let running = all.iter().filter(|p| p.is_running()).count();
+        let mut metric = |name: &str, kind: &str, help: &str, rows: &[(String, u64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, value) in rows {
+                let _ = writeln!(out, "{name}{labels} {value}");
+            }
+        };
+        metric(
+            "tether_processes",
+            "gauge",
+            "Known processes by status.",
+            &[
+                ("{status=\"running\"}".into(), running as u64),
+                ("{status=\"exited\"}".into(), (all.len() - running) as u64),
+            ],
+        );
+        metric(
+            "tether_attachments",
+            "gauge",
+            "Open attachments.",
+            &[(
+                String::new(),
+                table.attachments.load(Ordering::Relaxed) as u64,
+            )],
+        );
+        metric(
+            "tether_spawns_total",
+            "counter",
+            "Processes started.",
+            &[(String::new(), get(&self.spawns))],
+        );
+        metric(
+            "tether_spawn_failures_total",
+            "counter",
+            "Spawn requests that failed.",
+            &[(String::new(), get(&self.spawn_failures))],
+        );
+        metric(
+            "tether_attaches_total",
+            "counter",
+            "Attachments opened.",
+            &[(String::new(), get(&self.attaches))],
+        );
+        metric(
+            "tether_wait_requests_total",
+            "counter",
+            "Wait (long-poll) requests.",
+            &[(String::new(), get(&self.wait_requests))],
+        );
+        let per_stream = |c: &[AtomicU64; 2]| -> Vec<(String, u64)> {
+            StreamName::ALL
+                .iter()
+                .map(|s| (format!("{{stream=\"{}\"}}", s.as_str()), get(&c[s.index()])))
+                .collect()
+        };
+        metric(
+            "tether_bytes_captured_total",
+            "counter",
+            "Bytes read from processes.",
+            &per_stream(&self.captured),
+        );
+        metric(
+            "tether_bytes_sent_total",
+            "counter",
+            "Data bytes sent to attachments.",
+            &per_stream(&self.sent),
+        );
+        metric(
+            "tether_bytes_dropped_total",
+            "counter",
+            "Bytes reported to attachments as dropped (evicted before they were sent).",
+            &per_stream(&self.dropped),
+        );
+        let reasons = ["exit", "signal", "timeout", "killed"];
+        metric(
+            "tether_exits_total",
+            "counter",
+            "Process exits by reason.",
+            &reasons
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (format!("{{reason=\"{r}\"}}"), get(&self.exits[i])))
+                .collect::<Vec<_>>(),
+        );
+        out
+    }
+}
