@@ -39,7 +39,7 @@ pub struct Config {
     pub web_root: Option<PathBuf>,
 
     /// Default retention per output stream, in bytes.
-    #[arg(long, default_value_t = 2 << 20)]
+    #[arg(long, default_value_t = 1 << 20)]
     pub retain_bytes: u64,
 
     /// Largest retention per stream a request may ask for, in bytes.
