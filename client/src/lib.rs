@@ -1,1 +1,48 @@
+//! `tether-client`: an async Rust client for `tetherd`, so that programs
+//! never hand-roll the HTTP API or the `tether.v1` WebSocket protocol.
+//!
+//! - [`Client`]: spawn, get, list, signal, kill and wait, with an
+//!   `Idempotency-Key` on spawn and bounded retries of transient failures.
+//! - [`Client::attach`] gives an [`Attachment`]: independent stdout and
+//!   stderr readers (each with its own credit-controlled, bounded buffer,
+//!   so unread output waits on the server), a stdin writer, resize and
+//!   signal, and the exit. A dropped connection is resumed from the saved
+//!   offsets: every byte is seen once, in order, and a loss only as an
+//!   explicit `dropped` notice.
+//! - [`Client::exec`] runs a command to completion and collects its output.
+//! - [`Utf8Decoder`] turns one stream's chunks into text.
+//!
+//! ```no_run
+//! use tether_client::{Client, SpawnRequest, SpawnSpec};
+//!
+//! # async fn demo() -> Result<(), tether_client::Error> {
+//! let client = Client::new("http://127.0.0.1:7420")?;
+//! let out = client.exec(SpawnRequest::command("echo hello; echo oops >&2; exit 3")).await?;
+//! assert_eq!(out.stdout, b"hello\n");
+//! assert_eq!(out.stderr, b"oops\n");
+//! assert_eq!(out.exit_code, 3);
+//! # Ok(()) }
+//! ```
+//!
+//! The `tether` binary of this crate is a command-line client built on it
+//! (`tether run -- PROG ARGS`, `tether run -t -- bash`, `tether ps`...);
+//! see the crate's README.
 
+mod attach;
+mod client;
+mod error;
+mod exec;
+mod spec;
+mod utf8;
+
+pub use attach::{AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter};
+pub use client::{Client, RetryPolicy};
+pub use error::{Error, Result};
+pub use exec::ExecOutput;
+pub use spec::SpawnSpec;
+pub use utf8::Utf8Decoder;
+
+pub use tether_protocol::api::SpawnRequest;
+pub use tether_protocol::{ExitReason, Overflow, ProcessInfo, ProcessStatus, StreamName};
+/// The protocol crate, for its other types.
+pub use tether_protocol;

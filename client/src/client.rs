@@ -1,0 +1,445 @@
+//! [`Client`]: the HTTP API, with retries where they are safe.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+use tether_protocol::api::{SignalRequest, SpawnRequest};
+use tether_protocol::ProcessInfo;
+
+use crate::error::{Error, Result};
+
+/// How transient failures are retried: exponential backoff from
+/// `initial_backoff`, doubling up to `max_backoff`, until `budget` has
+/// passed since the first failure of a run of consecutive failures (any
+/// success starts the budget afresh, so a long wait survives many blips).
+///
+/// ```
+/// use std::time::Duration;
+/// use tether_client::RetryPolicy;
+///
+/// let policy = RetryPolicy { budget: Duration::from_secs(5), ..RetryPolicy::default() };
+/// assert_eq!(policy.max_backoff, Duration::from_secs(2));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total time to keep retrying after the first failure.
+    pub budget: Duration,
+    /// The first pause between attempts.
+    pub initial_backoff: Duration,
+    /// The longest pause between attempts.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            budget: Duration::from_secs(30),
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries: the first failure is final.
+    pub fn none() -> Self {
+        RetryPolicy {
+            budget: Duration::ZERO,
+            ..RetryPolicy::default()
+        }
+    }
+}
+
+/// Tracks one run of consecutive transient failures against a policy.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    policy: RetryPolicy,
+    first_failure: Option<Instant>,
+    attempts: u32,
+    next_pause: Duration,
+}
+
+impl Backoff {
+    pub(crate) fn new(policy: RetryPolicy) -> Backoff {
+        Backoff {
+            policy,
+            first_failure: None,
+            attempts: 0,
+            next_pause: policy.initial_backoff,
+        }
+    }
+
+    /// A success: the next failure starts a new budget.
+    pub(crate) fn reset(&mut self) {
+        self.first_failure = None;
+        self.attempts = 0;
+        self.next_pause = self.policy.initial_backoff;
+    }
+
+    /// After a failure: sleeps and returns `Ok` when another attempt fits
+    /// in the budget, else the error to report.
+    pub(crate) async fn failed(&mut self, error: Error) -> Result<()> {
+        if !error.is_transient() {
+            return Err(error);
+        }
+        let now = Instant::now();
+        let first = *self.first_failure.get_or_insert(now);
+        self.attempts += 1;
+        let elapsed = now.duration_since(first);
+        let remaining = self.policy.budget.saturating_sub(elapsed);
+        if remaining.is_zero() {
+            return Err(Error::BudgetExhausted {
+                attempts: self.attempts,
+                elapsed,
+                last: Box::new(error),
+            });
+        }
+        let pause = jitter(self.next_pause).min(remaining);
+        self.next_pause = (self.next_pause * 2).min(self.policy.max_backoff);
+        tokio::time::sleep(pause).await;
+        Ok(())
+    }
+}
+
+/// 75% to 100% of `pause`, so that many clients do not retry in lockstep.
+fn jitter(pause: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let quarter = pause / 4;
+    pause - quarter.mul_f64(f64::from(nanos % 1000) / 1000.0)
+}
+
+/// How long `wait` asks the server to hold each long-poll.
+const LONG_POLL: Duration = Duration::from_secs(25);
+
+/// A connection to one `tetherd`. Cheap to clone; clones share the HTTP
+/// connection pool.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), tether_client::Error> {
+/// use tether_client::{Client, SpawnRequest, SpawnSpec};
+///
+/// let client = Client::new("http://127.0.0.1:7420")?.with_token("secret");
+/// let process = client.spawn(SpawnRequest::command("echo hi")).await?;
+/// let done = client.wait(&process.id).await?;
+/// println!("exit code {:?}", done.exit_code);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+    retry: RetryPolicy,
+    request_timeout: Duration,
+}
+
+impl Client {
+    /// A client for the server at `base_url` (such as
+    /// `http://127.0.0.1:7420`). Fails for a URL that is not `http://` or
+    /// `https://`. Nothing is sent until the first call.
+    pub fn new(base_url: &str) -> Result<Client> {
+        let base = base_url.trim().trim_end_matches('/').to_string();
+        let rest = base
+            .strip_prefix("http://")
+            .or_else(|| base.strip_prefix("https://"))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "server URL {base_url:?} must start with http:// or https://"
+                ))
+            })?;
+        if rest.is_empty() {
+            return Err(Error::InvalidArgument(format!("server URL {base_url:?} has no host")));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot build an HTTP client: {e}")))?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                base,
+                token: None,
+                http,
+                retry: RetryPolicy::default(),
+                request_timeout: Duration::from_secs(30),
+            }),
+        })
+    }
+
+    /// Sends `Authorization: Bearer TOKEN` on every request.
+    pub fn with_token(self, token: impl Into<String>) -> Client {
+        self.map(|inner| inner.token = Some(token.into()))
+    }
+
+    /// Sets the retry policy of `spawn`, `wait` and the other calls that
+    /// are safe to retry (default: [`RetryPolicy::default`], a 30 s budget).
+    pub fn with_retry(self, retry: RetryPolicy) -> Client {
+        self.map(|inner| inner.retry = retry)
+    }
+
+    /// Sets the timeout of each ordinary request (default 30 s). Long-polls
+    /// of `wait` get their own, longer one.
+    pub fn with_request_timeout(self, timeout: Duration) -> Client {
+        self.map(|inner| inner.request_timeout = timeout)
+    }
+
+    fn map(self, f: impl FnOnce(&mut Inner)) -> Client {
+        let mut inner = Inner {
+            base: self.inner.base.clone(),
+            token: self.inner.token.clone(),
+            http: self.inner.http.clone(),
+            retry: self.inner.retry,
+            request_timeout: self.inner.request_timeout,
+        };
+        f(&mut inner);
+        Client {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.inner.base
+    }
+
+    /// The retry policy in force.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        self.inner.retry
+    }
+
+    pub(crate) fn token(&self) -> Option<&str> {
+        self.inner.token.as_deref()
+    }
+
+    /// `ws://` or `wss://` URL of an API path.
+    pub(crate) fn ws_url(&self, path: &str) -> String {
+        let base = &self.inner.base;
+        let ws = match base.strip_prefix("https://") {
+            Some(rest) => format!("wss://{rest}"),
+            None => format!("ws://{}", base.strip_prefix("http://").unwrap_or(base)),
+        };
+        format!("{ws}{path}")
+    }
+
+    /// Starts a process. The request carries a random `Idempotency-Key`,
+    /// and transient failures are retried with the same key, so the
+    /// command starts at most once however often it is retried.
+    pub async fn spawn(&self, spec: SpawnRequest) -> Result<ProcessInfo> {
+        let key = uuid::Uuid::new_v4().to_string();
+        let body = serde_json::to_vec(&spec)
+            .map_err(|e| Error::InvalidArgument(format!("cannot encode the request: {e}")))?;
+        let mut backoff = Backoff::new(self.inner.retry);
+        loop {
+            let result = self
+                .request::<ProcessInfo>(
+                    Method::POST,
+                    "/v1/processes",
+                    Some(body.clone()),
+                    Some(&key),
+                    self.inner.request_timeout,
+                )
+                .await;
+            match result {
+                Ok(info) => return Ok(info),
+                Err(e) => backoff.failed(e).await?,
+            }
+        }
+    }
+
+    /// `GET /v1/processes/{id}` (retried when transient).
+    pub async fn get(&self, id: &str) -> Result<ProcessInfo> {
+        self.retried(Method::GET, &format!("/v1/processes/{}", path_segment(id)))
+            .await
+    }
+
+    /// `GET /v1/processes`: every process the server knows (retried when
+    /// transient).
+    pub async fn list(&self) -> Result<Vec<ProcessInfo>> {
+        self.retried(Method::GET, "/v1/processes").await
+    }
+
+    /// Sends a signal (`"TERM"`, `"INT"`, `"KILL"`, ...) to the process
+    /// group. Not retried: a signal must not be delivered twice.
+    pub async fn signal(&self, id: &str, signal: &str) -> Result<ProcessInfo> {
+        let body = serde_json::to_vec(&SignalRequest {
+            signal: signal.to_string(),
+        })
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        self.request(
+            Method::POST,
+            &format!("/v1/processes/{}/signal", path_segment(id)),
+            Some(body),
+            None,
+            self.inner.request_timeout,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/processes/{id}`: kills the whole session if it runs and
+    /// forgets the process. Returns the final process object.
+    pub async fn kill(&self, id: &str) -> Result<ProcessInfo> {
+        self.request(
+            Method::DELETE,
+            &format!("/v1/processes/{}", path_segment(id)),
+            None,
+            None,
+            self.inner.request_timeout,
+        )
+        .await
+    }
+
+    /// Writes raw bytes to the process's stdin over HTTP (the process must
+    /// have been spawned with `stdin: true`). Not retried.
+    pub async fn write_stdin(&self, id: &str, data: impl Into<Vec<u8>>) -> Result<()> {
+        self.request_empty(
+            Method::POST,
+            &format!("/v1/processes/{}/stdin", path_segment(id)),
+            Some(data.into()),
+        )
+        .await
+    }
+
+    /// Closes the process's stdin over HTTP.
+    pub async fn close_stdin(&self, id: &str) -> Result<()> {
+        self.request_empty(
+            Method::POST,
+            &format!("/v1/processes/{}/stdin/close", path_segment(id)),
+            None,
+        )
+        .await
+    }
+
+    /// Waits until the process has exited and returns its final object.
+    ///
+    /// Long-polls the server, and retries transient failures (connection
+    /// refused or reset, timeouts, 429/502/503/504) with capped backoff
+    /// within the retry budget, which starts afresh after every answer. It
+    /// fails at once on other errors (such as 404 for an unknown process),
+    /// and never reports a failure as the process's exit: the result is
+    /// either an exited process object or an error.
+    pub async fn wait(&self, id: &str) -> Result<ProcessInfo> {
+        loop {
+            let info = self.wait_timeout(id, LONG_POLL).await?;
+            if info.is_exited() {
+                return Ok(info);
+            }
+        }
+    }
+
+    /// Like [`Client::wait`], but returns the process object, with
+    /// `status: running`, once about `limit` has passed without an exit.
+    pub async fn wait_timeout(&self, id: &str, limit: Duration) -> Result<ProcessInfo> {
+        let deadline = Instant::now() + limit;
+        let mut backoff = Backoff::new(self.inner.retry);
+        let path = format!("/v1/processes/{}/wait", path_segment(id));
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let poll = left.min(LONG_POLL);
+            let ms = poll.as_millis();
+            let result = self
+                .request::<ProcessInfo>(
+                    Method::GET,
+                    &format!("{path}?timeout_ms={ms}"),
+                    None,
+                    None,
+                    poll + self.inner.request_timeout,
+                )
+                .await;
+            match result {
+                Ok(info) if info.is_exited() || Instant::now() >= deadline => return Ok(info),
+                Ok(_) => backoff.reset(),
+                Err(e) => backoff.failed(e).await?,
+            }
+        }
+    }
+
+    async fn retried<T: DeserializeOwned>(&self, method: Method, path: &str) -> Result<T> {
+        let mut backoff = Backoff::new(self.inner.retry);
+        loop {
+            match self
+                .request(method.clone(), path, None, None, self.inner.request_timeout)
+                .await
+            {
+                Ok(value) => return Ok(value),
+                Err(e) => backoff.failed(e).await?,
+            }
+        }
+    }
+
+    async fn request_empty(&self, method: Method, path: &str, body: Option<Vec<u8>>) -> Result<()> {
+        self.send(method, path, body, None, self.inner.request_timeout)
+            .await
+            .map(|_| ())
+    }
+
+    async fn request<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        idempotency_key: Option<&str>,
+        timeout: Duration,
+    ) -> Result<T> {
+        let (url, bytes) = self.send(method, path, body, idempotency_key, timeout).await?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Protocol(format!("unexpected response from {url}: {e}")))
+    }
+
+    /// One request; a success status gives the body, anything else an error.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        idempotency_key: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(String, bytes::Bytes)> {
+        let url = format!("{}{}", self.inner.base, path);
+        let mut request = self.inner.http.request(method, &url).timeout(timeout);
+        if let Some(token) = &self.inner.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(key) = idempotency_key {
+            request = request.header("Idempotency-Key", key);
+        }
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body);
+        }
+        let response = request.send().await.map_err(|e| Error::transport(&url, &e))?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|e| Error::transport(&url, &e))?;
+        if status.is_success() {
+            Ok((url, bytes))
+        } else {
+            Err(http_error(status, &bytes))
+        }
+    }
+}
+
+fn http_error(status: StatusCode, body: &[u8]) -> Error {
+    Error::from_body(status.as_u16(), body)
+}
+
+/// Percent-encodes an id for use as one path segment.
+pub(crate) fn path_segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

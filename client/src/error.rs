@@ -1,0 +1,163 @@
+//! The one error type of the crate.
+
+use std::time::Duration;
+
+/// Everything a call can fail with. Each variant says what a caller can do
+/// about it: retry ([`Error::is_transient`]), fix the request
+/// ([`Error::Http`] with a 4xx status), or give up.
+///
+/// ```
+/// use tether_client::Error;
+///
+/// let e = Error::Http { status: 404, code: "not_found".into(), message: "no process".into() };
+/// assert!(e.is_not_found());
+/// assert!(!e.is_transient());
+/// assert_eq!(e.code(), Some("not_found"));
+/// ```
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server answered with an error status. `code` and `message` come
+    /// from its JSON body `{"error": {"code", "message"}}` (for a body that
+    /// is not one, `code` is `http_<status>` and `message` the raw text).
+    #[error("server answered {status} {code}: {message}")]
+    Http {
+        /// HTTP status, such as 404.
+        status: u16,
+        /// Stable machine-readable code, such as `not_found`.
+        code: String,
+        /// Human-readable explanation.
+        message: String,
+    },
+    /// The server could not be reached or the connection broke: connection
+    /// refused or reset, DNS failure, a timeout. Usually transient.
+    #[error("cannot reach tetherd at {url}: {message}")]
+    Transport {
+        /// The URL that was being requested.
+        url: String,
+        /// What went wrong.
+        message: String,
+        /// True when the failure was a timeout.
+        timeout: bool,
+    },
+    /// The server sent something that does not follow the protocol (a bad
+    /// frame, an offset out of order, more data than the credit window, a
+    /// body that is not the expected JSON), or closed an attachment with an
+    /// `error` frame.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// Transient failures went on for longer than the retry budget.
+    #[error("gave up after {attempts} attempts over {elapsed:?}: {last}")]
+    BudgetExhausted {
+        /// Attempts made (including the first).
+        attempts: u32,
+        /// Time from the first failure to giving up.
+        elapsed: Duration,
+        /// The last failure.
+        last: Box<Error>,
+    },
+    /// An argument was rejected before anything was sent (a bad URL, a
+    /// zero terminal size, an unknown signal name).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The attachment has ended (the process exited, or the attachment
+    /// failed), so the operation cannot be carried out.
+    #[error("attachment closed: {0}")]
+    Closed(String),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// True for failures that may succeed when retried: transport errors
+    /// (refused, reset, timeouts) and HTTP 429, 502, 503 and 504.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Transport { .. } => true,
+            Error::Http { status, .. } => matches!(status, 429 | 502 | 503 | 504),
+            _ => false,
+        }
+    }
+
+    /// The HTTP status, for [`Error::Http`] (and the last failure of
+    /// [`Error::BudgetExhausted`]).
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Http { status, .. } => Some(*status),
+            Error::BudgetExhausted { last, .. } => last.status(),
+            _ => None,
+        }
+    }
+
+    /// The server's error code, such as `not_found` or `not_running`.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Error::Http { code, .. } => Some(code),
+            Error::BudgetExhausted { last, .. } => last.code(),
+            _ => None,
+        }
+    }
+
+    /// True when the process is unknown to the server (never existed, or
+    /// forgotten after its retention time): 404 `not_found`.
+    pub fn is_not_found(&self) -> bool {
+        self.status() == Some(404) && self.code() == Some("not_found")
+    }
+
+    /// True when the server could not be reached at all (directly, or as
+    /// the last failure before the retry budget ran out).
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            Error::Transport { .. } => true,
+            Error::BudgetExhausted { last, .. } => last.is_unreachable(),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn transport(url: &str, error: &reqwest::Error) -> Error {
+        Error::Transport {
+            url: url.to_string(),
+            message: describe_reqwest(error),
+            timeout: error.is_timeout(),
+        }
+    }
+
+    /// Builds [`Error::Http`] from a status and a response body.
+    pub(crate) fn from_body(status: u16, body: &[u8]) -> Error {
+        match serde_json::from_slice::<tether_protocol::api::ErrorBody>(body) {
+            Ok(b) => Error::Http {
+                status,
+                code: b.error.code,
+                message: b.error.message,
+            },
+            Err(_) => {
+                let text = String::from_utf8_lossy(body);
+                let text = text.trim();
+                Error::Http {
+                    status,
+                    code: format!("http_{status}"),
+                    message: if text.is_empty() {
+                        "(empty body)".to_string()
+                    } else {
+                        text.chars().take(200).collect()
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// The innermost cause of a reqwest error, which says what happened
+/// ("Connection refused (os error 111)") where the outer one does not.
+fn describe_reqwest(error: &reqwest::Error) -> String {
+    let mut source: &dyn std::error::Error = error;
+    while let Some(inner) = source.source() {
+        source = inner;
+    }
+    if error.is_timeout() {
+        "timed out".to_string()
+    } else {
+        source.to_string()
+    }
+}
