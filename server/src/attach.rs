@@ -16,7 +16,7 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tether_protocol::signal::parse_signal;
 use tether_protocol::{ClientFrame, Overflow, ServerFrame, StreamName, PROTOCOL_VERSION};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::{timeout, MissedTickBehavior};
 
 use crate::error::{ApiError, AttachError};
@@ -36,10 +36,31 @@ pub struct AttachOptions {
     pub readonly: bool,
 }
 
-/// What the reader task tells the writer loop.
+/// Credit granted by the client, per stream. The reader adds to it the
+/// moment a `credit` frame arrives; the writer reads it, so credit never
+/// queues behind anything.
+#[derive(Default)]
+struct Credit {
+    granted: [AtomicU64; 2],
+    changed: Notify,
+}
+
+impl Credit {
+    fn grant(&self, stream: StreamName, bytes: u64) {
+        let _ =
+            self.granted[stream.index()].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |g| {
+                Some(g.saturating_add(bytes))
+            });
+        self.changed.notify_one();
+    }
+
+    fn granted(&self, stream: StreamName) -> u64 {
+        self.granted[stream.index()].load(Ordering::Relaxed)
+    }
+}
+
+/// What the reader task tells the writer loop (rare events only).
 enum ReaderEvent {
-    /// More allowance for a stream.
-    Credit(StreamName, u64),
     /// A request failed; report it and carry on.
     Rejected(ApiError),
     /// A protocol error: report it and close with its code.
@@ -55,36 +76,48 @@ struct Cursor {
     next: u64,
     /// Data bytes sent (credit counts these, never `dropped` notices).
     sent: u64,
-    /// Credit granted by the client so far.
-    granted: u64,
 }
 
 /// Flush after this many bytes of feed()s, so big bursts go out in few
 /// syscalls and small ones promptly.
 const FLUSH_BYTES: usize = 256 * 1024;
 
-/// Keeps the attachment counters and the block-mode registration right on
-/// every exit path.
-struct Registration {
+/// An attachment slot, taken before the upgrade (so a refusal is an HTTP
+/// error rather than a closed socket) and given back on drop, on every path:
+/// a failed upgrade, a broken socket, or the end of the attachment.
+pub struct Admission {
     process: Arc<Process>,
     table: Arc<ProcessTable>,
-    reader: ReaderId,
 }
 
-impl Drop for Registration {
+impl Drop for Admission {
     fn drop(&mut self) {
-        self.process.output().unregister(self.reader);
         self.process.attachments.fetch_sub(1, Ordering::SeqCst);
         self.table.attachments.fetch_sub(1, Ordering::SeqCst);
+        // A block-mode capture waiting for room re-checks who is attached.
         for stream in StreamName::ALL {
             self.process.notify_space(stream);
         }
     }
 }
 
-/// Reserves an attachment slot (per process and in total) before the
-/// upgrade, so a refusal is an HTTP error rather than a closed socket.
-pub fn admit(table: &ProcessTable, process: &Process) -> Result<(), ApiError> {
+/// Removes the block-mode registration when the attachment ends.
+struct Registration {
+    process: Arc<Process>,
+    reader: ReaderId,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.process.output().unregister(self.reader);
+        for stream in StreamName::ALL {
+            self.process.notify_space(stream);
+        }
+    }
+}
+
+/// Reserves an attachment slot (per process and in total).
+pub fn admit(table: &Arc<ProcessTable>, process: &Arc<Process>) -> Result<Admission, ApiError> {
     let config = table.config();
     if process.attachments.fetch_add(1, Ordering::SeqCst) >= config.max_attachments_per_process {
         process.attachments.fetch_sub(1, Ordering::SeqCst);
@@ -101,33 +134,38 @@ pub fn admit(table: &ProcessTable, process: &Process) -> Result<(), ApiError> {
             config.max_attachments
         )));
     }
-    Ok(())
+    // A block-mode capture past its drain bound waits only while nobody is
+    // attached: let it see this attachment.
+    for stream in StreamName::ALL {
+        process.notify_space(stream);
+    }
+    Ok(Admission {
+        process: process.clone(),
+        table: table.clone(),
+    })
 }
 
 /// Serves one admitted attachment until the exit frame has been sent and
 /// the connection closed, or the client goes away.
-pub async fn serve(
-    socket: WebSocket,
-    process: Arc<Process>,
-    table: Arc<ProcessTable>,
-    options: AttachOptions,
-) {
+pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptions) {
+    let process = admission.process.clone();
+    let config = admission.table.config().clone();
     process.metrics.attaches.fetch_add(1, Ordering::Relaxed);
     let reader = process.output().register(options.start);
     let _registration = Registration {
         process: process.clone(),
-        table: table.clone(),
         reader,
     };
-    let config = table.config().clone();
     let (sink, stream) = socket.split();
-    let (events_tx, events) = mpsc::channel(64);
+    let (events_tx, events) = mpsc::channel(16);
+    let credit = Arc::new(Credit::default());
     let epoch = Instant::now();
     let last_seen = Arc::new(AtomicU64::new(0));
     let mut reader_task = tokio::spawn(read_client(
         stream,
         process.clone(),
         events_tx,
+        credit.clone(),
         options.readonly,
         config.max_frame_bytes,
         last_seen.clone(),
@@ -140,11 +178,8 @@ pub async fn serve(
         send_timeout: config.send_timeout(),
         max_data: config.max_data_frame_bytes.max(1),
         window: options.window,
-        cursors: options.start.map(|next| Cursor {
-            next,
-            sent: 0,
-            granted: 0,
-        }),
+        cursors: options.start.map(|next| Cursor { next, sent: 0 }),
+        credit,
         unflushed: 0,
     };
     let close = writer
@@ -168,6 +203,7 @@ pub async fn serve(
         }
     }
     reader_task.abort();
+    drop(admission);
 }
 
 struct Writer {
@@ -178,6 +214,7 @@ struct Writer {
     max_data: usize,
     window: Option<u64>,
     cursors: [Cursor; 2],
+    credit: Arc<Credit>,
     unflushed: usize,
 }
 
@@ -235,11 +272,8 @@ impl Writer {
             tokio::select! {
                 _ = output.changed() => {}
                 _ = exit.changed() => {}
+                _ = self.credit.changed.notified() => {}
                 event = events.recv() => match event {
-                    Some(ReaderEvent::Credit(stream, bytes)) => {
-                        let cursor = &mut self.cursors[stream.index()];
-                        cursor.granted = cursor.granted.saturating_add(bytes);
-                    }
                     Some(ReaderEvent::Rejected(error)) => {
                         let (_, code) = error.status_and_code();
                         if self.send_error(code, &error.to_string()).await.is_err() {
@@ -279,8 +313,8 @@ impl Writer {
                 let i = stream.index();
                 let allowance = match self.window {
                     Some(window) => {
-                        let c = self.cursors[i];
-                        (window.saturating_add(c.granted)).saturating_sub(c.sent)
+                        let granted = self.credit.granted(stream);
+                        (window.saturating_add(granted)).saturating_sub(self.cursors[i].sent)
                     }
                     None => u64::MAX,
                 };
@@ -346,7 +380,7 @@ impl Writer {
             for stream in StreamName::ALL {
                 let c = self.cursors[stream.index()];
                 let unacked = match self.window {
-                    Some(_) => c.sent.saturating_sub(c.granted),
+                    Some(_) => c.sent.saturating_sub(self.credit.granted(stream)),
                     None => 0,
                 };
                 out.stream_mut(stream)
@@ -399,6 +433,7 @@ async fn read_client(
     mut stream: SplitStream<WebSocket>,
     process: Arc<Process>,
     events: mpsc::Sender<ReaderEvent>,
+    credit: Arc<Credit>,
     readonly: bool,
     max_frame: usize,
     last_seen: Arc<AtomicU64>,
@@ -415,6 +450,10 @@ async fn read_client(
                 Some(ReaderEvent::Fatal(AttachError::TooLarge(max_frame)))
             }
             Ok(Message::Binary(bytes)) => match ClientFrame::decode(&bytes) {
+                Ok(ClientFrame::Credit { stream, bytes }) => {
+                    credit.grant(stream, bytes);
+                    None
+                }
                 Ok(frame) => act(&process, frame, readonly).await,
                 Err(e) => Some(ReaderEvent::Fatal(e.into())),
             },
@@ -454,7 +493,8 @@ async fn act(process: &Process, frame: ClientFrame, readonly: bool) -> Option<Re
         )))
     };
     let result = match frame {
-        ClientFrame::Credit { stream, bytes } => return Some(ReaderEvent::Credit(stream, bytes)),
+        // Handled by the reader itself.
+        ClientFrame::Credit { .. } => return None,
         ClientFrame::Stdin { .. } | ClientFrame::StdinEof | ClientFrame::Signal { .. }
             if readonly =>
         {

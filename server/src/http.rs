@@ -269,7 +269,7 @@ async fn attach(
         query.get("readonly").map(String::as_str),
         Some("1" | "true")
     );
-    attach::admit(&table, &process)?;
+    let admission = attach::admit(&table, &process)?;
     let options = AttachOptions {
         start,
         window,
@@ -284,6 +284,6 @@ async fn attach(
         .on_upgrade(move |socket| {
             use tracing::Instrument;
             let span = tracing::info_span!("attach", id = %process.id);
-            attach::serve(socket, process, table, options).instrument(span)
+            attach::serve(socket, admission, options).instrument(span)
         }))
 }

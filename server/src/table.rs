@@ -195,11 +195,16 @@ impl ProcessTable {
     }
 
     /// Waits for the exit, then forgets the process after its time-to-live.
+    /// Holds only the id while it sleeps, so a process forgotten early
+    /// (DELETE, budget) frees its memory at once.
     async fn retire(self: Arc<Self>, process: Arc<Process>) {
         let mut exit = process.watch_exit();
+        let id = process.id.clone();
+        drop(process);
         let _ = exit.wait_for(|e| e.is_some()).await;
+        drop(exit);
         tokio::time::sleep(self.config.exited_ttl()).await;
-        self.forget(&process.id);
+        self.forget(&id);
     }
 
     /// Kills every running process (reason `killed`) and waits, at most
