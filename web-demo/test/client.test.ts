@@ -206,3 +206,51 @@ test("an error frame is reported; followed by a close it ends the attachment", (
     "closed:server error invalid_request: terminal size 0x10 is out of range",
   ]);
 });
+
+test("a failed attach asks over HTTP why; 404 ends it instead of retrying", async () => {
+  const requests: string[] = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (async (url: string) => {
+    requests.push(String(url));
+    return new Response(JSON.stringify({ error: { code: "not_found", message: "no process with id \"p1\"" } }), { status: 404 });
+  }) as typeof fetch;
+  try {
+    const { events, handlers } = recorder();
+    const closed = new Promise<void>((r) => {
+      const inner = handlers.onClosed!;
+      handlers.onClosed = (reason, error) => {
+        inner(reason, error);
+        r();
+      };
+    });
+    const a = conn.attach("p1", handlers, { backoffMs });
+    const count = FakeSocket.created.length;
+    FakeSocket.created.at(-1)!.drop(); // the upgrade failed: no hello
+    await closed;
+    assert.deepEqual(requests, ["http://127.0.0.1:9/v1/processes/p1"]);
+    assert.equal(a.state, "closed");
+    assert.equal(FakeSocket.created.length, count);
+    assert.deepEqual(events, ['closed:no process with id "p1"']);
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+});
+
+test("reconnect() drops the socket and resumes from the saved offsets", async () => {
+  const { events, handlers } = recorder();
+  const a = conn.attach("p1", handlers, { backoffMs });
+  const first = FakeSocket.created.at(-1)!;
+  first.receive(hello());
+  first.receive({ type: "stdout", offset: 0, data: bytes("abc") });
+  const next = FakeSocket.next();
+  a.reconnect();
+  assert.equal(first.readyState, FakeSocket.CLOSED);
+  // Late frames of the dropped socket are ignored.
+  first.receive({ type: "stdout", offset: 3, data: bytes("late") });
+  const second = await next;
+  assert.equal(second.url.searchParams.get("stdout"), "3");
+  second.receive(hello(3, 0));
+  second.receive({ type: "stdout", offset: 3, data: bytes("def") });
+  assert.deepEqual(events, ["open", "stdout:abc", "reconnecting", "resumed", "stdout:def"]);
+  a.close();
+});

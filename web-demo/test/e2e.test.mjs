@@ -351,7 +351,17 @@ test("a token comes from the fragment or, on 401, from a prompt", { timeout: 60_
     await run(prompted, "echo prompted-$((2+2))");
     await waitForText(prompted, /^prompted-4$/);
     assert.equal(prompts.length, 1, prompts.join("; "));
+    const id = await prompted.evaluate(() => window.tether.sessionId);
     await prompted.close();
+
+    // Attaching by #session= without a token: the WebSocket upgrade is
+    // refused, the client learns why (401) over HTTP and the page asks.
+    const attached = await openTerminal(`session=${id}`, {
+      url: secured.baseUrl,
+      onDialog: (dialog) => void dialog.accept(token),
+    });
+    await waitForText(attached, /^prompted-4$/);
+    await attached.close();
   } finally {
     await stopServer(secured.server);
   }
