@@ -59,6 +59,31 @@ impl Credit {
     }
 }
 
+/// When the client was last heard from (any message, pongs included).
+struct Liveness {
+    epoch: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Liveness {
+    fn new() -> Liveness {
+        Liveness {
+            epoch: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn heard(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.last_ms.store(now, Ordering::Relaxed);
+    }
+
+    fn silent_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+}
+
 /// What the reader task tells the writer loop (rare events only).
 enum ReaderEvent {
     /// A request failed; report it and carry on.
@@ -159,8 +184,7 @@ pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptio
     let (sink, stream) = socket.split();
     let (events_tx, events) = mpsc::channel(16);
     let credit = Arc::new(Credit::default());
-    let epoch = Instant::now();
-    let last_seen = Arc::new(AtomicU64::new(0));
+    let liveness = Arc::new(Liveness::new());
     let mut reader_task = tokio::spawn(read_client(
         stream,
         process.clone(),
@@ -168,8 +192,7 @@ pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptio
         credit.clone(),
         options.readonly,
         config.max_frame_bytes,
-        last_seen.clone(),
-        epoch,
+        liveness.clone(),
     ));
     let mut writer = Writer {
         sink,
@@ -185,8 +208,7 @@ pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptio
     let close = writer
         .run(
             events,
-            last_seen,
-            epoch,
+            liveness,
             config.ping_interval(),
             config.idle_timeout(),
         )
@@ -226,8 +248,7 @@ impl Writer {
     async fn run(
         &mut self,
         mut events: mpsc::Receiver<ReaderEvent>,
-        last_seen: Arc<AtomicU64>,
-        epoch: Instant,
+        liveness: Arc<Liveness>,
         ping_every: Duration,
         idle_timeout: Duration,
     ) -> Close {
@@ -289,8 +310,7 @@ impl Writer {
                     Some(ReaderEvent::Gone) | None => return None,
                 },
                 _ = ping.tick() => {
-                    let seen = Duration::from_millis(last_seen.load(Ordering::Relaxed));
-                    if epoch.elapsed().saturating_sub(seen) > idle_timeout {
+                    if liveness.silent_for() > idle_timeout {
                         return Some((1001, "idle timeout".into()));
                     }
                     if self.send(Message::Ping(Default::default())).await.is_err() {
@@ -436,12 +456,11 @@ async fn read_client(
     credit: Arc<Credit>,
     readonly: bool,
     max_frame: usize,
-    last_seen: Arc<AtomicU64>,
-    epoch: Instant,
+    liveness: Arc<Liveness>,
 ) {
     let mut failed = false;
     while let Some(message) = stream.next().await {
-        last_seen.store(epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+        liveness.heard();
         let event = match message {
             // After a protocol error, only the client's Close matters.
             Ok(Message::Close(_)) => break,
