@@ -99,8 +99,9 @@ async function withToken<T>(call: () => Promise<T>): Promise<T> {
 
 function attach(id: string, offsets = { stdout: 0, stderr: 0 }): void {
   attachment?.close();
-  const fresh = offsets.stdout === 0 && offsets.stderr === 0;
-  if (fresh) term.reset();
+  // A full reset (RIS) through the write queue, not term.reset(): output of
+  // the previous session still queued in xterm must land before it.
+  if (offsets.stdout === 0 && offsets.stderr === 0) term.write("\x1bc");
   view.sessionId = id;
   view.exit = undefined;
   exitEl.hidden = true;

@@ -213,6 +213,9 @@ test("reloading and a second tab re-attach with the history replayed", { timeout
   await second.locator(`button[data-session="${id}"]`).click({ timeout: TIMEOUT });
   await second.waitForFunction((sid) => window.tether.sessionId === sid && window.tether.status.startsWith("attached"), id, { timeout: TIMEOUT });
   await waitForText(second, /^replay-5$/);
+  // The screen was reset on switching: it starts with the first session's
+  // history, not with what the second tab's own shell had printed.
+  assert.match(await second.evaluate(() => window.tether.text()), /^bash-[\d.]+[#$] echo replay-/);
   // Both tabs type into the same shell and both see the result.
   await run(second, "echo shared-$((3*3))");
   await waitForText(page, /^shared-9$/);
