@@ -1,0 +1,136 @@
+//! The physical floors: the same work done locally, with no server between,
+//! measured in the same run as the server figures.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+use nix::pty::{openpty, Winsize};
+use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg, Termios};
+
+/// Milliseconds to fork, exec and reap `true`, `runs` times.
+pub fn fork_exec_true(runs: usize) -> Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        let status = Command::new("true")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()?;
+        out.push(t0.elapsed().as_secs_f64() * 1e3);
+        if !status.success() {
+            bail!("true failed");
+        }
+    }
+    Ok(out)
+}
+
+/// A PTY pair whose master is close-on-exec.
+fn pty_pair() -> Result<(OwnedFd, OwnedFd)> {
+    let pair = openpty(None::<&Winsize>, None::<&Termios>).context("openpty")?;
+    fcntl(&pair.master, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC))?;
+    Ok((pair.master, pair.slave))
+}
+
+/// Reads everything from `reader` until end of file (or EIO, a PTY
+/// master's end), counting bytes and checking they are all zero.
+fn drain(mut reader: File) -> Result<(u64, bool)> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    let mut zeros = true;
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                total += n as u64;
+                zeros &= crate::all_zero(&buf[..n]);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((total, zeros))
+}
+
+/// Seconds for `head -c BYTES /dev/zero` into a local pipe and a reader.
+pub fn pipe_throughput(bytes: u64) -> Result<f64> {
+    let t0 = Instant::now();
+    let mut child = Command::new("head")
+        .args(["-c", &bytes.to_string(), "/dev/zero"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let (total, zeros) = drain(File::from(OwnedFd::from(stdout)))?;
+    child.wait()?;
+    let secs = t0.elapsed().as_secs_f64();
+    if total != bytes || !zeros {
+        bail!("local pipe delivered {total} of {bytes} bytes (all zero: {zeros})");
+    }
+    Ok(secs)
+}
+
+/// Seconds for `head -c BYTES /dev/zero` on a local PTY into a reader of
+/// the master.
+pub fn pty_throughput(bytes: u64) -> Result<f64> {
+    let t0 = Instant::now();
+    let (master, slave) = pty_pair()?;
+    let mut child = Command::new("head")
+        .args(["-c", &bytes.to_string(), "/dev/zero"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(slave))
+        .spawn()?;
+    // The Command (and its copy of the slave) is gone: the master reports
+    // EIO once head exits.
+    let (total, zeros) = drain(File::from(master))?;
+    child.wait()?;
+    let secs = t0.elapsed().as_secs_f64();
+    if total != bytes || !zeros {
+        bail!("local PTY delivered {total} of {bytes} bytes (all zero: {zeros})");
+    }
+    Ok(secs)
+}
+
+/// Milliseconds for one byte written to a local PTY master to come back from
+/// `cat` on the raw slave, `rounds` times.
+pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
+    let (master, slave) = pty_pair()?;
+    let mut termios = tcgetattr(&slave)?;
+    cfmakeraw(&mut termios);
+    tcsetattr(&slave, SetArg::TCSANOW, &termios)?;
+    let mut child = Command::new("cat")
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave))
+        .spawn()?;
+    let mut master = File::from(master);
+    let mut out = Vec::with_capacity(rounds);
+    let mut byte = [0u8; 1];
+    let result = (|| -> Result<()> {
+        for i in 0..rounds {
+            let key = b'a' + (i % 26) as u8;
+            let t0 = Instant::now();
+            master.write_all(&[key])?;
+            master.read_exact(&mut byte)?;
+            out.push(t0.elapsed().as_secs_f64() * 1e3);
+            if byte[0] != key {
+                bail!(
+                    "local PTY echo returned {:?}, expected {:?}",
+                    byte[0] as char,
+                    key as char
+                );
+            }
+        }
+        Ok(())
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    result?;
+    Ok(out)
+}

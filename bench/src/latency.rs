@@ -1,0 +1,283 @@
+//! Sections 1 and 2: spawn-to-exit, exit-to-wait and keystroke echo.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use tether_protocol::{ClientFrame, ServerFrame};
+
+use crate::client::{argv, shell, Api, Conn};
+use crate::floors;
+use crate::report::Figure;
+use crate::stats::Dist;
+use crate::tetherd::Tetherd;
+use crate::Ctx;
+
+const FRAME_WAIT: Duration = Duration::from_secs(10);
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Reads frames until the exit frame; returns the moment it arrived.
+async fn until_exit(conn: &mut Conn) -> Result<Instant> {
+    for _ in 0..100_000 {
+        if let ServerFrame::Exit { .. } = conn.next_within(FRAME_WAIT).await? {
+            return Ok(Instant::now());
+        }
+    }
+    bail!("no exit frame in 100000 frames")
+}
+
+/// POST `true`, attach, exit frame: (POST round trip, whole path) in ms.
+async fn spawn_true(api: &Api) -> Result<(f64, f64)> {
+    let t0 = Instant::now();
+    let info = api.spawn(&argv(&["true"])).await?;
+    let post = t0.elapsed();
+    let mut conn = api.attach(&info.id, "").await?;
+    let at = until_exit(&mut conn).await?;
+    let total = at - t0;
+    conn.close().await;
+    Ok((ms(post), ms(total)))
+}
+
+/// pidfd_open(2): an fd that becomes readable the moment `pid` exits.
+fn pidfd_open(pid: u32) -> Result<OwnedFd> {
+    // SAFETY: a plain syscall with integer arguments.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error()).context("pidfd_open");
+    }
+    // SAFETY: the kernel just returned this new fd, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Blocks until the pidfd is readable (the process exited); returns when.
+fn wait_pidfd(fd: OwnedFd) -> Option<Instant> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd on the stack.
+    let n = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+    (n == 1).then(Instant::now)
+}
+
+/// A process that exits 50 ms after spawn, watched three ways at once: the
+/// kernel (pidfd readable), a long-poll wait, and an attachment. Returns
+/// (wait return after exit, exit frame after exit) in ms.
+async fn exit_observed(api: &Api) -> Result<(f64, f64)> {
+    let info = api.spawn(&argv(&["sleep", "0.05"])).await?;
+    let pidfd = pidfd_open(info.pid)?;
+    let watcher = std::thread::spawn(move || wait_pidfd(pidfd));
+    let id = info.id.clone();
+    let wait = async {
+        let info = api.wait(&id, 10_000).await?;
+        if !info.is_exited() {
+            bail!("wait returned before exit");
+        }
+        Ok(Instant::now())
+    };
+    let attach = async {
+        let mut conn = api.attach(&id, "").await?;
+        let at = until_exit(&mut conn).await?;
+        conn.close().await;
+        Ok::<_, anyhow::Error>(at)
+    };
+    let (waited, framed) = tokio::join!(wait, attach);
+    let exited = watcher
+        .join()
+        .ok()
+        .flatten()
+        .context("pidfd never became readable")?;
+    let (waited, framed) = (waited?, framed?);
+    let after = |t: Instant| ms(t.saturating_duration_since(exited));
+    Ok((after(waited), after(framed)))
+}
+
+/// Section 1.
+pub async fn spawn(ctx: &mut Ctx) -> Result<()> {
+    let server = Tetherd::start(&ctx.bin, &[])?;
+    let api = Api::new(&server.base)?;
+    for _ in 0..5 {
+        spawn_true(&api).await?;
+    }
+    let runs = ctx.p.spawn_runs;
+    let (mut post, mut total) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (p, t) = spawn_true(&api).await?;
+        post.push(p);
+        total.push(t);
+    }
+    let floor =
+        Dist::new(tokio::task::spawn_blocking(move || floors::fork_exec_true(runs)).await??);
+    let total = Dist::new(total);
+    let post = Dist::new(post);
+
+    let mut waited = Vec::new();
+    let mut framed = Vec::new();
+    for _ in 0..ctx.p.wait_runs {
+        let (w, f) = exit_observed(&api).await?;
+        waited.push(w);
+        framed.push(f);
+    }
+    server.stop();
+    let waited = Dist::new(waited);
+    let framed = Dist::new(framed);
+
+    let over = total.median() - floor.median();
+    ctx.report.push(Figure::from_dist(
+        "spawn.floor",
+        1,
+        "fork+exec+wait `true`, local (floor)",
+        "ms",
+        &floor,
+        runs,
+    ));
+    ctx.report.push(
+        Figure::from_dist(
+            "spawn.post",
+            1,
+            "POST /v1/processes `true` (201 back)",
+            "ms",
+            &post,
+            runs,
+        )
+        .note("part of the path below"),
+    );
+    ctx.report.push(
+        Figure::from_dist(
+            "spawn.exit_frame",
+            1,
+            "`true`: POST + attach + exit frame",
+            "ms",
+            &total,
+            runs,
+        )
+        .floor(floor.median())
+        .target("≤ floor + 2 ms (median)", over <= 2.0)
+        .note(format!("median {over:.2} ms over the floor")),
+    );
+    ctx.report.push(
+        Figure::from_dist(
+            "wait.after_exit",
+            1,
+            "process exit → wait returns",
+            "ms",
+            &waited,
+            waited.len(),
+        )
+        .target("≤ 1 ms (median)", waited.median() <= 1.0)
+        .note("exit = the child's pidfd turning readable"),
+    );
+    ctx.report.push(
+        Figure::from_dist(
+            "exit_frame.after_exit",
+            1,
+            "process exit → exit frame",
+            "ms",
+            &framed,
+            framed.len(),
+        )
+        .note("same processes, attached while they ran"),
+    );
+    ctx.report
+        .series
+        .insert("fork+exec `true` (local floor)".into(), floor);
+    ctx.report
+        .series
+        .insert("`true` via tetherd: POST→exit frame".into(), total);
+    ctx.report
+        .series
+        .insert("exit → wait returns".into(), waited);
+    ctx.report.series.insert("exit → exit frame".into(), framed);
+    Ok(())
+}
+
+/// Waits until `marker` has appeared in stdout (bounded).
+pub async fn wait_for_output(conn: &mut Conn, marker: &[u8]) -> Result<()> {
+    let mut seen = Vec::new();
+    for _ in 0..10_000 {
+        match conn.next_within(FRAME_WAIT).await? {
+            ServerFrame::Stdout { data, .. } => {
+                seen.extend_from_slice(&data);
+                if seen.windows(marker.len()).any(|w| w == marker) {
+                    return Ok(());
+                }
+            }
+            ServerFrame::Exit { .. } => bail!("process exited before printing {marker:?}"),
+            _ => {}
+        }
+    }
+    bail!("marker never arrived")
+}
+
+/// One keystroke: a 1-byte stdin frame until the byte comes back, in ms.
+pub async fn echo_round(conn: &mut Conn, key: u8) -> Result<f64> {
+    let t0 = Instant::now();
+    conn.send(&ClientFrame::Stdin { data: vec![key] }).await?;
+    for _ in 0..10_000 {
+        match conn.next_within(FRAME_WAIT).await? {
+            ServerFrame::Stdout { data, .. } if data.contains(&key) => return Ok(ms(t0.elapsed())),
+            ServerFrame::Exit { .. } => bail!("process exited during echo"),
+            _ => {}
+        }
+    }
+    bail!("echo never came back")
+}
+
+/// The PTY program of the echo measurements: raw mode, no echo, so every
+/// byte back is `cat`'s own output.
+pub fn raw_cat() -> tether_protocol::api::SpawnRequest {
+    let mut req = shell("stty raw -echo; printf R; exec cat");
+    req.tty = true;
+    req
+}
+
+/// Section 2.
+pub async fn echo(ctx: &mut Ctx) -> Result<()> {
+    let server = Tetherd::start(&ctx.bin, &[])?;
+    let api = Api::new(&server.base)?;
+    let info = api.spawn(&raw_cat()).await?;
+    let mut conn = api.attach(&info.id, "").await?;
+    wait_for_output(&mut conn, b"R").await?;
+    for i in 0..50 {
+        echo_round(&mut conn, b'a' + (i % 26) as u8).await?;
+    }
+    let rounds = ctx.p.echo_rounds;
+    let mut rtt = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        rtt.push(echo_round(&mut conn, b'a' + (i % 26) as u8).await?);
+    }
+    api.delete(&info.id).await?;
+    drop(conn);
+    server.stop();
+    let floor = Dist::new(tokio::task::spawn_blocking(move || floors::pty_echo(rounds)).await??);
+    let rtt = Dist::new(rtt);
+    ctx.report.push(Figure::from_dist(
+        "echo.floor",
+        2,
+        "PTY echo, local `cat` on raw PTY (floor)",
+        "ms",
+        &floor,
+        1,
+    ));
+    ctx.report.push(
+        Figure::from_dist(
+            "echo.rtt",
+            2,
+            "keystroke echo via tetherd (PTY `cat`)",
+            "ms",
+            &rtt,
+            1,
+        )
+        .floor(floor.median())
+        .target("< 1 ms (median)", rtt.median() < 1.0),
+    );
+    ctx.report
+        .series
+        .insert("PTY echo, local (floor)".into(), floor);
+    ctx.report.series.insert("PTY echo via tetherd".into(), rtt);
+    Ok(())
+}

@@ -1,0 +1,230 @@
+//! `tether-bench`: measures tetherd against the targets of issue 6, next to
+//! local floors taken in the same run, and prints a table, writes JSON and
+//! draws SVG charts.
+//!
+//! ```text
+//! cargo run --release -p tether-bench -- all [--quick] [--json out.json] [--svg-dir docs/bench]
+//! ```
+//!
+//! Every server it starts listens on 127.0.0.1 only and is stopped when its
+//! section ends (or when the harness dies, by PR_SET_PDEATHSIG).
+
+mod client;
+mod fairness;
+mod floors;
+mod latency;
+mod report;
+mod scale;
+mod stats;
+mod storm;
+mod svg;
+mod tetherd;
+mod throughput;
+
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+use clap::{Parser, ValueEnum};
+
+use report::{Machine, Report};
+
+/// Benchmarks tetherd: latency, throughput, fairness, scale and memory.
+#[derive(Debug, Parser)]
+#[command(name = "tether-bench", version, about)]
+struct Cli {
+    /// What to run.
+    #[arg(value_enum)]
+    what: What,
+    /// Small sizes and few runs (well under two minutes); proves the
+    /// harness works, as CI does.
+    #[arg(long)]
+    quick: bool,
+    /// Write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write SVG charts into this directory.
+    #[arg(long)]
+    svg_dir: Option<PathBuf>,
+    /// Write the Markdown table here.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// The tetherd binary (default: target/release/tetherd, built if run
+    /// through cargo).
+    #[arg(long)]
+    tetherd: Option<PathBuf>,
+    /// Do not run `cargo build --release -p tether-server` first.
+    #[arg(long)]
+    no_build: bool,
+    /// Concurrent PTY sessions of the scale run (default 1000, 50 quick).
+    #[arg(long)]
+    sessions: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum What {
+    All,
+    Spawn,
+    Echo,
+    Throughput,
+    Fairness,
+    Scale,
+    Storm,
+}
+
+/// Sizes and repetitions.
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub spawn_runs: usize,
+    pub wait_runs: usize,
+    pub echo_rounds: usize,
+    pub pipe_bytes: u64,
+    pub pty_bytes: u64,
+    pub tp_runs: usize,
+    pub fair_secs: f64,
+    pub fair_runs: usize,
+    pub sessions: usize,
+    pub scale_keys: usize,
+    pub storm_secs: u64,
+    pub storm_runs: usize,
+}
+
+impl Params {
+    fn new(quick: bool, sessions: Option<usize>) -> Params {
+        if quick {
+            Params {
+                spawn_runs: 30,
+                wait_runs: 20,
+                echo_rounds: 1000,
+                pipe_bytes: 64 << 20,
+                pty_bytes: 16 << 20,
+                tp_runs: 2,
+                fair_secs: 1.0,
+                fair_runs: 1,
+                sessions: sessions.unwrap_or(50),
+                scale_keys: 10,
+                storm_secs: 2,
+                storm_runs: 1,
+            }
+        } else {
+            Params {
+                spawn_runs: 300,
+                wait_runs: 100,
+                echo_rounds: 5000,
+                pipe_bytes: 1 << 30,
+                pty_bytes: 256 << 20,
+                tp_runs: 5,
+                fair_secs: 3.0,
+                fair_runs: 3,
+                sessions: sessions.unwrap_or(1000),
+                scale_keys: 20,
+                storm_secs: 10,
+                storm_runs: 2,
+            }
+        }
+    }
+}
+
+/// True when every byte is zero (an OR-reduction the compiler vectorises,
+/// so checking a GiB costs little next to moving it).
+pub fn all_zero(data: &[u8]) -> bool {
+    data.iter().fold(0u8, |acc, &b| acc | b) == 0
+}
+
+/// What every section gets.
+pub struct Ctx {
+    pub bin: PathBuf,
+    pub p: Params,
+    pub report: Report,
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let bin = tetherd::locate(
+        cli.tetherd.as_deref(),
+        !cli.no_build && std::env::var_os("CARGO").is_some(),
+    )?;
+    let machine = Machine::probe();
+    eprintln!(
+        "tether-bench: {} mode, tetherd {}, {} x {}, {} MiB, {} rustc running",
+        if cli.quick { "quick" } else { "full" },
+        bin.display(),
+        machine.nproc,
+        machine.cpu_model,
+        machine.mem_total_mib,
+        machine.rustc_running_at_start
+    );
+    let started = Instant::now();
+    let mut ctx = Ctx {
+        bin: bin.clone(),
+        p: Params::new(cli.quick, cli.sessions),
+        report: Report {
+            mode: if cli.quick { "quick" } else { "full" }.into(),
+            machine,
+            tetherd: bin.display().to_string(),
+            started_at_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            ..Default::default()
+        },
+    };
+    let all = cli.what == What::All;
+    let sections: [(What, &str); 6] = [
+        (What::Spawn, "1. spawn-to-exit and exit-to-wait"),
+        (What::Echo, "2. keystroke echo"),
+        (What::Throughput, "3. throughput"),
+        (What::Fairness, "4. fairness"),
+        (What::Scale, "5. scale"),
+        (What::Storm, "6. output storm"),
+    ];
+    let mut failed = Vec::new();
+    for (what, title) in sections {
+        if !all && cli.what != what {
+            continue;
+        }
+        eprintln!("== {title}");
+        let t = Instant::now();
+        let result = match what {
+            What::Spawn => latency::spawn(&mut ctx).await,
+            What::Echo => latency::echo(&mut ctx).await,
+            What::Throughput => throughput::throughput(&mut ctx).await,
+            What::Fairness => fairness::fairness(&mut ctx).await,
+            What::Scale => scale::scale(&mut ctx).await,
+            What::Storm => storm::storm(&mut ctx).await,
+            What::All => Ok(()),
+        };
+        match result {
+            Ok(()) => eprintln!("   done in {:.1} s", t.elapsed().as_secs_f64()),
+            Err(e) => {
+                eprintln!("   FAILED: {e:#}");
+                failed.push(format!("{title}: {e:#}"));
+            }
+        }
+    }
+    ctx.report.elapsed_s = started.elapsed().as_secs_f64();
+    println!();
+    print!("{}", ctx.report.table());
+    println!(
+        "\n{} mode, {:.0} s; p99 is the bad tail (p1 for throughputs); n = samples (runs).",
+        ctx.report.mode, ctx.report.elapsed_s
+    );
+    if let Some(path) = &cli.json {
+        ctx.report.write_json(path)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &cli.markdown {
+        std::fs::write(path, ctx.report.markdown())?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(dir) = &cli.svg_dir {
+        for path in svg::write_all(&ctx.report, dir)? {
+            eprintln!("wrote {}", path.display());
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!("{} section(s) failed:\n{}", failed.len(), failed.join("\n"));
+    }
+    Ok(())
+}
