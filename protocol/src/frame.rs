@@ -261,19 +261,27 @@ impl ServerFrame {
     /// Encodes a stdout or stderr data frame straight from a borrowed slice,
     /// without building a [`ServerFrame`] (the server's hot path).
     pub fn encode_data(stream: StreamName, offset: u64, data: &[u8]) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct DataRef<'a> {
-            #[serde(rename = "type")]
-            kind: &'static str,
-            offset: u64,
-            #[serde(with = "serde_bytes")]
-            data: &'a [u8],
+        Self::encode_data_parts(stream, offset, &[data])
+    }
+
+    /// Encodes a data frame whose bytes come in several slices (a ring
+    /// buffer's two halves), copying each byte once. The bytes are those of
+    /// [`ServerFrame::encode`] for the same frame, as the vectors check.
+    pub fn encode_data_parts(stream: StreamName, offset: u64, parts: &[&[u8]]) -> Vec<u8> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let mut out = Vec::with_capacity(len + 40);
+        // Writing into a Vec cannot fail.
+        let _ = rmp::encode::write_map_len(&mut out, 3);
+        let _ = rmp::encode::write_str(&mut out, "type");
+        let _ = rmp::encode::write_str(&mut out, stream.as_str());
+        let _ = rmp::encode::write_str(&mut out, "offset");
+        let _ = rmp::encode::write_uint(&mut out, offset);
+        let _ = rmp::encode::write_str(&mut out, "data");
+        let _ = rmp::encode::write_bin_len(&mut out, len as u32);
+        for part in parts {
+            out.extend_from_slice(part);
         }
-        encode(&DataRef {
-            kind: stream.as_str(),
-            offset,
-            data,
-        })
+        out
     }
 
     /// Decodes a frame sent by a server.

@@ -341,11 +341,11 @@ impl Writer {
                 let max = usize::try_from(allowance)
                     .unwrap_or(usize::MAX)
                     .min(self.max_data);
-                let next = self
-                    .process
-                    .output()
-                    .stream(stream)
-                    .next(self.cursors[i].next, max);
+                let next = self.process.output().stream(stream).next(
+                    self.cursors[i].next,
+                    max,
+                    |offset, parts| ServerFrame::encode_data_parts(stream, offset, parts),
+                );
                 let frame = match next {
                     Next::End => continue,
                     Next::Pending => {
@@ -362,12 +362,15 @@ impl Writer {
                         }
                         .encode()
                     }
-                    Next::Data { offset, data } => {
-                        let len = data.len() as u64;
-                        self.cursors[i].next = offset + len;
-                        self.cursors[i].sent += len;
-                        Metrics::add(&self.process.metrics.sent, stream, len);
-                        ServerFrame::encode_data(stream, offset, &data)
+                    Next::Data {
+                        offset,
+                        length,
+                        frame,
+                    } => {
+                        self.cursors[i].next = offset + length;
+                        self.cursors[i].sent += length;
+                        Metrics::add(&self.process.metrics.sent, stream, length);
+                        frame
                     }
                 };
                 done = false;

@@ -36,8 +36,13 @@ pub struct StreamBuffer {
 pub enum Next {
     /// Bytes `offset..offset+length` were evicted before this reader got them.
     Dropped { offset: u64, length: u64 },
-    /// Bytes are ready at this offset (copied out, at most the asked size).
-    Data { offset: u64, data: Vec<u8> },
+    /// Bytes are ready at this offset: `length` of them, already encoded by
+    /// the caller's function into `frame`.
+    Data {
+        offset: u64,
+        length: u64,
+        frame: Vec<u8>,
+    },
     /// Nothing new yet.
     Pending,
     /// Capture is complete and the reader has everything.
@@ -95,8 +100,14 @@ impl StreamBuffer {
     }
 
     /// The next thing a reader at `cursor` should be sent, at most `max`
-    /// data bytes. `cursor` must not be past `end()`.
-    pub fn next(&self, cursor: u64, max: usize) -> Next {
+    /// data bytes, which `encode` turns into a frame straight from the ring
+    /// (one copy). `cursor` must not be past `end()`.
+    pub fn next(
+        &self,
+        cursor: u64,
+        max: usize,
+        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
+    ) -> Next {
         if cursor < self.start {
             return Next::Dropped {
                 offset: cursor,
@@ -116,17 +127,13 @@ impl StreamBuffer {
         }
         let from = (cursor - self.start) as usize;
         let to = from + max.min((end - cursor) as usize);
-        let mut data = Vec::with_capacity(to - from);
         let (a, b) = self.ring.as_slices();
-        if from < a.len() {
-            data.extend_from_slice(&a[from..to.min(a.len())]);
-        }
-        if to > a.len() {
-            data.extend_from_slice(&b[from.saturating_sub(a.len())..to - a.len()]);
-        }
+        let first = &a[from.min(a.len())..to.min(a.len())];
+        let second = &b[from.saturating_sub(a.len())..to.saturating_sub(a.len())];
         Next::Data {
             offset: cursor,
-            data,
+            length: (to - from) as u64,
+            frame: encode(cursor, &[first, second]),
         }
     }
 
@@ -227,9 +234,20 @@ impl RetainedOutput {
 mod tests {
     use super::*;
 
+    fn concat(_: u64, parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
     fn data(next: Next) -> (u64, Vec<u8>) {
         match next {
-            Next::Data { offset, data } => (offset, data),
+            Next::Data {
+                offset,
+                frame,
+                length,
+            } => {
+                assert_eq!(frame.len() as u64, length);
+                (offset, frame)
+            }
             other => panic!("expected data, got {other:?}"),
         }
     }
@@ -239,11 +257,11 @@ mod tests {
         let mut b = StreamBuffer::new(16);
         b.push(b"hello ");
         b.push(b"world");
-        assert_eq!(data(b.next(0, 100)), (0, b"hello world".to_vec()));
-        assert_eq!(data(b.next(6, 3)), (6, b"wor".to_vec()));
-        assert_eq!(b.next(11, 100), Next::Pending);
+        assert_eq!(data(b.next(0, 100, concat)), (0, b"hello world".to_vec()));
+        assert_eq!(data(b.next(6, 3, concat)), (6, b"wor".to_vec()));
+        assert_eq!(b.next(11, 100, concat), Next::Pending);
         b.complete();
-        assert_eq!(b.next(11, 100), Next::End);
+        assert_eq!(b.next(11, 100, concat), Next::End);
     }
 
     #[test]
@@ -253,7 +271,7 @@ mod tests {
         assert_eq!(b.start(), 2);
         assert_eq!(b.end(), 6);
         assert_eq!(
-            b.next(0, 10),
+            b.next(0, 10, concat),
             Next::Dropped {
                 offset: 0,
                 length: 2
@@ -261,13 +279,13 @@ mod tests {
         );
         b.push(b"gh");
         assert_eq!(
-            b.next(3, 10),
+            b.next(3, 10, concat),
             Next::Dropped {
                 offset: 3,
                 length: 1
             }
         );
-        assert_eq!(data(b.next(4, 10)), (4, b"efgh".to_vec()));
+        assert_eq!(data(b.next(4, 10, concat)), (4, b"efgh".to_vec()));
         assert!(b.retained() <= 4);
     }
 
