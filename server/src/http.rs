@@ -80,12 +80,20 @@ async fn trace_errors(request: Request, next: Next) -> Response {
     response
 }
 
+/// The path as the client sent it (a nested router sees it without `/v1`).
+fn full_path(request: &Request) -> String {
+    match request.extensions().get::<axum::extract::OriginalUri>() {
+        Some(original) => original.path().to_string(),
+        None => request.uri().path().to_string(),
+    }
+}
+
 async fn no_route(request: Request) -> ApiError {
-    ApiError::NoRoute(format!("{} {}", request.method(), request.uri().path()))
+    ApiError::NoRoute(format!("{} {}", request.method(), full_path(&request)))
 }
 
 async fn method_not_allowed(request: Request) -> Response {
-    let error = ApiError::NoRoute(format!("{} {}", request.method(), request.uri().path()));
+    let error = ApiError::NoRoute(format!("{} {}", request.method(), full_path(&request)));
     let mut response = error.into_response();
     *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
     response

@@ -391,6 +391,10 @@ async fn unknown_ids_and_unknown_routes_are_told_apart() {
         (status, body["error"]["code"].as_str()),
         (404, Some("no_route"))
     );
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("GET /v1/nothing/here"));
 }
 
 #[tokio::test]
