@@ -15,6 +15,7 @@
 use std::collections::VecDeque;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -177,6 +178,8 @@ struct Shared {
     /// The last `error` frame the server sent without closing (a rejected
     /// stdin, signal or resize).
     rejection: Mutex<Option<(String, String)>>,
+    /// Connections opened so far (1 + successful resumes).
+    connections: AtomicU64,
 }
 
 impl Shared {
@@ -502,7 +505,9 @@ impl StdinWriter {
         }
         match self.tx.poll_reserve(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(Err(_)) => Poll::Ready(Err(Error::Closed("the attachment has ended".into()))),
+            Poll::Ready(Err(_)) => {
+                Poll::Ready(Err(Error::Closed("the attachment has ended".into())))
+            }
             Poll::Ready(Ok(())) => Poll::Ready(
                 self.tx
                     .send_item(command())
@@ -614,9 +619,17 @@ impl Control {
             .clone()
     }
 
+    /// How many WebSocket connections this attachment has opened: 1, plus
+    /// one per automatic resume after a dropped connection.
+    pub fn connections(&self) -> u64 {
+        self.shared.connections.load(Ordering::Relaxed)
+    }
+
     async fn send(&self, command: Command) -> Result<()> {
         if self.readonly {
-            return Err(Error::InvalidArgument("this attachment is read-only".into()));
+            return Err(Error::InvalidArgument(
+                "this attachment is read-only".into(),
+            ));
         }
         self.tx
             .send(command)
@@ -697,6 +710,7 @@ impl Client {
             threshold: ((options.window / 4).max(1)).min(i64::MAX as u64) as i64,
             exit: exit_tx,
             rejection: Mutex::new(None),
+            connections: AtomicU64::new(0),
         });
         let mut conn = Conn {
             client: self.clone(),
@@ -817,6 +831,7 @@ impl Conn {
         .check_offsets(offsets)?;
         // Grant at once the credit that sizes each stream's allowance.
         self.grant(&mut ws, true).await?;
+        self.shared.connections.fetch_add(1, Ordering::Relaxed);
         Ok((ws, process))
     }
 
@@ -827,7 +842,10 @@ impl Conn {
             let bytes = {
                 let mut s = self.shared.stream(stream);
                 let due = s.owed > 0
-                    && (force || s.discard || s.owed >= self.shared.threshold || s.queue.is_empty());
+                    && (force
+                        || s.discard
+                        || s.owed >= self.shared.threshold
+                        || s.queue.is_empty());
                 if !due {
                     continue;
                 }
@@ -839,8 +857,17 @@ impl Conn {
         Ok(())
     }
 
-    async fn run(mut self, ws: Ws, mut commands: mpsc::Receiver<Command>, cancel: CancellationToken) {
-        let poller = tokio::spawn(poll_exit(self.client.clone(), self.id.clone(), self.shared.clone()));
+    async fn run(
+        mut self,
+        ws: Ws,
+        mut commands: mpsc::Receiver<Command>,
+        cancel: CancellationToken,
+    ) {
+        let poller = tokio::spawn(poll_exit(
+            self.client.clone(),
+            self.id.clone(),
+            self.shared.clone(),
+        ));
         let mut ws = Some(ws);
         let mut backoff = Backoff::new(self.options.reconnect);
         loop {
@@ -907,7 +934,8 @@ impl Conn {
         }
         poller.abort();
         // Whatever happened, nobody waits forever.
-        self.shared.fail(Error::Closed("the attachment was dropped".into()));
+        self.shared
+            .fail(Error::Closed("the attachment was dropped".into()));
     }
 
     /// True when the process has exited and both streams are complete, so
@@ -1040,7 +1068,11 @@ impl Conn {
                 if s.discard {
                     return Ok(false);
                 }
-                if let Some(Chunk::Dropped { offset: o, length: l }) = s.queue.back_mut() {
+                if let Some(Chunk::Dropped {
+                    offset: o,
+                    length: l,
+                }) = s.queue.back_mut()
+                {
                     if *o + *l == offset {
                         *l += length;
                         s.wake();
@@ -1179,9 +1211,9 @@ async fn open(url: &str, token: Option<&str>) -> Result<Opened> {
     if let Some(token) = token {
         headers.insert(
             "Authorization",
-            format!("Bearer {token}")
-                .parse()
-                .map_err(|_| Error::InvalidArgument("the token is not a valid header value".into()))?,
+            format!("Bearer {token}").parse().map_err(|_| {
+                Error::InvalidArgument("the token is not a valid header value".into())
+            })?,
         );
     }
     let (mut ws, response) = match tokio_tungstenite::connect_async(request).await {
@@ -1237,9 +1269,9 @@ async fn open(url: &str, token: Option<&str>) -> Result<Opened> {
                         process,
                         offsets: [stdout, stderr],
                     }),
-                    Ok(ServerFrame::Error { code, message }) => {
-                        Err(Error::Protocol(format!("attach refused: {code}: {message}")))
-                    }
+                    Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
+                        "attach refused: {code}: {message}"
+                    ))),
                     Ok(other) => Err(Error::Protocol(format!("expected hello, got {other:?}"))),
                     Err(e) => Err(Error::Protocol(format!("bad hello frame: {e}"))),
                 };

@@ -158,7 +158,9 @@ impl Client {
                 ))
             })?;
         if rest.is_empty() {
-            return Err(Error::InvalidArgument(format!("server URL {base_url:?} has no host")));
+            return Err(Error::InvalidArgument(format!(
+                "server URL {base_url:?} has no host"
+            )));
         }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
@@ -389,7 +391,9 @@ impl Client {
         idempotency_key: Option<&str>,
         timeout: Duration,
     ) -> Result<T> {
-        let (url, bytes) = self.send(method, path, body, idempotency_key, timeout).await?;
+        let (url, bytes) = self
+            .send(method, path, body, idempotency_key, timeout)
+            .await?;
         serde_json::from_slice(&bytes)
             .map_err(|e| Error::Protocol(format!("unexpected response from {url}: {e}")))
     }
@@ -416,9 +420,15 @@ impl Client {
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body);
         }
-        let response = request.send().await.map_err(|e| Error::transport(&url, &e))?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Error::transport(&url, &e))?;
         let status = response.status();
-        let bytes = response.bytes().await.map_err(|e| Error::transport(&url, &e))?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| Error::transport(&url, &e))?;
         if status.is_success() {
             Ok((url, bytes))
         } else {

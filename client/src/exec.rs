@@ -58,8 +58,16 @@ impl Client {
     /// outputs use [`Client::attach`] and stream it.
     pub async fn exec(&self, mut spec: SpawnRequest) -> Result<ExecOutput> {
         spec.overflow = Overflow::Block;
+        // Keep the credit window below the retention: in block mode the
+        // server keeps sent-but-uncredited bytes retained, so a window as
+        // large as the retention would leave the program no room to write
+        // before the next round trip.
+        let mut options = AttachOptions::default();
+        if let Some(retain) = spec.retain_bytes {
+            options.window = options.window.min((retain / 2).max(1));
+        }
         let process = self.spawn(spec).await?;
-        let attachment = self.attach(&process.id, AttachOptions::default()).await?;
+        let attachment = self.attach(&process.id, options).await?;
         let crate::Attachment {
             stdout,
             stderr,

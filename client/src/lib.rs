@@ -35,14 +35,16 @@ mod exec;
 mod spec;
 mod utf8;
 
-pub use attach::{AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter};
+pub use attach::{
+    AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter,
+};
 pub use client::{Client, RetryPolicy};
 pub use error::{Error, Result};
 pub use exec::ExecOutput;
 pub use spec::SpawnSpec;
 pub use utf8::Utf8Decoder;
 
-pub use tether_protocol::api::SpawnRequest;
-pub use tether_protocol::{ExitReason, Overflow, ProcessInfo, ProcessStatus, StreamName};
 /// The protocol crate, for its other types.
 pub use tether_protocol;
+pub use tether_protocol::api::SpawnRequest;
+pub use tether_protocol::{ExitReason, Overflow, ProcessInfo, ProcessStatus, StreamName};

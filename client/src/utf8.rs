@@ -126,7 +126,13 @@ mod tests {
         let snow = "☃".as_bytes();
         assert_eq!(stdout.decode(&snow[..1]), "");
         assert_eq!(stderr.decode(&snow[..2]), "");
-        assert_eq!(stderr.push(&Chunk::Dropped { offset: 2, length: 10 }), "\u{FFFD}");
+        assert_eq!(
+            stderr.push(&Chunk::Dropped {
+                offset: 2,
+                length: 10
+            }),
+            "\u{FFFD}"
+        );
         assert_eq!(stderr.decode(b"after"), "after");
         assert_eq!(stdout.decode(&snow[1..]), "☃");
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use tether_client::{
-    AttachOptions, Attachment, Chunk, Client, Error, Overflow, OutputReader, ProcessInfo,
+    AttachOptions, Attachment, Chunk, Client, Error, OutputReader, Overflow, ProcessInfo,
     RetryPolicy, SpawnRequest, SpawnSpec, StreamName,
 };
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -124,7 +124,12 @@ struct RunArgs {
     #[arg(short, long)]
     detach: bool,
     /// Program and arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROG")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROG"
+    )]
     argv: Vec<String>,
 }
 
@@ -253,7 +258,9 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
 }
 
 fn exit_code(info: &ProcessInfo) -> i32 {
-    info.exit_code.map(|c| c.clamp(0, 255)).unwrap_or(TETHER_FAILED)
+    info.exit_code
+        .map(|c| c.clamp(0, 255))
+        .unwrap_or(TETHER_FAILED)
 }
 
 fn print_table(list: &[ProcessInfo]) {
@@ -300,7 +307,11 @@ async fn run(client: &Client, quick: &Client, args: RunArgs) -> Result<i32, Erro
     if let Some(bytes) = args.retain {
         spec = spec.retain_bytes(bytes);
     }
-    spec = spec.overflow(if args.drop { Overflow::Drop } else { Overflow::Block });
+    spec = spec.overflow(if args.drop {
+        Overflow::Drop
+    } else {
+        Overflow::Block
+    });
     if tty {
         let (cols, rows) = term::size().unwrap_or((80, 24));
         spec = spec.tty(cols, rows);
@@ -317,7 +328,14 @@ async fn run(client: &Client, quick: &Client, args: RunArgs) -> Result<i32, Erro
         println!("{}", info.id);
         return Ok(0);
     }
-    session(client, &info, AttachOptions::default(), tty, tty || args.interactive).await
+    session(
+        client,
+        &info,
+        AttachOptions::default(),
+        tty,
+        tty || args.interactive,
+    )
+    .await
 }
 
 /// Attaches and relays until the process exits; returns its exit code.
@@ -337,7 +355,11 @@ async fn session(
         exit,
         ..
     } = attachment;
-    let _raw = if tty { Some(term::RawMode::enter()?) } else { None };
+    let _raw = if tty {
+        Some(term::RawMode::enter()?)
+    } else {
+        None
+    };
     let out = tokio::spawn(relay(stdout, tokio::io::stdout()));
     let err = tokio::spawn(relay(stderr, tokio::io::stderr()));
     if forward_stdin {
@@ -523,8 +545,9 @@ mod term {
             if !stdin.is_terminal() {
                 return Err(Error::InvalidArgument("stdin is not a terminal".into()));
             }
-            let original = termios::tcgetattr(stdin.as_fd())
-                .map_err(|e| Error::InvalidArgument(format!("cannot read the terminal mode: {e}")))?;
+            let original = termios::tcgetattr(stdin.as_fd()).map_err(|e| {
+                Error::InvalidArgument(format!("cannot read the terminal mode: {e}"))
+            })?;
             let mut raw = original.clone();
             termios::cfmakeraw(&mut raw);
             *SAVED.lock().unwrap_or_else(|p| p.into_inner()) = Some(original);
