@@ -59,28 +59,44 @@ impl Credit {
     }
 }
 
-/// When the client was last heard from (any message, pongs included).
+/// Whether the client answers: the oldest ping it has not answered with
+/// anything (a pong or any message). Silence alone is no fault: a client
+/// that is only reading, or that was never pinged because output kept the
+/// socket busy, is alive.
 struct Liveness {
     epoch: Instant,
-    last_ms: AtomicU64,
+    /// When the oldest unanswered ping was sent (ms since epoch + 1), or 0.
+    unanswered_since: AtomicU64,
 }
 
 impl Liveness {
     fn new() -> Liveness {
         Liveness {
             epoch: Instant::now(),
-            last_ms: AtomicU64::new(0),
+            unanswered_since: AtomicU64::new(0),
         }
     }
 
-    fn heard(&self) {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        self.last_ms.store(now, Ordering::Relaxed);
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
     }
 
-    fn silent_for(&self) -> Duration {
-        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
-        self.epoch.elapsed().saturating_sub(last)
+    fn heard(&self) {
+        self.unanswered_since.store(0, Ordering::Relaxed);
+    }
+
+    fn pinged(&self) {
+        let now = self.now();
+        let _ =
+            self.unanswered_since
+                .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    fn unanswered_for(&self) -> Duration {
+        match self.unanswered_since.load(Ordering::Relaxed) {
+            0 => Duration::ZERO,
+            since => Duration::from_millis(self.now().saturating_sub(since)),
+        }
     }
 }
 
@@ -310,12 +326,13 @@ impl Writer {
                     Some(ReaderEvent::Gone) | None => return None,
                 },
                 _ = ping.tick() => {
-                    if liveness.silent_for() > idle_timeout {
+                    if liveness.unanswered_for() > idle_timeout {
                         return Some((1001, "idle timeout".into()));
                     }
                     if self.send(Message::Ping(Default::default())).await.is_err() {
                         return None;
                     }
+                    liveness.pinged();
                 }
             }
         }

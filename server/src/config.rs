@@ -110,7 +110,7 @@ pub struct Config {
     #[arg(long, default_value_t = 20_000)]
     pub ping_interval_ms: u64,
 
-    /// An attachment that has sent nothing (not even a pong) for this long
+    /// An attachment that has not answered a ping (with a pong or any message) for this long
     /// is closed, in milliseconds.
     #[arg(long, default_value_t = 60_000)]
     pub idle_timeout_ms: u64,
