@@ -8,7 +8,6 @@ use tether_protocol::{Overflow, ServerFrame, StreamName};
 use crate::client::{argv, Api};
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::Tetherd;
 use crate::Ctx;
 
 /// Floods stdout from a thread while the main thread writes
@@ -148,7 +147,7 @@ async fn run(api: &Api, secs: f64, v: Variant) -> Result<(Vec<f64>, usize, u64)>
 
 /// Section 4.
 pub async fn fairness(ctx: &mut Ctx) -> Result<()> {
-    let server = Tetherd::start(&ctx.bin, &[])?;
+    let server = ctx.start_server(&[])?;
     let api = Api::new(&server.base)?;
     let secs = ctx.p.fair_secs;
     for v in VARIANTS {

@@ -10,7 +10,6 @@ use crate::client::{argv, shell, Api, Conn};
 use crate::floors;
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::Tetherd;
 use crate::Ctx;
 
 const FRAME_WAIT: Duration = Duration::from_secs(10);
@@ -98,7 +97,7 @@ async fn exit_observed(api: &Api) -> Result<(f64, f64)> {
 
 /// Section 1.
 pub async fn spawn(ctx: &mut Ctx) -> Result<()> {
-    let server = Tetherd::start(&ctx.bin, &[])?;
+    let server = ctx.start_server(&[])?;
     let api = Api::new(&server.base)?;
     for _ in 0..5 {
         spawn_true(&api).await?;
@@ -237,7 +236,7 @@ pub fn raw_cat() -> tether_protocol::api::SpawnRequest {
 
 /// Section 2.
 pub async fn echo(ctx: &mut Ctx) -> Result<()> {
-    let server = Tetherd::start(&ctx.bin, &[])?;
+    let server = ctx.start_server(&[])?;
     let api = Api::new(&server.base)?;
     let info = api.spawn(&raw_cat()).await?;
     let mut conn = api.attach(&info.id, "").await?;

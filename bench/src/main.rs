@@ -53,12 +53,24 @@ struct Cli {
     /// through cargo).
     #[arg(long)]
     tetherd: Option<PathBuf>,
+    /// Extra flag for every tetherd started (repeatable), for experiments
+    /// such as `--tetherd-arg=--max-data-frame-bytes=262144`.
+    #[arg(long = "tetherd-arg", allow_hyphen_values = true)]
+    tetherd_args: Vec<String>,
     /// Do not run `cargo build --release -p tether-server` first.
     #[arg(long)]
     no_build: bool,
     /// Concurrent PTY sessions of the scale run (default 1000, 50 quick).
     #[arg(long)]
     sessions: Option<usize>,
+    /// Bytes through pipes in the throughput run, in MiB (default 1024, 64
+    /// quick).
+    #[arg(long)]
+    pipe_mib: Option<u64>,
+    /// Bytes through a PTY in the throughput run, in MiB (default 256, 16
+    /// quick).
+    #[arg(long)]
+    pty_mib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -134,8 +146,19 @@ pub fn all_zero(data: &[u8]) -> bool {
 /// What every section gets.
 pub struct Ctx {
     pub bin: PathBuf,
+    /// Extra flags for every tetherd.
+    pub extra: Vec<String>,
     pub p: Params,
     pub report: Report,
+}
+
+impl Ctx {
+    /// Starts a tetherd with section-specific flags plus `--tetherd-arg`s.
+    pub fn start_server(&self, args: &[String]) -> Result<tetherd::Tetherd> {
+        let mut all = args.to_vec();
+        all.extend(self.extra.iter().cloned());
+        tetherd::Tetherd::start(&self.bin, &all)
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -158,7 +181,17 @@ async fn main() -> Result<()> {
     let started = Instant::now();
     let mut ctx = Ctx {
         bin: bin.clone(),
-        p: Params::new(cli.quick, cli.sessions),
+        extra: cli.tetherd_args.clone(),
+        p: {
+            let mut p = Params::new(cli.quick, cli.sessions);
+            if let Some(mib) = cli.pipe_mib {
+                p.pipe_bytes = mib << 20;
+            }
+            if let Some(mib) = cli.pty_mib {
+                p.pty_bytes = mib << 20;
+            }
+            p
+        },
         report: Report {
             mode: if cli.quick { "quick" } else { "full" }.into(),
             machine,

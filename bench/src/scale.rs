@@ -60,16 +60,13 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
     if nofile < (n as u64) * 3 + 256 {
         bail!("open-file limit {nofile} is too low for {n} sessions");
     }
-    let server = Tetherd::start(
-        &ctx.bin,
-        &[
-            format!("--max-processes={}", n + 64),
-            format!("--max-known-processes={}", n + 64),
-            format!("--max-attachments={}", n + 64),
-            format!("--retain-total={}", (n as u64 + 64) * SESSION_RETAIN * 2),
-            "--idle-timeout-ms=600000".into(),
-        ],
-    )?;
+    let server = ctx.start_server(&[
+        format!("--max-processes={}", n + 64),
+        format!("--max-known-processes={}", n + 64),
+        format!("--max-attachments={}", n + 64),
+        format!("--retain-total={}", (n as u64 + 64) * SESSION_RETAIN * 2),
+        "--idle-timeout-ms=600000".into(),
+    ])?;
     let api = Api::new(&server.base)?;
     // Warm up the runtime, allocator and HTTP paths with one full session.
     {

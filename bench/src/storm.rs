@@ -7,7 +7,7 @@ use anyhow::Result;
 use crate::client::{argv, Api, Conn};
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::{RssSampler, Tetherd};
+use crate::tetherd::RssSampler;
 use crate::Ctx;
 
 /// Per-stream retention of the storm server (`--retain-bytes`).
@@ -25,7 +25,7 @@ pub async fn storm(ctx: &mut Ctx) -> Result<()> {
         let mut produced = 0u64;
         let mut curve = Vec::new();
         for _ in 0..ctx.p.storm_runs {
-            let server = Tetherd::start(&ctx.bin, &[format!("--retain-bytes={RETAIN}")])?;
+            let server = ctx.start_server(&[format!("--retain-bytes={RETAIN}")])?;
             let api = Api::new(&server.base)?;
             // Warm up: one short process through the same paths.
             let warm = api

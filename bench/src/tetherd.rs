@@ -38,7 +38,7 @@ impl Tetherd {
             .args(args)
             .env_remove("TETHER_TOKEN")
             .env_remove("TETHER_LISTEN")
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file));

@@ -3,14 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use tether_protocol::{Overflow, ServerFrame, StreamName};
 
 use crate::client::{argv, Api};
 use crate::floors;
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::Tetherd;
 use crate::Ctx;
 
 /// Per-stream retention asked for by the throughput runs.
@@ -142,7 +141,7 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
 
 /// Section 3.
 pub async fn throughput(ctx: &mut Ctx) -> Result<()> {
-    let server = Tetherd::start(&ctx.bin, &[])?;
+    let server = ctx.start_server(&[])?;
     let api = Api::new(&server.base)?;
     for (tty, bytes) in [(false, ctx.p.pipe_bytes), (true, ctx.p.pty_bytes)] {
         let kind = if tty { "pty" } else { "pipe" };
@@ -160,7 +159,10 @@ pub async fn throughput(ctx: &mut Ctx) -> Result<()> {
             .await??;
             floor.push(mbps(bytes, secs));
             for (v, out) in VARIANTS.iter().zip(runs.iter_mut()) {
-                out.push(transfer(&api, bytes, tty, *v).await?);
+                let t = transfer(&api, bytes, tty, *v)
+                    .await
+                    .with_context(|| format!("{kind}, {}", v.label))?;
+                out.push(t);
             }
         }
         let size = if bytes >= 1 << 30 {
