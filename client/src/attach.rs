@@ -718,6 +718,8 @@ impl Client {
             options,
             shared: shared.clone(),
             eof_in_doubt: false,
+            eof_sent: false,
+            tty: false,
         };
         let mut backoff = Backoff::new(conn.options.reconnect);
         let (ws, process) = loop {
@@ -727,6 +729,7 @@ impl Client {
             }
         };
         shared.learn(&process);
+        conn.tty = process.tty;
         let cancel = CancellationToken::new();
         let guard = Arc::new(Guard(cancel.clone()));
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
@@ -783,6 +786,10 @@ struct Conn {
     shared: Arc<Shared>,
     /// An `stdin_eof` was handed to a connection that then broke.
     eof_in_doubt: bool,
+    /// An `stdin_eof` has been sent.
+    eof_sent: bool,
+    /// The process runs on a PTY.
+    tty: bool,
 }
 
 impl Conn {
@@ -956,7 +963,11 @@ impl Conn {
     ) -> (Outcome, bool) {
         let mut progressed = false;
         let mut commands_open = true;
-        if self.eof_in_doubt {
+        // A lost `stdin_eof` would leave the process waiting for input
+        // forever. On pipes closing twice is harmless (the server answers
+        // the second with a non-fatal error), so it is repeated on every
+        // resume; on a PTY it types ^D, so only when its sending failed.
+        if self.eof_in_doubt || (self.eof_sent && !self.tty) {
             match send(ws, ClientFrame::StdinEof).await {
                 Ok(()) => self.eof_in_doubt = false,
                 Err(e) => return (Outcome::Lost(e), progressed),
@@ -1026,6 +1037,7 @@ impl Conn {
                         self.eof_in_doubt |= is_eof;
                         return (Outcome::Lost(e), progressed);
                     }
+                    self.eof_sent |= is_eof;
                 }
                 _ = self.shared.credit.notified() => {
                     if let Err(e) = self.grant(ws, false).await {

@@ -416,8 +416,13 @@ impl Client {
             request = request.header("Idempotency-Key", key);
         }
         if let Some(body) = body {
+            let kind = if path.ends_with("/stdin") {
+                "application/octet-stream"
+            } else {
+                "application/json"
+            };
             request = request
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .header(reqwest::header::CONTENT_TYPE, kind)
                 .body(body);
         }
         let response = request

@@ -128,6 +128,18 @@ fn run_delivers_large_output_completely() {
 }
 
 #[test]
+fn a_program_that_cannot_start_exits_127() {
+    let server = TestServer::start();
+    let out = tether(&server.base, &["run", "--", "/no/such/program"], b"");
+    assert_eq!(out.status.code(), Some(127));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("tether: ") && stderr.contains("spawn_failed"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn an_unreachable_server_gets_one_clear_line() {
     let port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

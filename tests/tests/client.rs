@@ -157,6 +157,7 @@ struct CuttingProxy {
     base: String,
     cut: broadcast::Sender<()>,
     accepted: Arc<AtomicUsize>,
+    listener: tokio::task::JoinHandle<()>,
 }
 
 impl CuttingProxy {
@@ -166,7 +167,7 @@ impl CuttingProxy {
         let (cut, _) = broadcast::channel(4);
         let accepted = Arc::new(AtomicUsize::new(0));
         let (cut_tx, count) = (cut.clone(), accepted.clone());
-        tokio::spawn(async move {
+        let listener = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
                 let mut cut_rx = cut_tx.subscribe();
@@ -186,7 +187,17 @@ impl CuttingProxy {
             base,
             cut,
             accepted,
+            listener,
         }
+    }
+
+    /// Stops listening (new connections are refused) and cuts the rest.
+    async fn stop(&self) {
+        self.listener.abort();
+        while !self.listener.is_finished() {
+            tokio::task::yield_now().await;
+        }
+        self.cut();
     }
 
     /// Cuts every open connection; returns how many there were.
@@ -645,4 +656,91 @@ async fn a_read_only_attachment_refuses_input_locally() {
         .await
         .unwrap();
     assert_eq!(out, "got y\n");
+}
+
+#[tokio::test]
+async fn an_attachment_fails_clearly_when_its_reconnect_budget_runs_out() {
+    let server = TestServer::start();
+    let proxy = CuttingProxy::start(addr_of(&server.base)).await;
+    let client = Client::new(&proxy.base).unwrap();
+    let process = client
+        .spawn(SpawnRequest::command("echo first; read x; echo second").with_stdin())
+        .await
+        .unwrap();
+    let budget = Duration::from_millis(700);
+    let options = AttachOptions {
+        reconnect: RetryPolicy {
+            budget,
+            ..RetryPolicy::default()
+        },
+        ..AttachOptions::default()
+    };
+    let Attachment {
+        mut stdout, exit, ..
+    } = client.attach(&process.id, options).await.unwrap();
+    let mut line = [0u8; 6];
+    bounded("first line", stdout.read_exact(&mut line))
+        .await
+        .unwrap();
+    assert_eq!(&line, b"first\n");
+    proxy.stop().await;
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let error = bounded("failure", stdout.read_to_end(&mut rest))
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() >= budget,
+        "gave up after {:?}",
+        started.elapsed()
+    );
+    let inner = error
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<Error>())
+        .cloned();
+    assert!(
+        matches!(inner, Some(Error::BudgetExhausted { .. })),
+        "{error:?}"
+    );
+    let exit_error = bounded("exit", exit).await.unwrap_err();
+    assert!(
+        matches!(exit_error, Error::BudgetExhausted { .. }),
+        "{exit_error:?}"
+    );
+    assert!(exit_error.is_unreachable(), "{exit_error}");
+    // The process itself is unaffected.
+    assert!(!server.status(&process.id).await.is_exited());
+}
+
+#[tokio::test]
+async fn dropped_readers_do_not_hold_back_the_exit() {
+    let server = TestServer::start();
+    let client = client(&server);
+    // Block mode, 4 MiB per stream, retention far smaller: the process
+    // can finish only if the attachment takes everything.
+    let process = client
+        .spawn(
+            SpawnRequest::command("head -c 4194304 /dev/zero; head -c 4194304 /dev/zero >&2")
+                .overflow(Overflow::Block)
+                .retain_bytes(256 * 1024),
+        )
+        .await
+        .unwrap();
+    let options = AttachOptions {
+        window: 64 * 1024,
+        ..AttachOptions::default()
+    };
+    let Attachment {
+        stdout,
+        stderr,
+        exit,
+        ..
+    } = client.attach(&process.id, options).await.unwrap();
+    drop(stdout);
+    drop(stderr);
+    let info = bounded("exit", exit).await.unwrap();
+    assert_eq!(
+        (info.exit_code, info.stdout_bytes, info.stderr_bytes),
+        (Some(0), 4 << 20, 4 << 20)
+    );
 }

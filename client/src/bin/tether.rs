@@ -2,7 +2,8 @@
 //!
 //! Exit status: the remote exit code for `run`, `attach` and `wait` (124
 //! when the server's deadline fired, 128+N for a signal death); 125 when
-//! `tether` itself fails (server unreachable, bad arguments, unknown id).
+//! `tether` itself fails (server unreachable, bad arguments, unknown id);
+//! 127 when `run` cannot start the program.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -18,6 +19,9 @@ use tokio::signal::unix::{signal, SignalKind};
 
 /// Exit status when tether itself fails, as `docker run` does.
 const TETHER_FAILED: i32 = 125;
+/// Exit status of `run` when the server cannot start the program (missing
+/// program, bad cwd), as a shell reports a command not found.
+const SPAWN_FAILED: i32 = 127;
 
 /// Start processes on a tetherd server and attach to them.
 #[derive(Debug, Parser)]
@@ -323,7 +327,16 @@ async fn run(client: &Client, quick: &Client, args: RunArgs) -> Result<i32, Erro
     } else if args.interactive {
         spec = spec.with_stdin();
     }
-    let info = quick.spawn(spec).await?;
+    let info = match quick.spawn(spec).await {
+        Ok(info) => info,
+        Err(e) if e.code() == Some("spawn_failed") => {
+            // As a shell (and `docker run`) does for a command that cannot
+            // be run.
+            eprintln!("tether: {e}");
+            return Ok(SPAWN_FAILED);
+        }
+        Err(e) => return Err(e),
+    };
     if args.detach {
         println!("{}", info.id);
         return Ok(0);
