@@ -31,6 +31,22 @@ fn tether(server: &str, args: &[&str], stdin: &[u8]) -> Output {
     output
 }
 
+/// `tether ARGS` with extra environment variables.
+fn tether_env(server: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(binary("tether"));
+    command
+        .args(args)
+        .env("TETHER_SERVER", server)
+        .env_remove("TETHER_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    wait_output(command.spawn().unwrap())
+}
+
 /// Waits for a child, bounded by [`WAIT`].
 fn wait_output(child: std::process::Child) -> Output {
     let pid = child.id();
@@ -303,6 +319,40 @@ impl Tmux {
     }
 }
 
+impl Tmux {
+    /// A detached tmux session running `tether run -t -- bash --norc -i`
+    /// in a 100x30 window, recording the outer terminal's mode before and
+    /// after (`stty -g`) and tether's exit status in files of `dir`.
+    fn start(name: &str, server: &str, env: &str) -> (Tmux, PathBuf) {
+        let tether = binary("tether");
+        let dir = std::env::temp_dir().join(format!("tether-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tmux.conf"), "set -g status off\n").unwrap();
+        let tmux = Tmux {
+            socket: format!("tether-test-{name}-{}", std::process::id()),
+            dir: dir.clone(),
+        };
+        let script = format!(
+            "stty -g > {d}/before; {env} TETHER_SERVER={server} {tether} run -t --env 'PS1=prompt> ' -- bash --norc -i; echo $? > {d}/rc; stty -g > {d}/after; exec sleep 600",
+            d = dir.display(),
+            tether = tether.display(),
+        );
+        let out = tmux.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "main",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &script,
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (tmux, dir)
+    }
+}
+
 impl Drop for Tmux {
     fn drop(&mut self) {
         let _ = self.cmd(&["kill-server"]);
@@ -330,33 +380,7 @@ fn wait_file(path: &Path) -> String {
 #[test]
 fn run_t_drives_an_interactive_shell_in_a_real_terminal() {
     let server = TestServer::start();
-    let tether = binary("tether");
-    let dir = std::env::temp_dir().join(format!("tether-cli-tty-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("tmux.conf"), "set -g status off\n").unwrap();
-    let tmux = Tmux {
-        socket: format!("tether-test-{}", std::process::id()),
-        dir: dir.clone(),
-    };
-    // The outer terminal's mode before and after, and tether's status.
-    let script = format!(
-        "stty -g > {d}/before; TETHER_SERVER={server} {tether} run -t --env 'PS1=prompt> ' -- bash --norc -i; echo $? > {d}/rc; stty -g > {d}/after; exec sleep 600",
-        d = dir.display(),
-        server = server.base,
-        tether = tether.display(),
-    );
-    let out = tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "main",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &script,
-    ]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (tmux, dir) = Tmux::start("shell", &server.base, "");
     tmux.until("the prompt", |p| p.contains("prompt>"));
 
     tmux.type_line("echo $((6*7))");
@@ -416,4 +440,77 @@ fn run_t_drives_an_interactive_shell_in_a_real_terminal() {
     let before = wait_file(&dir.join("before"));
     let after = wait_file(&dir.join("after"));
     assert_eq!(before, after, "terminal mode restored");
+}
+
+#[test]
+fn the_token_comes_from_the_flag_or_the_environment() {
+    let server = TestServer::start_with(&["--token", "s3cret"]);
+    let out = tether_env(&server.base, &["ps"], &[]);
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("401") && stderr.contains("--token"),
+        "{stderr}"
+    );
+    let out = tether_env(&server.base, &["--token", "s3cret", "ps"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // The attachment (a WebSocket) carries it too.
+    let out = tether_env(
+        &server.base,
+        &["run", "--", "sh", "-c", "echo authorised; exit 2"],
+        &[("TETHER_TOKEN", "s3cret")],
+    );
+    assert_eq!(
+        (text(&out.stdout).as_str(), out.status.code()),
+        ("authorised\n", Some(2))
+    );
+}
+
+#[test]
+fn signals_to_tether_reach_the_remote_process() {
+    use std::io::{BufRead, BufReader};
+    let server = TestServer::start();
+    let mut child = Command::new(binary("tether"))
+        .args([
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.05; done",
+        ])
+        .env("TETHER_SERVER", &server.base)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    // Lines arrive through a channel, so every wait is bounded.
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                return;
+            }
+        }
+    });
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "got-int");
+    let status = wait_output(child).status;
+    assert_eq!(status.code(), Some(5));
+}
+
+#[test]
+fn a_panic_in_raw_mode_restores_the_terminal() {
+    let server = TestServer::start();
+    let (_tmux, dir) = Tmux::start("panic", &server.base, "TETHER_TEST_PANIC_IN_RAW_MODE=1");
+    assert_eq!(wait_file(&dir.join("rc")), "101\n", "tether panicked");
+    let before = wait_file(&dir.join("before"));
+    let after = wait_file(&dir.join("after"));
+    assert_eq!(before, after, "terminal mode restored after the panic");
 }

@@ -341,14 +341,13 @@ async fn run(client: &Client, quick: &Client, args: RunArgs) -> Result<i32, Erro
         println!("{}", info.id);
         return Ok(0);
     }
-    session(
-        client,
-        &info,
-        AttachOptions::default(),
-        tty,
-        tty || args.interactive,
-    )
-    .await
+    let mut options = AttachOptions::default();
+    if let Some(retain) = args.retain {
+        // In block mode a credit window as large as the retention leaves
+        // the program no room to write (see the client's exec).
+        options.window = options.window.min((retain / 2).max(1));
+    }
+    session(client, &info, options, tty, tty || args.interactive).await
 }
 
 /// Attaches and relays until the process exits; returns its exit code.
@@ -369,7 +368,12 @@ async fn session(
         ..
     } = attachment;
     let _raw = if tty {
-        Some(term::RawMode::enter()?)
+        let raw = term::RawMode::enter()?;
+        // Test hook: proves that a panic in raw mode restores the terminal.
+        if std::env::var_os("TETHER_TEST_PANIC_IN_RAW_MODE").is_some() {
+            panic!("TETHER_TEST_PANIC_IN_RAW_MODE is set");
+        }
+        Some(raw)
     } else {
         None
     };
