@@ -540,3 +540,20 @@ pub async fn refused_attach(url: &str) -> (u16, Value) {
         Ok(_) => panic!("attach to {url} was accepted; expected a refusal"),
     }
 }
+
+/// Where each open fd of a process points (for failure messages).
+pub fn fd_links(pid: u32) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .map(|e| {
+            let target = std::fs::read_link(e.path()).unwrap_or_default();
+            format!(
+                "{} -> {}",
+                e.file_name().to_string_lossy(),
+                target.display()
+            )
+        })
+        .collect()
+}
