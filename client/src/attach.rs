@@ -196,14 +196,7 @@ impl Shared {
         if !info.is_exited() {
             return;
         }
-        for (stream, total) in [
-            (StreamName::Stdout, info.stdout_bytes),
-            (StreamName::Stderr, info.stderr_bytes),
-        ] {
-            let mut s = self.stream(stream);
-            s.total = Some(total);
-            s.wake();
-        }
+        // The exit first: a reader that reaches its end can count on it.
         self.exit.send_if_modified(|exit| {
             if exit.is_none() {
                 *exit = Some(Ok(info.clone()));
@@ -212,6 +205,14 @@ impl Shared {
                 false
             }
         });
+        for (stream, total) in [
+            (StreamName::Stdout, info.stdout_bytes),
+            (StreamName::Stderr, info.stderr_bytes),
+        ] {
+            let mut s = self.stream(stream);
+            s.total = Some(total);
+            s.wake();
+        }
     }
 
     fn fail(&self, error: Error) {
@@ -305,8 +306,8 @@ impl Attachment {
 
 /// Reads one output stream of an [`Attachment`], as bytes
 /// ([`AsyncRead`], which skips `dropped` gaps and counts them in
-/// [`OutputReader::dropped`]) or as chunks ([`OutputReader::chunk`], which
-/// reports them). End of file comes once the process has exited and every
+/// [`OutputReader::dropped`]) or as chunks ([`OutputReader::chunk`], or the
+/// [`futures_util::Stream`] of them, which report them). End of file comes once the process has exited and every
 /// byte of this stream has been read, whatever happens to the other stream.
 ///
 /// ```no_run
@@ -430,6 +431,15 @@ impl AsyncRead for OutputReader {
             s.waker = Some(cx.waker().clone());
             return Poll::Pending;
         }
+    }
+}
+
+/// The chunk stream: the same items as [`OutputReader::chunk`].
+impl futures_util::Stream for OutputReader {
+    type Item = Result<Chunk>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Chunk>>> {
+        self.get_mut().poll_chunk(cx)
     }
 }
 
@@ -1095,12 +1105,12 @@ impl Conn {
                 s.wake();
             }
             ServerFrame::Exit { process } => {
+                self.shared.learn(&process);
                 for stream in StreamName::ALL {
                     let mut s = self.shared.stream(stream);
                     s.finished = true;
                     s.wake();
                 }
-                self.shared.learn(&process);
                 return Ok(true);
             }
             ServerFrame::Error { code, message } => {
