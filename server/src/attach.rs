@@ -309,7 +309,11 @@ impl Writer {
             tokio::select! {
                 _ = output.changed() => {}
                 _ = exit.changed() => {}
-                _ = self.credit.changed.notified() => {}
+                _ = self.credit.changed.notified() => {
+                    // Credit acknowledges bytes already sent: block-mode
+                    // capture may reuse their room now.
+                    self.release_sent();
+                }
                 event = events.recv() => match event {
                     Some(ReaderEvent::Rejected(error)) => {
                         let (_, code) = error.status_and_code();

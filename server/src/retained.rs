@@ -94,6 +94,11 @@ impl StreamBuffer {
         self.ring.extend(data);
     }
 
+    /// Raises the capacity by `extra` bytes (block mode, after the exit).
+    pub fn grow(&mut self, extra: usize) {
+        self.capacity = self.capacity.saturating_add(extra);
+    }
+
     /// Marks capture finished.
     pub fn complete(&mut self) {
         self.complete = true;

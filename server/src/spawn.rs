@@ -49,6 +49,9 @@ pub struct SpawnPlan {
 
 /// Largest single read from an output fd; also bounds each append.
 const READ_CHUNK: usize = 64 * 1024;
+/// How far block-mode retention may grow once the program has exited: the
+/// largest pipe Linux gives an unprivileged process (`pipe-max-size`).
+const EXIT_SLACK: usize = 1 << 20;
 /// Stdin messages queued per process before writers wait.
 const STDIN_QUEUE: usize = 16;
 
@@ -305,7 +308,7 @@ async fn capture(
                     _ = notified => {}
                     _ = wait_deadline(deadline), if nobody => return false,
                     Ok(()) = reaped.changed(), if deadline.is_none() => {
-                        deadline = reaped.borrow().map(|at| at + drain);
+                        deadline = on_reaped(&process, stream, &reaped, drain);
                     }
                 }
             }
@@ -326,10 +329,28 @@ async fn capture(
             }
             _ = wait_deadline(deadline) => return false,
             Ok(()) = reaped.changed(), if deadline.is_none() => {
-                deadline = reaped.borrow().map(|at| at + drain);
+                deadline = on_reaped(&process, stream, &reaped, drain);
             }
         }
     }
+}
+
+/// Once the program has been reaped, what is left in its pipe (or the
+/// terminal's buffer) is finite. In block mode that tail may not fit the
+/// retention when nobody is attached; let it grow by at most
+/// [`EXIT_SLACK`], so the exit is reported promptly and nothing the program
+/// wrote is lost. Returns the drain deadline.
+fn on_reaped(
+    process: &Process,
+    stream: StreamName,
+    reaped: &watch::Receiver<Option<tokio::time::Instant>>,
+    drain: Duration,
+) -> Option<tokio::time::Instant> {
+    let at = *reaped.borrow();
+    if at.is_some() && process.overflow == Overflow::Block {
+        process.output().stream_mut(stream).grow(EXIT_SLACK);
+    }
+    at.map(|at| at + drain)
 }
 
 async fn wait_deadline(deadline: Option<tokio::time::Instant>) {

@@ -471,7 +471,6 @@ async fn read_granting(attachment: &mut tether_tests::Attachment) -> tether_test
 }
 
 #[tokio::test]
-#[ignore = "server bug: in block mode a credit frame does not release the credited bytes; capture stalls until the next ping or write"]
 async fn block_mode_credit_alone_frees_room_for_capture() {
     // Found by the soak. window == retention: the server sends all it retains, then the
     // client's credit is the only event that frees room. Pings are rare so
@@ -492,7 +491,6 @@ async fn block_mode_credit_alone_frees_room_for_capture() {
 }
 
 #[tokio::test]
-#[ignore = "server bug: block mode abandons an exited program's unread output after --drain-timeout-ms when nobody is attached"]
 async fn block_mode_keeps_an_exited_programs_unread_output() {
     // Found by the soak. 60000 bytes fit in 16 KiB of retention plus a
     // 64 KiB pipe, so the program exits at once with most of its output
