@@ -207,12 +207,20 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         ..RetryPolicy::default()
     });
     match cli.command {
-        Command::Run(args) => run(&client, &quick, args).await,
+        Command::Run(args) => {
+            let signals = if args.detach {
+                Caught(Vec::new())
+            } else {
+                catch_signals()
+            };
+            run(signals, &client, &quick, args).await
+        }
         Command::Attach {
             id,
             interactive,
             no_replay,
         } => {
+            let signals = catch_signals();
             let info = quick.get(&id).await?;
             let mut options = AttachOptions::default();
             if no_replay {
@@ -220,7 +228,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
                 options.stderr_offset = info.stderr_bytes;
             }
             let tty = info.tty && std::io::stdin().is_terminal();
-            session(&client, &info, options, tty, interactive || tty).await
+            session(signals, &client, &info, options, tty, interactive || tty).await
         }
         Command::Wait { id } => {
             let info = client.wait(&id).await?;
@@ -291,7 +299,12 @@ fn print_table(list: &[ProcessInfo]) {
     }
 }
 
-async fn run(client: &Client, quick: &Client, args: RunArgs) -> Result<i32, Error> {
+async fn run(
+    signals: Caught,
+    client: &Client,
+    quick: &Client,
+    args: RunArgs,
+) -> Result<i32, Error> {
     let tty = args.tty;
     if tty && !std::io::stdin().is_terminal() {
         return Err(Error::InvalidArgument(
@@ -347,11 +360,39 @@ async fn run(client: &Client, quick: &Client, args: RunArgs) -> Result<i32, Erro
         // the program no room to write (see the client's exec).
         options.window = options.window.min((retain / 2).max(1));
     }
-    session(client, &info, options, tty, tty || args.interactive).await
+    session(
+        signals,
+        client,
+        &info,
+        options,
+        tty,
+        tty || args.interactive,
+    )
+    .await
+}
+
+/// Signals caught from the start of `run` or `attach` (so that one that
+/// comes early is not fatal to tether), to be forwarded once attached.
+struct Caught(Vec<(tokio::signal::unix::Signal, &'static str)>);
+
+fn catch_signals() -> Caught {
+    let mut caught = Vec::new();
+    for (kind, name) in [
+        (SignalKind::interrupt(), "INT"),
+        (SignalKind::terminate(), "TERM"),
+        (SignalKind::hangup(), "HUP"),
+        (SignalKind::quit(), "QUIT"),
+    ] {
+        if let Ok(stream) = signal(kind) {
+            caught.push((stream, name));
+        }
+    }
+    Caught(caught)
 }
 
 /// Attaches and relays until the process exits; returns its exit code.
 async fn session(
+    signals: Caught,
     client: &Client,
     info: &ProcessInfo,
     options: AttachOptions,
@@ -414,20 +455,13 @@ async fn session(
     }
     // Signals to tether go to the remote process (in raw mode Ctrl-C is a
     // byte on stdin instead).
-    for (kind, name) in [
-        (SignalKind::interrupt(), "INT"),
-        (SignalKind::terminate(), "TERM"),
-        (SignalKind::hangup(), "HUP"),
-        (SignalKind::quit(), "QUIT"),
-    ] {
+    for (mut stream, name) in signals.0 {
         let control = control.clone();
-        if let Ok(mut stream) = signal(kind) {
-            tokio::spawn(async move {
-                while stream.recv().await.is_some() {
-                    let _ = control.signal(name).await;
-                }
-            });
-        }
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                let _ = control.signal(name).await;
+            }
+        });
     }
     let (out, err) = (out.await, err.await);
     let info = exit.await?;
