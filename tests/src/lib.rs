@@ -369,9 +369,18 @@ fn placeholder() -> ProcessInfo {
     .unwrap()
 }
 
-/// Pids of live processes in the session `sid` (see tetherd's session kill).
-pub fn session_members(sid: u32) -> Vec<i32> {
-    let mut members = Vec::new();
+/// The fields of /proc/PID/stat the tests look at.
+pub struct ProcStat {
+    pub pid: i32,
+    pub state: char,
+    pub ppid: u32,
+    pub session: u32,
+}
+
+/// Every process's stat line, parsed after the last `)` (the command name
+/// may contain spaces and parentheses).
+pub fn proc_stats() -> Vec<ProcStat> {
+    let mut stats = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = entry
             .file_name()
@@ -386,13 +395,32 @@ pub fn session_members(sid: u32) -> Vec<i32> {
         let Some(close) = stat.rfind(')') else {
             continue;
         };
+        // state ppid pgrp session ...
         let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        // state ppid pgrp session; zombies are already dead.
-        if fields.get(3).and_then(|s| s.parse::<u32>().ok()) == Some(sid) && fields[0] != "Z" {
-            members.push(pid);
-        }
+        let number = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<u32>().ok())
+                .unwrap_or(0)
+        };
+        stats.push(ProcStat {
+            pid,
+            state: fields.first().and_then(|f| f.chars().next()).unwrap_or('?'),
+            ppid: number(1),
+            session: number(3),
+        });
     }
-    members
+    stats
+}
+
+/// Pids of live processes in the session `sid` (see tetherd's session kill);
+/// zombies are already dead.
+pub fn session_members(sid: u32) -> Vec<i32> {
+    proc_stats()
+        .into_iter()
+        .filter(|s| s.session == sid && s.state != 'Z')
+        .map(|s| s.pid)
+        .collect()
 }
 
 /// Waits (bounded) until no live process remains in session `sid`.
@@ -479,30 +507,11 @@ pub fn thread_count(pid: u32) -> usize {
 
 /// Pids of zombie children of `parent` (state Z, ppid == parent).
 pub fn zombie_children(parent: u32) -> Vec<i32> {
-    let mut zombies = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        // state ppid ...
-        if fields.first() == Some(&"Z")
-            && fields.get(1).and_then(|p| p.parse().ok()) == Some(parent)
-        {
-            zombies.push(pid);
-        }
-    }
-    zombies
+    proc_stats()
+        .into_iter()
+        .filter(|s| s.state == 'Z' && s.ppid == parent)
+        .map(|s| s.pid)
+        .collect()
 }
 
 /// Polls `probe` (every 20 ms, bounded by [`WAIT`]) until `done` holds for
