@@ -158,6 +158,8 @@ struct CuttingProxy {
     cut: broadcast::Sender<()>,
     accepted: Arc<AtomicUsize>,
     listener: tokio::task::JoinHandle<()>,
+    /// While true, new connections are accepted but held, not forwarded.
+    paused: tokio::sync::watch::Sender<bool>,
 }
 
 impl CuttingProxy {
@@ -167,11 +169,16 @@ impl CuttingProxy {
         let (cut, _) = broadcast::channel(4);
         let accepted = Arc::new(AtomicUsize::new(0));
         let (cut_tx, count) = (cut.clone(), accepted.clone());
+        let (paused, paused_rx) = tokio::sync::watch::channel(false);
         let listener = tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 count.fetch_add(1, Ordering::SeqCst);
                 let mut cut_rx = cut_tx.subscribe();
+                let mut paused = paused_rx.clone();
                 tokio::spawn(async move {
+                    if paused.wait_for(|p| !*p).await.is_err() {
+                        return;
+                    }
                     let Ok(mut outbound) = TcpStream::connect(target).await else {
                         return;
                     };
@@ -188,7 +195,17 @@ impl CuttingProxy {
             cut,
             accepted,
             listener,
+            paused,
         }
+    }
+
+    /// Holds new connections until [`CuttingProxy::resume`].
+    fn pause(&self) {
+        self.paused.send_replace(true);
+    }
+
+    fn resume(&self) {
+        self.paused.send_replace(false);
     }
 
     /// Stops listening (new connections are refused) and cuts the rest.
@@ -743,4 +760,68 @@ async fn dropped_readers_do_not_hold_back_the_exit() {
         (info.exit_code, info.stdout_bytes, info.stderr_bytes),
         (Some(0), 4 << 20, 4 << 20)
     );
+}
+
+#[tokio::test]
+async fn output_evicted_while_disconnected_resumes_as_a_dropped_notice() {
+    let server = TestServer::start();
+    let proxy = CuttingProxy::start(addr_of(&server.base)).await;
+    let client = Client::new(&proxy.base).unwrap();
+    let process = client
+        .spawn(
+            SpawnRequest::command("echo start; read x; seq 100000")
+                .with_stdin()
+                .retain_bytes(4096),
+        )
+        .await
+        .unwrap();
+    let Attachment {
+        mut stdout, exit, ..
+    } = client
+        .attach(&process.id, AttachOptions::default())
+        .await
+        .unwrap();
+    let first = bounded("start", stdout.chunk()).await.unwrap().unwrap();
+    assert_eq!(
+        first,
+        Chunk::Data {
+            offset: 0,
+            data: "start\n".into()
+        }
+    );
+    // Disconnected, and held so: the process writes far more than its
+    // retention and exits meanwhile.
+    proxy.pause();
+    assert!(proxy.cut() > 0);
+    let (status, _) = server
+        .post(
+            &format!("/v1/processes/{}/stdin/close", process.id),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let done = server.wait_exit(&process.id).await;
+    let total = done.stdout_bytes;
+    proxy.resume();
+    let gap = bounded("gap", stdout.chunk()).await.unwrap().unwrap();
+    assert_eq!(
+        gap,
+        Chunk::Dropped {
+            offset: 6,
+            length: total - 4096 - 6
+        }
+    );
+    let mut tail = Vec::new();
+    while let Some(chunk) = bounded("tail", stdout.chunk()).await {
+        match chunk.unwrap() {
+            Chunk::Data { offset, data } => {
+                assert_eq!(offset, total - 4096 + tail.len() as u64);
+                tail.extend_from_slice(&data);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(tail.len(), 4096);
+    assert!(tail.ends_with(b"\n99999\n100000\n"));
+    assert_eq!(bounded("exit", exit).await.unwrap().exit_code, Some(0));
 }
