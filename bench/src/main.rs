@@ -63,6 +63,10 @@ struct Cli {
     /// Concurrent PTY sessions of the scale run (default 1000, 50 quick).
     #[arg(long)]
     sessions: Option<usize>,
+    /// Keystrokes per second per session in the scale run's typing phase
+    /// (default 2; 10 in quick mode, where there are only 50 sessions).
+    #[arg(long)]
+    scale_rate: Option<u64>,
     /// Bytes through pipes in the throughput run, in MiB (default 1024, 64
     /// quick).
     #[arg(long)]
@@ -97,6 +101,7 @@ pub struct Params {
     pub fair_runs: usize,
     pub sessions: usize,
     pub scale_keys: usize,
+    pub scale_rate_hz: u64,
     pub storm_secs: u64,
     pub storm_runs: usize,
 }
@@ -115,6 +120,7 @@ impl Params {
                 fair_runs: 1,
                 sessions: sessions.unwrap_or(50),
                 scale_keys: 10,
+                scale_rate_hz: 10,
                 storm_secs: 2,
                 storm_runs: 1,
             }
@@ -130,6 +136,7 @@ impl Params {
                 fair_runs: 3,
                 sessions: sessions.unwrap_or(1000),
                 scale_keys: 20,
+                scale_rate_hz: 2,
                 storm_secs: 10,
                 storm_runs: 2,
             }
@@ -184,6 +191,9 @@ async fn main() -> Result<()> {
         extra: cli.tetherd_args.clone(),
         p: {
             let mut p = Params::new(cli.quick, cli.sessions);
+            if let Some(hz) = cli.scale_rate {
+                p.scale_rate_hz = hz;
+            }
             if let Some(mib) = cli.pipe_mib {
                 p.pipe_bytes = mib << 20;
             }

@@ -11,7 +11,7 @@ use crate::client::{Api, Conn};
 use crate::latency::{echo_round, raw_cat, wait_for_output};
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::{raise_nofile, Tetherd};
+use crate::tetherd::{cpu_seconds, raise_nofile, Tetherd};
 use crate::Ctx;
 
 /// Per-session retention asked for (the output is a byte or two).
@@ -132,16 +132,19 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         }
     }
 
-    // Every client types: one key per 100 ms each, starts staggered.
+    // Every client types `rate` keys a second, starts staggered.
     let keys = ctx.p.scale_keys;
+    let rate = ctx.p.scale_rate_hz.max(1);
+    let period_us = 1_000_000 / rate;
     let cpu0 = server.cpu_seconds();
+    let me0 = cpu_seconds(std::process::id());
     let t2 = Instant::now();
     let mut set = JoinSet::new();
     for (i, mut conn) in conns.into_iter().enumerate() {
-        let stagger = Duration::from_micros(((i as u64) * 7919) % 100_000);
+        let stagger = Duration::from_micros(((i as u64) * 7919) % period_us);
         set.spawn(async move {
             tokio::time::sleep(stagger).await;
-            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            let mut tick = tokio::time::interval(Duration::from_micros(period_us));
             let mut out = Vec::with_capacity(keys);
             for k in 0..keys {
                 tick.tick().await;
@@ -159,6 +162,7 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
     }
     let busy_secs = t2.elapsed().as_secs_f64();
     let cpu = (server.cpu_seconds() - cpu0) / busy_secs * 100.0;
+    let me = (cpu_seconds(std::process::id()) - me0) / busy_secs * 100.0;
     let busy_rss = server.rss_kib();
     let busy_threads = server.threads();
     drop(conns);
@@ -221,13 +225,13 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         Figure::from_dist(
             "scale.echo_all",
             5,
-            &label("echo, all typing 10 keys/s"),
+            &label(&format!("echo, all typing {rate} keys/s each")),
             "ms",
             &busy,
             n,
         )
         .note(format!(
-            "server CPU {cpu:.0}% of one core; RSS {:.1} MiB",
+            "server CPU {cpu:.0}%, harness CPU {me:.0}% of one core; RSS {:.1} MiB",
             busy_rss as f64 / 1024.0
         )),
     );

@@ -155,7 +155,8 @@ pub fn proc_status(pid: u32, key: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-fn cpu_seconds(pid: u32) -> f64 {
+/// User plus system CPU time of a process, in seconds.
+pub fn cpu_seconds(pid: u32) -> f64 {
     let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return f64::NAN;
     };
