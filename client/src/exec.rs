@@ -59,9 +59,9 @@ impl Client {
     pub async fn exec(&self, mut spec: SpawnRequest) -> Result<ExecOutput> {
         spec.overflow = Overflow::Block;
         // Keep the credit window below the retention: in block mode the
-        // server keeps sent-but-uncredited bytes retained, so a window as
-        // large as the retention would leave the program no room to write
-        // before the next round trip.
+        // server keeps sent-but-uncredited bytes retained, so with a window
+        // as large as the retention the program would stop at every round
+        // trip instead of writing on while the client reads.
         let mut options = AttachOptions::default();
         if let Some(retain) = spec.retain_bytes {
             options.window = options.window.min((retain / 2).max(1));

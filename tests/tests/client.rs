@@ -825,3 +825,37 @@ async fn output_evicted_while_disconnected_resumes_as_a_dropped_notice() {
     assert!(tail.ends_with(b"\n99999\n100000\n"));
     assert_eq!(bounded("exit", exit).await.unwrap().exit_code, Some(0));
 }
+
+#[tokio::test]
+async fn block_mode_with_a_window_larger_than_retention_delivers_everything() {
+    // Retention full of bytes sent but not yet credited must be freed by
+    // credit alone (a server once stalled here after one retention's worth).
+    let server = TestServer::start();
+    let client = client(&server);
+    let process = client
+        .spawn(
+            SpawnRequest::command("seq 400000")
+                .overflow(Overflow::Block)
+                .retain_bytes(16 * 1024),
+        )
+        .await
+        .unwrap();
+    let options = AttachOptions {
+        window: 256 * 1024,
+        ..AttachOptions::default()
+    };
+    let mut stdout = client.attach(&process.id, options).await.unwrap().stdout;
+    let mut check = SeqCheck::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    bounded("stdout", async {
+        loop {
+            let n = stdout.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            check.check(&buf[..n]);
+        }
+    })
+    .await;
+    assert_eq!(check.next_number, 400_001);
+}

@@ -356,8 +356,8 @@ async fn run(
     }
     let mut options = AttachOptions::default();
     if let Some(retain) = args.retain {
-        // In block mode a credit window as large as the retention leaves
-        // the program no room to write (see the client's exec).
+        // In block mode a credit window as large as the retention would
+        // stop the program at every round trip (see the client's exec).
         options.window = options.window.min((retain / 2).max(1));
     }
     session(
