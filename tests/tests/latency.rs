@@ -43,4 +43,3 @@ async fn true_exits_with_no_tail_latency_on_attach_and_wait() {
         returned.duration_since(started)
     );
 }
-
