@@ -99,7 +99,7 @@ pub struct Config {
     pub max_frame_bytes: usize,
 
     /// Largest data payload of one server frame, in bytes.
-    #[arg(long, default_value_t = 64 << 10)]
+    #[arg(long, default_value_t = 256 << 10)]
     pub max_data_frame_bytes: usize,
 
     /// Largest HTTP request body (JSON, or raw stdin), in bytes.

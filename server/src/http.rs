@@ -288,6 +288,9 @@ async fn attach(
         .protocols([SUBPROTOCOL])
         .max_message_size(config.max_frame_bytes)
         .max_frame_size(config.max_frame_bytes)
+        // Client frames are small; a small read buffer keeps an idle
+        // attachment cheap (tungstenite zero-fills the whole buffer).
+        .read_buffer_size(8 << 10)
         .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
         .on_upgrade(move |socket| {
             use tracing::Instrument;

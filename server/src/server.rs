@@ -33,7 +33,32 @@ pub async fn run(
     // Attachments finish on their own once their process exited: the exit
     // frame, then a close handshake bounded by --close-timeout-ms, and any
     // stuck socket by --send-timeout-ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, tune_socket);
     axum::serve(listener, app)
         .with_graceful_shutdown(graceful)
         .await
 }
+
+/// Interactive traffic must not wait for Nagle's algorithm. And the kernel
+/// should hold little output that is not yet sent: what it holds cannot be
+/// overtaken by another stream or evicted with a `dropped` notice, so a big
+/// socket buffer would add latency to stderr behind a stdout flood.
+fn tune_socket(tcp: &mut tokio::net::TcpStream) {
+    let _ = tcp.set_nodelay(true);
+    let lowat: libc::c_int = NOTSENT_LOWAT;
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live local;
+    // the fd is a connected TCP socket owned by `tcp`.
+    let _ = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(tcp),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&lowat as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// Unsent bytes the kernel may hold per connection before the socket stops
+/// being writable.
+const NOTSENT_LOWAT: libc::c_int = 256 * 1024;

@@ -252,18 +252,32 @@ impl Source {
     }
 }
 
-/// Reads once from a ready fd straight into the retained buffer. The read
-/// buffer lives on the stack of this synchronous call, so an idle stream
-/// holds no buffer. Returns the bytes read; 0 at end of output (EIO is how
-/// a PTY master reports that the child side closed).
+thread_local! {
+    /// One read buffer per runtime worker thread: an idle stream holds no
+    /// buffer, and no read pays for zeroing one.
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_CHUNK]);
+}
+
+/// Reads once from a ready fd into the retained buffer. Returns the bytes
+/// read; 0 at end of output (EIO is how a PTY master reports that the child
+/// side closed).
 fn read_into(
     process: &Process,
     stream: StreamName,
     fd: &OwnedFd,
     room: usize,
 ) -> io::Result<usize> {
-    let mut buf = [0u8; READ_CHUNK];
-    let want = room.min(READ_CHUNK);
+    READ_BUFFER.with_borrow_mut(|buf| read_with(process, stream, fd, room, buf))
+}
+
+fn read_with(
+    process: &Process,
+    stream: StreamName,
+    fd: &OwnedFd,
+    room: usize,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let want = room.min(buf.len());
     match nix::unistd::read(fd, &mut buf[..want]) {
         Ok(0) | Err(nix::errno::Errno::EIO) => Ok(0),
         Ok(n) => {
