@@ -921,11 +921,7 @@ impl Conn {
             let started = Instant::now();
             let (outcome, progressed) = self.session(&mut current, &mut commands, &cancel).await;
             match outcome {
-                Outcome::Exited => {
-                    close(current).await;
-                    break;
-                }
-                Outcome::Cancelled => {
+                Outcome::Exited | Outcome::Cancelled => {
                     close(current).await;
                     break;
                 }
