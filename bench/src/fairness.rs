@@ -11,7 +11,7 @@ use crate::stats::Dist;
 use crate::Ctx;
 
 /// Floods stdout from a thread while the main thread writes
-/// `CLOCK_REALTIME` in ns to stderr every 10 ms, for argv[1] seconds.
+/// `CLOCK_REALTIME` in ns to stderr every 10 ms, for `argv[1]` seconds.
 const SCRIPT: &str = r#"
 import os, sys, threading, time
 dur = float(sys.argv[1])

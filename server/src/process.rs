@@ -2,7 +2,7 @@
 //! exit, and the handles through which clients signal it and write to it.
 //!
 //! Ownership: the supervisor task (`spawn.rs`) alone owns the OS child and
-//! reaps it; it publishes the exit through [`Process::exit`]. Capture tasks
+//! reaps it; it publishes the exit that [`Process::watch_exit`] reports. Capture tasks
 //! alone write into [`Process::output`]. Everything else reads.
 
 use std::sync::atomic::AtomicUsize;

@@ -104,6 +104,31 @@ async fn ctrl_c_interrupts_the_foreground_job_not_the_shell() {
 }
 
 #[tokio::test]
+async fn ctrl_z_suspends_the_foreground_job_and_the_shell_carries_on() {
+    let server = TestServer::start();
+    let (_, mut attachment) = bash(&server, json!({})).await;
+    let mut received = Received::default();
+    type_line(&mut attachment, "echo ready; sleep 100; echo resumed").await;
+    attachment
+        .until_stdout_contains("ready\r\n", &mut received)
+        .await;
+    attachment
+        .send(ClientFrame::Stdin { data: vec![0x1a] })
+        .await;
+    attachment
+        .until_stdout_contains("Stopped", &mut received)
+        .await;
+    type_line(&mut attachment, "jobs -s | wc -l | sed 's/^/suspended=/'").await;
+    attachment
+        .until_stdout_contains("suspended=1", &mut received)
+        .await;
+    type_line(&mut attachment, "kill %1; echo job-killed").await;
+    attachment
+        .until_stdout_contains("job-killed\r\n", &mut received)
+        .await;
+}
+
+#[tokio::test]
 async fn a_megabyte_printed_just_before_exit_arrives_before_the_exit_frame() {
     let server = TestServer::start();
     let process = server
