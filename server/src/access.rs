@@ -1,6 +1,8 @@
-//! Who may use the API: the bearer token, and the Origin of WebSocket
-//! upgrades (against cross-site WebSocket hijacking).
+//! Who may use the API: the bearer token, the Origin of browser requests
+//! (against cross-site request forgery and WebSocket hijacking), and, when
+//! no token is set, the Host (against DNS rebinding).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -11,43 +13,64 @@ use axum::response::{IntoResponse, Response};
 use crate::error::ApiError;
 use crate::table::ProcessTable;
 
-/// Middleware for `/v1`: 401 without the right token, 403 for a WebSocket
-/// upgrade from a foreign origin. Runs before any upgrade.
+/// Middleware for `/v1`, before any handler or upgrade:
+/// - without a token, a `Host` that is neither an IP address nor
+///   `localhost` is refused (403): a page on a rebound domain name must not
+///   reach a loopback server;
+/// - with a token, 401 unless it is presented;
+/// - a request with an `Origin` that is neither the server's own origin nor
+///   in `--allow-origin` is refused (403), so a web page elsewhere can
+///   neither POST a command (a "simple" cross-site request needs no
+///   preflight) nor open a WebSocket. Clients that send no Origin (programs)
+///   are not browsers and pass.
 pub async fn check(
     State(table): State<Arc<ProcessTable>>,
     request: Request,
     next: Next,
 ) -> Response {
     let config = table.config();
-    if let Some(token) = &config.token {
-        if !presented_token(&request)
-            .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    match &config.token {
+        None if !host.is_empty() && !is_local_host(host) => {
+            return ApiError::ForbiddenHost(host.to_string()).into_response();
+        }
+        Some(token)
+            if !presented_token(&request)
+                .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes())) =>
         {
             return ApiError::Unauthorized.into_response();
         }
+        _ => {}
     }
-    let upgrade = request
-        .headers()
-        .get(header::UPGRADE)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"websocket"));
-    if upgrade {
-        if let Some(origin) = request.headers().get(header::ORIGIN) {
-            let origin = origin.to_str().unwrap_or("");
-            let host = request
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or("");
-            let same = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"))
-                .is_some_and(|rest| rest.eq_ignore_ascii_case(host));
-            if !same && !config.allow_origins.iter().any(|o| o == origin) {
-                return ApiError::ForbiddenOrigin(origin.to_string()).into_response();
-            }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        let same = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"))
+            .is_some_and(|rest| rest.eq_ignore_ascii_case(host));
+        if !same && !config.allow_origins.iter().any(|o| o == origin) {
+            return ApiError::ForbiddenOrigin(origin.to_string()).into_response();
         }
     }
     next.run(request).await
+}
+
+/// True for an IP address or `localhost` (with or without a port): names
+/// that DNS rebinding cannot point at this server.
+fn is_local_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or("", |(name, _)| name),
+        None => match host.rsplit_once(':') {
+            Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+            _ => host,
+        },
+    };
+    let name = name.to_ascii_lowercase();
+    name == "localhost" || name.ends_with(".localhost") || name.parse::<IpAddr>().is_ok()
 }
 
 /// The token from `Authorization: Bearer`, else from `access_token=` in the
@@ -108,6 +131,28 @@ mod tests {
         assert!(constant_time_eq(b"secret", b"secret"));
         assert!(!constant_time_eq(b"secret", b"secreT"));
         assert!(!constant_time_eq(b"secret", b"secrets"));
+    }
+
+    #[test]
+    fn only_addresses_and_localhost_are_local_hosts() {
+        for host in [
+            "127.0.0.1:7420",
+            "localhost",
+            "LOCALHOST:80",
+            "[::1]:7420",
+            "10.1.2.3",
+            "app.localhost:1",
+        ] {
+            assert!(is_local_host(host), "{host}");
+        }
+        for host in [
+            "evil.example",
+            "evil.example:7420",
+            "127.0.0.1.evil.example",
+            "[::1",
+        ] {
+            assert!(!is_local_host(host), "{host}");
+        }
     }
 
     #[test]

@@ -46,7 +46,11 @@ pub enum ApiError {
     /// Missing or wrong bearer token.
     #[error("missing or invalid bearer token")]
     Unauthorized,
-    /// A WebSocket upgrade from an origin that is not allowed.
+    /// A `Host` that could be a rebound DNS name, without a token: use an
+    /// IP address or `localhost`, or set `--token`.
+    #[error("Host {0:?} is not an IP address or localhost; name hosts need --token (protection against DNS rebinding)")]
+    ForbiddenHost(String),
+    /// A browser request from an origin that is not allowed.
     #[error("origin {0:?} is not allowed (see --allow-origin)")]
     ForbiddenOrigin(String),
     /// The request body is larger than `--max-body-bytes`.
@@ -84,6 +88,7 @@ impl ApiError {
             }
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::ForbiddenOrigin(_) => (StatusCode::FORBIDDEN, "forbidden_origin"),
+            ApiError::ForbiddenHost(_) => (StatusCode::FORBIDDEN, "forbidden_host"),
             ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),

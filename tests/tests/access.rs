@@ -241,3 +241,70 @@ async fn metrics_count_processes_bytes_and_exit_reasons() {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
 }
+
+#[tokio::test]
+async fn a_cross_site_post_cannot_start_a_command() {
+    let server = TestServer::start();
+    // What a page elsewhere can send without a preflight: a "simple" POST.
+    let response = server
+        .http
+        .post(server.url("/v1/processes"))
+        .header("Origin", "https://evil.example")
+        .header("Content-Type", "text/plain")
+        .body(r#"{"command":"touch /tmp/pwned"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "forbidden_origin");
+    let (_, list) = server.get("/v1/processes").await;
+    assert_eq!(list.as_array().unwrap().len(), 0);
+    // The server's own page may.
+    let own = format!("http://{}", server.base.trim_start_matches("http://"));
+    let response = server
+        .http
+        .post(server.url("/v1/processes"))
+        .header("Origin", own)
+        .json(&json!({"argv": ["true"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+}
+
+#[tokio::test]
+async fn a_rebound_dns_name_cannot_reach_a_server_without_a_token() {
+    let server = TestServer::start();
+    let rebound = server
+        .http
+        .post(server.url("/v1/processes"))
+        .header("Host", "evil.example:7420")
+        .header("Origin", "http://evil.example:7420")
+        .json(&json!({"argv": ["true"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 403);
+    let body: serde_json::Value = rebound.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "forbidden_host");
+    let local = server
+        .http
+        .get(server.url("/v1/processes"))
+        .header("Host", "localhost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(local.status(), 200);
+    // With a token, named hosts (behind a proxy) are fine.
+    let guarded = TestServer::start_with(&["--token", "t"]);
+    let named = guarded
+        .http
+        .get(guarded.url("/v1/processes"))
+        .header("Host", "tether.example.com")
+        .bearer_auth("t")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(named.status(), 200);
+}
