@@ -67,6 +67,9 @@ struct Liveness {
     epoch: Instant,
     /// When the oldest unanswered ping was sent (ms since epoch + 1), or 0.
     unanswered_since: AtomicU64,
+    /// The reader is waiting for the process (stdin queue full), not for
+    /// the client: pongs sit unread behind it.
+    waiting: std::sync::atomic::AtomicBool,
 }
 
 impl Liveness {
@@ -74,6 +77,7 @@ impl Liveness {
         Liveness {
             epoch: Instant::now(),
             unanswered_since: AtomicU64::new(0),
+            waiting: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -85,6 +89,13 @@ impl Liveness {
         self.unanswered_since.store(0, Ordering::Relaxed);
     }
 
+    fn waiting_on_process(&self, waiting: bool) {
+        self.waiting.store(waiting, Ordering::Relaxed);
+        if !waiting {
+            self.heard();
+        }
+    }
+
     fn pinged(&self) {
         let now = self.now();
         let _ =
@@ -92,7 +103,11 @@ impl Liveness {
                 .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
     }
 
+    /// How long the oldest unanswered ping has waited.
     fn unanswered_for(&self) -> Duration {
+        if self.waiting.load(Ordering::Relaxed) {
+            return Duration::ZERO;
+        }
         match self.unanswered_since.load(Ordering::Relaxed) {
             0 => Duration::ZERO,
             since => Duration::from_millis(self.now().saturating_sub(since)),
@@ -497,7 +512,14 @@ async fn read_client(
                     credit.grant(stream, bytes);
                     None
                 }
-                Ok(frame) => act(&process, frame, readonly).await,
+                Ok(frame) => {
+                    // Stdin waits while the process does not read it; the
+                    // client is not silent then, we are not listening.
+                    liveness.waiting_on_process(true);
+                    let event = act(&process, frame, readonly).await;
+                    liveness.waiting_on_process(false);
+                    event
+                }
                 Err(e) => Some(ReaderEvent::Fatal(e.into())),
             },
             Ok(Message::Text(_)) => Some(ReaderEvent::Fatal(AttachError::TextMessage)),

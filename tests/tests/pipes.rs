@@ -456,3 +456,22 @@ impl RunningCheck for tether_protocol::ProcessInfo {
         !self.is_exited()
     }
 }
+
+#[tokio::test]
+async fn a_client_whose_stdin_waits_for_the_process_is_not_taken_for_dead() {
+    // Pings every 100 ms, closed after 300 ms unanswered: the stdin below
+    // waits for the process for over a second, with pongs unread behind it.
+    let server = TestServer::start_with(&["--ping-interval-ms", "100", "--idle-timeout-ms", "300"]);
+    let process = server.sh("sleep 1.5; wc -c", json!({"stdin": true})).await;
+    let mut attachment = server.attach(&process.id, "").await;
+    for _ in 0..100 {
+        attachment
+            .send(ClientFrame::Stdin {
+                data: vec![b'x'; 65536],
+            })
+            .await;
+    }
+    attachment.send(ClientFrame::StdinEof).await;
+    let received = attachment.until_exit().await;
+    assert_eq!(String::from_utf8_lossy(&received.stdout).trim(), "6553600");
+}
