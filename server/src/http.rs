@@ -150,7 +150,14 @@ async fn delete(
 ) -> ApiResult<Json<ProcessInfo>> {
     let process = table.get(&id)?;
     process.kill(ExitReason::Killed).await;
-    table.forget(&id);
+    // Forget it only once it has exited: until then it still counts against
+    // the process limit and the retention budget. Bounded by the kill grace
+    // (after which it is SIGKILLed) plus the drain bound.
+    let config = table.config();
+    let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
+    let mut exit = process.watch_exit();
+    let _ = tokio::time::timeout(bound, exit.wait_for(|e| e.is_some())).await;
+    table.forget_when_exited(&process);
     Ok(Json(process.info()))
 }
 

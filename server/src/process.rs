@@ -86,6 +86,7 @@ pub struct Process {
     control: mpsc::Sender<Control>,
     stdin: Mutex<Option<mpsc::Sender<StdinCommand>>>,
     pty: Option<Arc<PtyMaster>>,
+    kill_grace: std::time::Duration,
 }
 
 /// The parts of a [`Process`] that the spawner fixes at birth.
@@ -100,6 +101,7 @@ pub struct ProcessParts {
     pub stdin: Option<mpsc::Sender<StdinCommand>>,
     pub pty: Option<Arc<PtyMaster>>,
     pub metrics: Arc<Metrics>,
+    pub kill_grace: std::time::Duration,
 }
 
 /// RFC 3339 UTC with milliseconds.
@@ -126,6 +128,7 @@ impl Process {
             control: parts.control,
             stdin: Mutex::new(parts.stdin),
             pty: parts.pty,
+            kill_grace: parts.kill_grace,
         }
     }
 
@@ -221,12 +224,18 @@ impl Process {
         rx.await.map_err(|_| ApiError::NotRunning(self.id.clone()))
     }
 
-    /// Kills the whole session with `reason` (no-op once reaped).
+    /// Kills the whole session with `reason`. Once the leader has been
+    /// reaped (the exit may still be draining, or published), the reason
+    /// stays what it was, but descendants left in the session are killed
+    /// all the same: DELETE and shutdown leave nothing behind.
     pub async fn kill(&self, reason: ExitReason) {
         let (tx, rx) = oneshot::channel();
-        if self.control.send(Control::Kill(reason, tx)).await.is_ok() {
-            let _ = rx.await;
+        if self.control.send(Control::Kill(reason, tx)).await.is_ok() && rx.await.is_ok() {
+            return;
         }
+        // The reaped leader's session id stays reserved while any member
+        // lives, so this reaches only what is left of this session.
+        crate::spawn::kill_orphans(self.pid, self.tty, self.kill_grace);
     }
 
     fn stdin_sender(&self) -> Result<mpsc::Sender<StdinCommand>, ApiError> {

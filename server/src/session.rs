@@ -50,6 +50,21 @@ pub fn signal_session(sid: u32, signal: Signal) -> usize {
     members.len()
 }
 
+/// Signals what is left of a session whose leader has been reaped. Its
+/// session id cannot be reused while any member lives, but once all are
+/// gone a new session leader may get the same number: a member whose pid
+/// equals the session id is such a stranger, and then nothing is signalled.
+pub fn signal_orphans(sid: u32, signal: Signal) -> usize {
+    let members = session_members(sid);
+    if members.iter().any(|pid| i64::from(*pid) == i64::from(sid)) {
+        return 0;
+    }
+    for pid in &members {
+        let _ = kill(Pid::from_raw(*pid), signal);
+    }
+    members.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

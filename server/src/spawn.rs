@@ -28,7 +28,7 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::process::{Control, ExitInfo, Process, ProcessParts, StdinCommand};
 use crate::pty::{self, PtyMaster};
-use crate::session::signal_session;
+use crate::session::{signal_orphans, signal_session};
 
 /// Environment variables of the server that children never inherit.
 pub const SECRET_ENV: &[&str] = &["TETHER_TOKEN"];
@@ -149,6 +149,7 @@ pub fn spawn(
         stdin: wants_stdin.then_some(stdin_tx),
         pty: pty_master.clone(),
         metrics,
+        kill_grace: config.kill_grace(),
     }));
 
     let id_span = tracing::info_span!("process", id = %process.id);
@@ -306,21 +307,19 @@ async fn capture(
         let mut room = usize::MAX;
         if block {
             // Wait for room: the slowest attachment has not been sent what
-            // is retained. Past the drain bound with nobody attached to
-            // consume it, stop.
+            // is retained. After the reap the tail of the pipe fits the exit
+            // slack; what still finds no room is a descendant writing on,
+            // and the drain bound holds for it as in drop mode, whoever is
+            // attached (wait reports completion regardless of readers).
             loop {
                 let notified = process.space_freed(stream).notified();
                 room = process.output().stream(stream).block_room();
                 if room > 0 {
                     break;
                 }
-                let nobody = process
-                    .attachments
-                    .load(std::sync::atomic::Ordering::SeqCst)
-                    == 0;
                 tokio::select! {
                     _ = notified => {}
-                    _ = wait_deadline(deadline), if nobody => return false,
+                    _ = wait_deadline(deadline) => return false,
                     Ok(()) = reaped.changed(), if deadline.is_none() => {
                         deadline = on_reaped(&process, stream, &reaped, drain);
                     }
@@ -510,19 +509,29 @@ fn classify(
 /// TERM (and HUP on a PTY, as closing a terminal does: an interactive shell
 /// ignores TERM) to every member of the session now, KILL to whatever is
 /// left after the grace. Runs the /proc scans off the runtime's workers.
-fn kill_session(sid: u32, tty: bool, grace: Duration) {
+pub(crate) fn kill_session(sid: u32, tty: bool, grace: Duration) {
+    kill_with(sid, tty, grace, signal_session);
+}
+
+/// The same for a session whose leader was already reaped: only what is
+/// left of it, never a stranger that reused the number.
+pub(crate) fn kill_orphans(sid: u32, tty: bool, grace: Duration) {
+    kill_with(sid, tty, grace, signal_orphans);
+}
+
+fn kill_with(sid: u32, tty: bool, grace: Duration, signal: fn(u32, Signal) -> usize) {
     tokio::task::spawn_blocking(move || {
         if tty {
-            signal_session(sid, Signal::SIGHUP);
+            signal(sid, Signal::SIGHUP);
         }
-        signal_session(sid, Signal::SIGTERM)
+        signal(sid, Signal::SIGTERM)
     });
     tokio::spawn(async move {
         tokio::time::sleep(grace).await;
         let _ = tokio::task::spawn_blocking(move || {
             // Members may fork while being killed; a few rounds catch them.
             for _ in 0..8 {
-                if signal_session(sid, Signal::SIGKILL) == 0 {
+                if signal(sid, Signal::SIGKILL) == 0 {
                     break;
                 }
             }

@@ -131,6 +131,18 @@ impl ProcessTable {
         // Admission: running limit and retention budget, then spawn while
         // holding the table so two requests cannot both take the last slot.
         let mut entries = self.entries();
+        // A concurrent request with the same key may have spawned since the
+        // check above: look again under the lock that spawns.
+        if let Some(key) = &idempotency_key {
+            if let Some((body, id)) = entries.idempotency.get(key) {
+                if *body != canonical {
+                    return Err(ApiError::IdempotencyConflict(key.clone()));
+                }
+                if let Some(process) = entries.processes.get(id) {
+                    return Ok((process.clone(), false));
+                }
+            }
+        }
         if Self::running_locked(&entries) >= self.config.max_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_processes));
         }
@@ -192,6 +204,21 @@ impl ProcessTable {
     /// Removes a process from the table (it keeps running if it was).
     pub fn forget(&self, id: &str) {
         Self::forget_locked(&mut self.entries(), id);
+    }
+
+    /// Forgets a process now if it has exited, else as soon as it does.
+    pub fn forget_when_exited(self: &Arc<Self>, process: &Arc<Process>) {
+        if !process.is_running() {
+            self.forget(&process.id);
+            return;
+        }
+        let table = self.clone();
+        let mut exit = process.watch_exit();
+        let id = process.id.clone();
+        tokio::spawn(async move {
+            let _ = exit.wait_for(|e| e.is_some()).await;
+            table.forget(&id);
+        });
     }
 
     /// Waits for the exit, then forgets the process after its time-to-live.

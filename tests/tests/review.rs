@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tether_protocol::{ClientFrame, ServerFrame, StreamName};
-use tether_tests::{kill_session, session_members, TestServer};
+use tether_tests::{kill_session, session_members, Received, TestServer};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -114,7 +114,6 @@ async fn block_mode_credit_is_not_stuck_behind_stdin_the_process_has_not_read() 
 /// still applies, so the process counts as exited with `output_incomplete`
 /// (wait "reports completion regardless of any attachment").
 #[tokio::test]
-#[ignore = "server bug: spawn.rs capture's block-mode room loop only honours the drain deadline when nobody is attached; the exit is never published"]
 async fn block_mode_drain_bound_holds_while_an_attachment_withholds_credit() {
     let server = TestServer::start();
     let process = server
@@ -145,40 +144,49 @@ async fn block_mode_drain_bound_holds_while_an_attachment_withholds_credit() {
     assert_eq!(value["output_incomplete"], true);
 }
 
-/// DELETE returns once the kill is requested, but a session that traps
-/// TERM lives on until the kill grace. While it does, it still counts
-/// against `--max-processes`: the limit bounds processes running on the
-/// machine, not entries in the table.
+/// DELETE of a session that traps TERM waits (bounded by the kill grace)
+/// until it has exited. While it is dying it still counts against
+/// `--max-processes`: the limit bounds processes running on the machine,
+/// not entries in the table.
 #[tokio::test]
-#[ignore = "server bug: http.rs delete forgets a process at once (table.forget) though it is still running until the kill grace; table.rs running_locked no longer counts it, so --max-processes is exceeded"]
 async fn a_deleted_process_still_dying_counts_against_the_process_limit() {
-    let server = TestServer::start_with(&["--max-processes", "1", "--kill-grace-ms", "15000"]);
+    let server = TestServer::start_with(&["--max-processes", "1", "--kill-grace-ms", "1500"]);
     let stubborn = server
-        .sh("trap '' TERM; sleep 30", json!({"timeout_ms": 60000}))
+        .sh(
+            "trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done",
+            json!({"timeout_ms": 60000}),
+        )
         .await;
-    let response = server
-        .http
-        .delete(server.url(&format!("/v1/processes/{}", stubborn.id)))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    let deleted: serde_json::Value = response.json().await.unwrap();
+    let mut attachment = server.attach(&stubborn.id, "").await;
+    let mut seen = Received::default();
+    attachment.until_stdout_contains("ready", &mut seen).await;
+    let delete = {
+        let request = server
+            .http
+            .delete(server.url(&format!("/v1/processes/{}", stubborn.id)));
+        tokio::spawn(async move { request.send().await.unwrap() })
+    };
+    // Once the DELETE has sent TERM (the trap says so), the session lives on
+    // through the grace and still holds the only slot.
+    attachment
+        .until_stdout_contains("got-term", &mut seen)
+        .await;
     let (status, value) = server
         .post("/v1/processes", json!({"command": "sleep 30"}))
         .await;
-    let alive = !session_members(stubborn.pid).is_empty();
-    kill_session(stubborn.pid);
+    assert!(!session_members(stubborn.pid).is_empty());
     if let Some(pid) = value["pid"].as_u64() {
         kill_session(pid as u32);
     }
-    assert!(
-        alive,
-        "the deleted session should still be in its kill grace"
-    );
-    assert_eq!(
-        status, 503,
-        "a second process was admitted while the first (DELETE answered {}) still runs: {value}",
-        deleted["status"]
-    );
+    assert_eq!(status, 503, "{value}");
+    let response = delete.await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let deleted: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(deleted["status"], "exited");
+    assert_eq!(deleted["reason"], "killed");
+    assert!(session_members(stubborn.pid).is_empty());
+    let (status, _) = server
+        .post("/v1/processes", json!({"argv": ["true"]}))
+        .await;
+    assert_eq!(status, 201);
 }
