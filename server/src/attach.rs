@@ -16,7 +16,7 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tether_protocol::signal::parse_signal;
 use tether_protocol::{ClientFrame, Overflow, ServerFrame, StreamName, PROTOCOL_VERSION};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{timeout, MissedTickBehavior};
 
 use crate::error::{ApiError, AttachError};
@@ -216,12 +216,17 @@ pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptio
     let (events_tx, events) = mpsc::channel(16);
     let credit = Arc::new(Credit::default());
     let liveness = Arc::new(Liveness::new());
+    let queue = ProcessQueue::start(
+        process.clone(),
+        events_tx.clone(),
+        options.readonly,
+        STDIN_BUDGET.max(config.max_frame_bytes),
+    );
     let mut reader_task = tokio::spawn(read_client(
         stream,
-        process.clone(),
+        queue,
         events_tx,
         credit.clone(),
-        options.readonly,
         config.max_frame_bytes,
         liveness.clone(),
     ));
@@ -271,6 +276,16 @@ struct Writer {
     unflushed: usize,
 }
 
+/// What [`Writer::send_available`] left behind.
+enum Progress {
+    /// Every stream is complete and fully sent: the exit frame may follow.
+    Complete,
+    /// Nothing more may be sent now (no output yet, or no credit).
+    Waiting,
+    /// More is ready; events were given a turn first.
+    More,
+}
+
 /// Why the writer stopped: `Some((close code, reason))` to close politely,
 /// `None` when the socket is already unusable.
 type Close = Option<(u16, String)>;
@@ -304,9 +319,10 @@ impl Writer {
         loop {
             output.borrow_and_update();
             let exited = exit.borrow_and_update().is_some();
-            match self.send_available().await {
+            let sent = self.send_available().await;
+            match sent {
                 Err(()) => return None,
-                Ok(true) if exited => {
+                Ok(Progress::Complete) if exited => {
                     let frame = ServerFrame::Exit {
                         process: self.process.info(),
                     };
@@ -321,14 +337,11 @@ impl Writer {
                 }
                 Ok(_) => {}
             }
+            // Biased: error frames, closes and pings go before more output;
+            // with output still waiting, loop straight back to it.
+            let more = matches!(sent, Ok(Progress::More));
             tokio::select! {
-                _ = output.changed() => {}
-                _ = exit.changed() => {}
-                _ = self.credit.changed.notified() => {
-                    // Credit acknowledges bytes already sent: block-mode
-                    // capture may reuse their room now.
-                    self.release_sent();
-                }
+                biased;
                 event = events.recv() => match event {
                     Some(ReaderEvent::Rejected(error)) => {
                         let (_, code) = error.status_and_code();
@@ -353,14 +366,22 @@ impl Writer {
                     }
                     liveness.pinged();
                 }
+                _ = output.changed() => {}
+                _ = exit.changed() => {}
+                _ = self.credit.changed.notified() => {
+                    // Credit acknowledges bytes already sent: block-mode
+                    // capture may reuse their room now.
+                    self.release_sent();
+                }
+                _ = std::future::ready(()), if more => {}
             }
         }
     }
 
-    /// Sends whatever output this attachment may be sent now, batching
-    /// frames between flushes. `Ok(true)` when every stream is complete and
-    /// fully sent (the exit frame may follow).
-    async fn send_available(&mut self) -> Result<bool, ()> {
+    /// Sends what output this attachment may be sent now, batching frames
+    /// between flushes, and returns after one flush's worth so that events
+    /// get their turn.
+    async fn send_available(&mut self) -> Result<Progress, ()> {
         loop {
             let mut sent_any = false;
             let mut done = true;
@@ -415,13 +436,14 @@ impl Writer {
                 self.feed(Message::Binary(frame.into())).await?;
                 if self.unflushed >= FLUSH_BYTES {
                     self.flush().await?;
+                    return Ok(Progress::More);
                 }
             }
             if !sent_any {
                 if self.unflushed > 0 {
                     self.flush().await?;
                 }
-                return Ok(done);
+                return Ok(if done { Progress::Complete } else { Progress::Waiting });
             }
             self.release_sent();
         }
@@ -488,12 +510,68 @@ impl Writer {
 
 /// Reads client frames and acts on them at once. Runs apart from the writer
 /// so stdin, signals and credit are never stuck behind output.
+/// Frames for the process (stdin, stdin_eof, signal, resize), in the order
+/// the client sent them, carried out by a task of their own. The reader
+/// hands them over and goes on reading, so credit is never stuck behind
+/// stdin that the process is not reading yet; only when the attachment has
+/// [`STDIN_BUDGET`] bytes queued does the reader wait.
+struct ProcessQueue {
+    frames: mpsc::Sender<(ClientFrame, OwnedSemaphorePermit)>,
+    budget: Arc<Semaphore>,
+    largest: usize,
+}
+
+/// Bytes of stdin one attachment may have queued for its process.
+const STDIN_BUDGET: usize = 4 << 20;
+
+impl ProcessQueue {
+    fn start(
+        process: Arc<Process>,
+        events: mpsc::Sender<ReaderEvent>,
+        readonly: bool,
+        budget: usize,
+    ) -> ProcessQueue {
+        let budget = budget.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
+        let (frames, mut queued) = mpsc::channel::<(ClientFrame, OwnedSemaphorePermit)>(1024);
+        // Ends when the reader is gone and the queue is empty; a process
+        // that never reads stdin makes its writes fail once it exits.
+        tokio::spawn(async move {
+            while let Some((frame, permit)) = queued.recv().await {
+                let event = act(&process, frame, readonly).await;
+                drop(permit);
+                if let Some(event) = event {
+                    if events.send(event).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ProcessQueue {
+            frames,
+            budget: Arc::new(Semaphore::new(budget)),
+            largest: budget,
+        }
+    }
+
+    /// Queues a frame, waiting only while the budget is spent. False when
+    /// the queue is gone.
+    async fn push(&self, frame: ClientFrame) -> bool {
+        let cost = match &frame {
+            ClientFrame::Stdin { data } => data.len().clamp(1, self.largest),
+            _ => 1,
+        };
+        let Ok(permit) = self.budget.clone().acquire_many_owned(cost as u32).await else {
+            return false;
+        };
+        self.frames.send((frame, permit)).await.is_ok()
+    }
+}
+
 async fn read_client(
     mut stream: SplitStream<WebSocket>,
-    process: Arc<Process>,
+    queue: ProcessQueue,
     events: mpsc::Sender<ReaderEvent>,
     credit: Arc<Credit>,
-    readonly: bool,
     max_frame: usize,
     liveness: Arc<Liveness>,
 ) {
@@ -513,12 +591,15 @@ async fn read_client(
                     None
                 }
                 Ok(frame) => {
-                    // Stdin waits while the process does not read it; the
+                    // With the budget spent we wait for the process; the
                     // client is not silent then, we are not listening.
                     liveness.waiting_on_process(true);
-                    let event = act(&process, frame, readonly).await;
+                    let queued = queue.push(frame).await;
                     liveness.waiting_on_process(false);
-                    event
+                    if !queued {
+                        return;
+                    }
+                    None
                 }
                 Err(e) => Some(ReaderEvent::Fatal(e.into())),
             },

@@ -90,7 +90,8 @@ async fn ctrl_c_interrupts_the_foreground_job_not_the_shell() {
     let server = TestServer::start();
     let (_, mut attachment) = bash(&server, json!({})).await;
     let mut received = Received::default();
-    type_line(&mut attachment, "echo ready; sleep 100").await;
+    // The job itself says it runs, so the key reaches it, not the shell.
+    type_line(&mut attachment, "sh -c 'echo ready; exec sleep 100'").await;
     attachment
         .until_stdout_contains("ready\r\n", &mut received)
         .await;
@@ -108,7 +109,8 @@ async fn ctrl_z_suspends_the_foreground_job_and_the_shell_carries_on() {
     let server = TestServer::start();
     let (_, mut attachment) = bash(&server, json!({})).await;
     let mut received = Received::default();
-    type_line(&mut attachment, "echo ready; sleep 100; echo resumed").await;
+    // The job itself says it runs, so the key reaches it, not the shell.
+    type_line(&mut attachment, "sh -c 'echo ready; exec sleep 100'").await;
     attachment
         .until_stdout_contains("ready\r\n", &mut received)
         .await;
