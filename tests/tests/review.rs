@@ -1,7 +1,7 @@
 //! Review findings: each test pins one behaviour of the contract (issues 2,
-//! 3 and 8) that a careful reading of the server put in doubt. Tests that
-//! fail because of a server bug are `#[ignore]`d with the reason; run them
-//! with `cargo test -p tether-tests --test review -- --ignored`.
+//! 3 and 8) that a careful reading of the server found broken, and that is
+//! fixed now: credit behind unread stdin, the drain bound in block mode, and
+//! DELETE of a process that is still dying.
 
 use std::time::Duration;
 
