@@ -51,7 +51,7 @@ pub struct SpawnPlan {
 const READ_CHUNK: usize = 64 * 1024;
 /// How far block-mode retention may grow once the program has exited: the
 /// largest pipe Linux gives an unprivileged process (`pipe-max-size`).
-const EXIT_SLACK: usize = 1 << 20;
+pub(crate) const EXIT_SLACK: usize = 1 << 20;
 /// Stdin messages queued per process before writers wait.
 const STDIN_QUEUE: usize = 16;
 

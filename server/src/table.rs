@@ -126,7 +126,13 @@ impl ProcessTable {
         }
         let mut plan = self.plan(request)?;
         let streams = if plan.tty.is_some() { 1 } else { 2 };
-        plan.reserved_bytes = plan.retain_bytes as u64 * streams;
+        // Block mode may grow each stream by the exit slack once the program
+        // has exited; reserve that too, so the budget bounds real memory.
+        let slack = match plan.overflow {
+            tether_protocol::Overflow::Block => crate::spawn::EXIT_SLACK as u64,
+            tether_protocol::Overflow::Drop => 0,
+        };
+        plan.reserved_bytes = (plan.retain_bytes as u64 + slack) * streams;
 
         // Admission: running limit and retention budget, then spawn while
         // holding the table so two requests cannot both take the last slot.
