@@ -443,7 +443,11 @@ impl Writer {
                 if self.unflushed > 0 {
                     self.flush().await?;
                 }
-                return Ok(if done { Progress::Complete } else { Progress::Waiting });
+                return Ok(if done {
+                    Progress::Complete
+                } else {
+                    Progress::Waiting
+                });
             }
             self.release_sent();
         }
