@@ -113,16 +113,9 @@ impl ProcessTable {
             return Err(ApiError::ShuttingDown);
         }
         let canonical = serde_json::to_string(&request).unwrap_or_default();
-        if let Some(key) = &idempotency_key {
-            let entries = self.entries();
-            if let Some((body, id)) = entries.idempotency.get(key) {
-                if *body != canonical {
-                    return Err(ApiError::IdempotencyConflict(key.clone()));
-                }
-                if let Some(process) = entries.processes.get(id) {
-                    return Ok((process.clone(), false));
-                }
-            }
+        // A replay answers before the request is even validated.
+        if let Some(replayed) = Self::replay(&self.entries(), &idempotency_key, &canonical) {
+            return replayed;
         }
         let mut plan = self.plan(request)?;
         let streams = if plan.tty.is_some() { 1 } else { 2 };
@@ -139,15 +132,8 @@ impl ProcessTable {
         let mut entries = self.entries();
         // A concurrent request with the same key may have spawned since the
         // check above: look again under the lock that spawns.
-        if let Some(key) = &idempotency_key {
-            if let Some((body, id)) = entries.idempotency.get(key) {
-                if *body != canonical {
-                    return Err(ApiError::IdempotencyConflict(key.clone()));
-                }
-                if let Some(process) = entries.processes.get(id) {
-                    return Ok((process.clone(), false));
-                }
-            }
+        if let Some(replayed) = Self::replay(&entries, &idempotency_key, &canonical) {
+            return replayed;
         }
         if Self::running_locked(&entries) >= self.config.max_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_processes));
@@ -164,6 +150,22 @@ impl ProcessTable {
         tracing::info!(id = %process.id, pid = process.pid, argv = ?process.argv, "spawned");
         tokio::spawn(self.clone().retire(process.clone()));
         Ok((process, true))
+    }
+
+    /// What an earlier request with this idempotency key settles: the same
+    /// process for the same body, a conflict for another; `None` when the key
+    /// is new (or its process forgotten).
+    fn replay(
+        entries: &Entries,
+        key: &Option<String>,
+        canonical: &str,
+    ) -> Option<Result<(Arc<Process>, bool), ApiError>> {
+        let key = key.as_ref()?;
+        let (body, id) = entries.idempotency.get(key)?;
+        if body != canonical {
+            return Some(Err(ApiError::IdempotencyConflict(key.clone())));
+        }
+        entries.processes.get(id).map(|p| Ok((p.clone(), false)))
     }
 
     /// Frees retention and known-process slots by forgetting the oldest
