@@ -150,14 +150,11 @@ impl Drop for Admission {
     fn drop(&mut self) {
         self.process.attachments.fetch_sub(1, Ordering::SeqCst);
         self.table.attachments.fetch_sub(1, Ordering::SeqCst);
-        // A block-mode capture waiting for room re-checks who is attached.
-        for stream in StreamName::ALL {
-            self.process.notify_space(stream);
-        }
     }
 }
 
-/// Removes the block-mode registration when the attachment ends.
+/// Removes the block-mode registration when the attachment ends; a capture
+/// waiting for room re-checks, since the slowest reader may be gone.
 struct Registration {
     process: Arc<Process>,
     reader: ReaderId,
@@ -189,11 +186,6 @@ pub fn admit(table: &Arc<ProcessTable>, process: &Arc<Process>) -> Result<Admiss
             "{} in total (limit --max-attachments)",
             config.max_attachments
         )));
-    }
-    // A block-mode capture past its drain bound waits only while nobody is
-    // attached: let it see this attachment.
-    for stream in StreamName::ALL {
-        process.notify_space(stream);
     }
     Ok(Admission {
         process: process.clone(),
