@@ -203,6 +203,25 @@ pub fn fmt_value(v: f64, unit: &str) -> String {
     }
 }
 
+impl Figure {
+    /// Median, p99 ("-" for a single sample), floor and target, formatted
+    /// in the figure's unit: the cells both tables share.
+    fn value_cells(&self) -> [String; 4] {
+        [
+            fmt_value(self.median, &self.unit),
+            if self.samples > 1 {
+                fmt_value(self.p99, &self.unit)
+            } else {
+                "-".into()
+            },
+            self.floor
+                .map(|x| fmt_value(x, &self.unit))
+                .unwrap_or_default(),
+            self.target.clone().unwrap_or_default(),
+        ]
+    }
+}
+
 impl Report {
     pub fn push(&mut self, figure: Figure) {
         self.figures.push(figure);
@@ -221,6 +240,7 @@ impl Report {
             "result".into(),
         ]];
         for f in &self.figures {
+            let [median, p99, floor, target] = f.value_cells();
             rows.push([
                 f.section.to_string(),
                 f.name.clone(),
@@ -229,14 +249,10 @@ impl Report {
                 } else {
                     format!("{}/{}r", f.samples, f.runs)
                 },
-                fmt_value(f.median, &f.unit),
-                if f.samples > 1 {
-                    fmt_value(f.p99, &f.unit)
-                } else {
-                    "-".into()
-                },
-                f.floor.map(|x| fmt_value(x, &f.unit)).unwrap_or_default(),
-                f.target.clone().unwrap_or_default(),
+                median,
+                p99,
+                floor,
+                target,
                 match f.pass {
                     Some(true) => "pass".into(),
                     Some(false) => "MISS".into(),
@@ -286,19 +302,16 @@ impl Report {
             } else {
                 format!("{} ({} runs)", f.samples, f.runs)
             };
+            let [median, p99, floor, target] = f.value_cells();
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 f.section,
                 f.name,
                 n,
-                fmt_value(f.median, &f.unit),
-                if f.samples > 1 {
-                    fmt_value(f.p99, &f.unit)
-                } else {
-                    "-".into()
-                },
-                f.floor.map(|x| fmt_value(x, &f.unit)).unwrap_or_default(),
-                f.target.clone().unwrap_or_default(),
+                median,
+                p99,
+                floor,
+                target,
                 match f.pass {
                     Some(true) => "pass",
                     Some(false) => "**miss**",
