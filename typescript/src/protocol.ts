@@ -20,27 +20,46 @@ export const SUBPROTOCOL = "tether.v1";
 /** The protocol version carried in the `hello` frame. */
 export const PROTOCOL_VERSION = 1;
 
+/** An output stream. A PTY's whole output is `stdout`. */
 export type StreamName = "stdout" | "stderr";
+/** `exited` means reaped *and* output fully captured. */
 export type ProcessStatus = "running" | "exited";
+/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for DELETE and shutdown. */
 export type ExitReason = "exit" | "signal" | "timeout" | "killed";
+/** What a full retention does: evict the oldest bytes (`drop`) or pace the program (`block`). */
 export type Overflow = "drop" | "block";
 
 /** The process object of HTTP responses, `hello` and `exit` frames. */
 export interface ProcessInfo {
+  /** Server-assigned id used in URLs. */
   id: string;
+  /** OS pid of the session leader. */
   pid: number;
+  /** What was executed (`["/bin/sh", "-c", TEXT]` for a `command`). */
   argv: string[];
+  /** Runs on a PTY (one output stream, `stdout`). */
   tty: boolean;
+  /** What a full retention does. */
   overflow: Overflow;
+  /** `exited` = reaped and output capture complete. */
   status: ProcessStatus;
+  /** RFC 3339 UTC with milliseconds. */
   started_at: string;
+  /** The program's own code for `exit`, 128+N for a signal death, 124 for `timeout`. */
   exit_code: number | null;
+  /** Name (no `SIG`) of the signal that ended it. */
   signal: string | null;
+  /** Why it ended, once exited. */
   reason: ExitReason | null;
+  /** The moment it counted as exited. */
   finished_at: string | null;
+  /** Monotonic spawn-to-reap time. */
   duration_ms: number | null;
+  /** Total bytes written to stdout so far, retained or not. */
   stdout_bytes: number;
+  /** Total bytes written to stderr so far, retained or not. */
   stderr_bytes: number;
+  /** A descendant held an output open past the server's drain bound. */
   output_incomplete: boolean;
 }
 
@@ -64,18 +83,32 @@ export type ClientFrame =
 /** A data frame of either stream. */
 export type DataFrame = Extract<ServerFrame, { type: StreamName }>;
 
-/** Body of `POST /v1/processes` (protocol/src/api.rs `SpawnRequest`). */
+/**
+ * Body of `POST /v1/processes` (protocol/src/api.rs `SpawnRequest`). The
+ * server rejects unknown fields with 400, so send only these.
+ */
 export interface SpawnRequest {
+  /** Program and arguments, executed directly. Give this or `command`. */
   argv?: string[];
+  /** A shell command line, run by `/bin/sh -c`. Give this or `argv`. */
   command?: string;
+  /** Variables added to the server's environment. */
   env?: Record<string, string>;
+  /** Working directory. */
   cwd?: string;
+  /** Deadline in milliseconds: the whole session is killed, reason `timeout`, exit code 124. */
   timeout_ms?: number;
+  /** Run on a PTY. */
   tty?: boolean;
+  /** PTY width (1..4096, default 80). */
   cols?: number;
+  /** PTY height (1..4096, default 24). */
   rows?: number;
+  /** Retention per stream in bytes (the server's default when absent). */
   retain_bytes?: number;
+  /** Give the process a stdin (default: `/dev/null`; always on for a PTY). */
   stdin?: boolean;
+  /** `drop` (default) or `block`. */
   overflow?: Overflow;
 }
 

@@ -1,0 +1,320 @@
+// TetherClient: the HTTP API of one tetherd over fetch, with retries where
+// they are safe, and the entry points of attachments (attach.ts) and exec
+// (exec.ts). Works unchanged in browsers and Node: fetch is global in both.
+
+import { attach, type AttachOptions, type Attachment } from "./attach.js";
+import { HttpError, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
+import { exec, type ExecOptions, type ExecResult } from "./exec.js";
+import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js";
+import { Backoff, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+import { resolveWebSocket, type WebSocketConstructor } from "./websocket.js";
+
+/** How to reach a tetherd. Only `baseUrl` is required. */
+export interface ClientOptions {
+  /** Where tetherd is, such as `http://127.0.0.1:7420` or, in a page it serves, `location.origin`. */
+  baseUrl: string;
+  /** Bearer token, when the server requires one. */
+  token?: string;
+  /** Retries of the calls that are safe to retry (spawn, get, list, wait). Default {@link DEFAULT_RETRY}. */
+  retry?: Partial<RetryPolicy>;
+  /** Timeout of each ordinary request in ms (default 30 000). Long-polls get this on top of their own time. */
+  requestTimeoutMs?: number;
+  /** How long each `wait` long-poll asks the server to hold, in ms (default 25 000; the server caps it). */
+  longPollMs?: number;
+  /** The WebSocket implementation; default: the global one, or `ws` under Node 20. */
+  WebSocket?: WebSocketConstructor;
+}
+
+/** Options every call takes. */
+export interface CallOptions {
+  /** Aborts the call: it rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** Options of {@link TetherClient.wait}. */
+export interface WaitOptions extends CallOptions {
+  /** Return the process object, still `running`, once about this many ms have passed without an exit. Default: wait for ever. */
+  timeoutMs?: number;
+}
+
+interface RequestSpec {
+  method: string;
+  path: string;
+  json?: unknown;
+  bytes?: Uint8Array;
+  idempotencyKey?: string;
+  timeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/** Percent-encodes an id for use as one path segment. */
+const segment = (id: string): string => encodeURIComponent(id);
+
+/**
+ * A connection to one tetherd: the HTTP API, and a factory of attachments.
+ *
+ * ```ts
+ * const client = new TetherClient({ baseUrl: "http://127.0.0.1:7420" });
+ * const out = await client.exec("echo hi; exit 3");
+ * console.log(out.exitCode, out.stdoutText); // 3 "hi\n"
+ * ```
+ */
+export class TetherClient {
+  /** The base URL, without a trailing slash. */
+  readonly baseUrl: string;
+  /** The bearer token sent with every request (may be changed, e.g. after asking the user). */
+  token: string | undefined;
+  /** The retry policy of spawn, get, list and wait. */
+  readonly retry: RetryPolicy;
+  /** Timeout of each ordinary request, in ms. */
+  readonly requestTimeoutMs: number;
+  /** Time each `wait` long-poll asks for, in ms. */
+  readonly longPollMs: number;
+  private readonly webSocketImpl: WebSocketConstructor | undefined;
+
+  /** A client for the server at `options.baseUrl` (or that URL itself). Nothing is sent until the first call. */
+  constructor(options: ClientOptions | string) {
+    const o = typeof options === "string" ? { baseUrl: options } : options;
+    const base = o.baseUrl.trim().replace(/\/+$/, "");
+    let url: URL;
+    try {
+      url = new URL(base);
+    } catch {
+      throw new InvalidArgumentError(`server URL ${JSON.stringify(o.baseUrl)} is not a URL`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new InvalidArgumentError(`server URL ${JSON.stringify(o.baseUrl)} must start with http:// or https://`);
+    }
+    this.baseUrl = base;
+    this.token = o.token;
+    this.retry = { ...DEFAULT_RETRY, ...o.retry };
+    this.requestTimeoutMs = o.requestTimeoutMs ?? 30_000;
+    this.longPollMs = o.longPollMs ?? 25_000;
+    this.webSocketImpl = o.WebSocket;
+  }
+
+  /**
+   * Starts a process (`POST /v1/processes`). The request carries a random
+   * `Idempotency-Key` and transient failures are retried with the same key,
+   * so the command starts at most once however often it is retried.
+   */
+  async spawn(request: SpawnRequest, options: CallOptions = {}): Promise<ProcessInfo> {
+    const key = randomKey();
+    return this.retried(() => this.requestJson({ method: "POST", path: "/v1/processes", json: request, idempotencyKey: key, signal: options.signal }), options.signal).then(
+      (body) => parseProcess(body),
+    );
+  }
+
+  /** `GET /v1/processes/{id}` (retried when transient). 404 `not_found` for an unknown id. */
+  async get(id: string, options: CallOptions = {}): Promise<ProcessInfo> {
+    const body = await this.retried(() => this.requestJson({ method: "GET", path: `/v1/processes/${segment(id)}`, signal: options.signal }), options.signal);
+    return parseProcess(body);
+  }
+
+  /** `GET /v1/processes/{id}` once, without retries: for a caller that retries by itself. */
+  async getOnce(id: string, options: CallOptions = {}): Promise<ProcessInfo> {
+    return parseProcess(await this.requestJson({ method: "GET", path: `/v1/processes/${segment(id)}`, signal: options.signal }));
+  }
+
+  /** `GET /v1/processes`: every process the server knows (retried when transient). */
+  async list(options: CallOptions = {}): Promise<ProcessInfo[]> {
+    const body = await this.retried(() => this.requestJson({ method: "GET", path: "/v1/processes", signal: options.signal }), options.signal);
+    if (!Array.isArray(body)) throw new ProtocolError("GET /v1/processes: expected an array of processes");
+    return body.map((p) => parseProcess(p));
+  }
+
+  /**
+   * Waits until the process has exited and returns its final object.
+   *
+   * Long-polls `GET .../wait` again whenever a poll expires, and retries
+   * transient failures (connection refused or reset, timeouts, 429, 502,
+   * 503, 504) within the retry budget, which starts afresh after every
+   * answer. Fails at once on other errors (404 for an unknown process), and
+   * never reports a failure as the process's exit. With `timeoutMs`, returns
+   * the process object (`status: "running"`) once that time has passed.
+   */
+  async wait(id: string, options: WaitOptions = {}): Promise<ProcessInfo> {
+    const { signal } = options;
+    const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
+    const backoff = new Backoff(this.retry);
+    for (;;) {
+      const poll = Math.max(0, Math.min(this.longPollMs, deadline - Date.now()));
+      try {
+        const body = await this.requestJson({
+          method: "GET",
+          path: `/v1/processes/${segment(id)}/wait?timeout_ms=${Math.round(poll)}`,
+          timeoutMs: poll + this.requestTimeoutMs,
+          signal,
+        });
+        const info = parseProcess(body);
+        if (info.status === "exited" || Date.now() >= deadline) return info;
+        backoff.reset();
+      } catch (e) {
+        if (isAbort(e, signal) || !(e instanceof Error)) throw e;
+        await backoff.failed(e as TetherError, signal);
+      }
+    }
+  }
+
+  /** Sends a signal (`"TERM"`, `"INT"`, `"KILL"`...) to the process group. Not retried: a signal must not be sent twice. */
+  async signal(id: string, signal: string, options: CallOptions = {}): Promise<ProcessInfo> {
+    return parseProcess(await this.requestJson({ method: "POST", path: `/v1/processes/${segment(id)}/signal`, json: { signal }, signal: options.signal }));
+  }
+
+  /**
+   * `DELETE /v1/processes/{id}`: kills the whole session if it runs (reason
+   * `killed`) and answers with the final process object once it has exited.
+   * Not retried.
+   */
+  async kill(id: string, options: CallOptions = {}): Promise<ProcessInfo> {
+    return parseProcess(await this.requestJson({ method: "DELETE", path: `/v1/processes/${segment(id)}`, signal: options.signal }));
+  }
+
+  /** Writes bytes (a string is sent as UTF-8) to the stdin of a process spawned with `stdin: true`. Not retried. */
+  async writeStdin(id: string, data: Uint8Array | string, options: CallOptions = {}): Promise<void> {
+    const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+    await this.requestJson({ method: "POST", path: `/v1/processes/${segment(id)}/stdin`, bytes, signal: options.signal });
+  }
+
+  /** Closes the process's stdin. Not retried. */
+  async closeStdin(id: string, options: CallOptions = {}): Promise<void> {
+    await this.requestJson({ method: "POST", path: `/v1/processes/${segment(id)}/stdin/close`, signal: options.signal });
+  }
+
+  /** Sets a PTY's window size (1..4096 each; the program gets SIGWINCH). Not retried. */
+  async resize(id: string, cols: number, rows: number, options: CallOptions = {}): Promise<void> {
+    checkSize(cols, rows);
+    await this.requestJson({ method: "POST", path: `/v1/processes/${segment(id)}/resize`, json: { cols, rows }, signal: options.signal });
+  }
+
+  /**
+   * Attaches to a process over WebSocket (`tether.v1`) and resolves once the
+   * server's `hello` has arrived. See {@link Attachment}: per-stream readers
+   * with credit, stdin, resize, signal, automatic resume.
+   */
+  attach(id: string, options: AttachOptions = {}): Promise<Attachment> {
+    return attach(this, id, options);
+  }
+
+  /**
+   * Spawns a process and attaches to it from offset 0, so nothing it writes
+   * is missed: the way to stream a command's output or drive a PTY.
+   */
+  async start(request: SpawnRequest, options: AttachOptions = {}): Promise<Attachment> {
+    const process = await this.spawn(request, { signal: options.signal });
+    return this.attach(process.id, options);
+  }
+
+  /**
+   * Runs a command to completion and returns its output, exit code and
+   * reason. A string is a shell command line, an array an argv; see
+   * {@link ExecOptions} for a deadline, stdin, streaming callbacks and abort.
+   */
+  exec(command: string | string[] | SpawnRequest, options: ExecOptions = {}): Promise<ExecResult> {
+    return exec(this, command, options);
+  }
+
+  /** The WebSocket URL of an attachment with its query (the token rides in the query: browsers cannot set headers on a WebSocket). */
+  attachUrl(id: string, query: Record<string, string | number>): string {
+    const url = new URL(`${this.baseUrl}/v1/processes/${segment(id)}/attach`);
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, String(v));
+    if (this.token) url.searchParams.set("access_token", this.token);
+    return url.toString();
+  }
+
+  /** The WebSocket implementation of this client; throws a clear error when there is none. */
+  webSocket(): WebSocketConstructor {
+    const impl = resolveWebSocket(this.webSocketImpl);
+    if (!impl) {
+      throw new InvalidArgumentError(
+        "no WebSocket implementation: this runtime has no global WebSocket; import the package from Node (which uses `ws`) or pass `WebSocket` in the client options",
+      );
+    }
+    return impl;
+  }
+
+  private async retried<T>(call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const backoff = new Backoff(this.retry);
+    for (;;) {
+      try {
+        return await call();
+      } catch (e) {
+        if (isAbort(e, signal) || !(e instanceof Error)) throw e;
+        await backoff.failed(e as TetherError, signal);
+      }
+    }
+  }
+
+  /** One request; a success status gives the parsed JSON body (undefined when empty), anything else an error. */
+  private async requestJson(spec: RequestSpec): Promise<unknown> {
+    const url = this.baseUrl + spec.path;
+    const headers: Record<string, string> = { Accept: "application/json" };
+    let body: string | Uint8Array<ArrayBuffer> | undefined;
+    if (spec.json !== undefined) {
+      headers["Content-Type"] = "application/json";
+      body = JSON.stringify(spec.json);
+    } else if (spec.bytes !== undefined) {
+      headers["Content-Type"] = "application/octet-stream";
+      body = spec.bytes as Uint8Array<ArrayBuffer>;
+    }
+    if (this.token) headers.Authorization = `Bearer ${this.token}`;
+    if (spec.idempotencyKey) headers["Idempotency-Key"] = spec.idempotencyKey;
+    spec.signal?.throwIfAborted();
+    const timeoutMs = spec.timeoutMs ?? this.requestTimeoutMs;
+    const timeout = new AbortController();
+    const timer = setTimeout(() => timeout.abort(), timeoutMs);
+    const onAbort = () => timeout.abort();
+    spec.signal?.addEventListener("abort", onAbort, { once: true });
+    let status: number;
+    let text: string;
+    try {
+      const response = await fetch(url, { method: spec.method, headers, body, signal: timeout.signal });
+      status = response.status;
+      text = await response.text();
+    } catch (e) {
+      if (spec.signal?.aborted) throw spec.signal.reason;
+      if (timeout.signal.aborted) throw new TransportError(url, `no answer within ${timeoutMs} ms`, true, e);
+      throw new TransportError(url, describeFetchError(e), false, e);
+    } finally {
+      clearTimeout(timer);
+      spec.signal?.removeEventListener("abort", onAbort);
+    }
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      if (status < 300) throw new ProtocolError(`unexpected response from ${spec.method} ${url}: not JSON: ${text.slice(0, 200)}`);
+    }
+    if (status >= 200 && status < 300) return json;
+    const error = (json as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+    if (error && typeof error.code === "string" && typeof error.message === "string") {
+      throw new HttpError(status, error.code, error.message);
+    }
+    throw new HttpError(status, `http_${status}`, text.trim() ? text.trim().slice(0, 200) : "(empty body)");
+  }
+}
+
+/** The innermost cause of a fetch failure ("connect ECONNREFUSED 127.0.0.1:9"), which says what happened where "fetch failed" does not. */
+function describeFetchError(error: unknown): string {
+  let e: unknown = error;
+  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
+  if (e instanceof Error) {
+    // Node wraps several attempts (IPv4 and IPv6) in an AggregateError.
+    if (e instanceof AggregateError && e.errors.length > 0) return e.errors.map((x) => String((x as Error).message ?? x)).join("; ");
+    return e.message || String(e);
+  }
+  return String(e);
+}
+
+/** Throws for a terminal size outside 1..4096. */
+export function checkSize(cols: number, rows: number): void {
+  const ok = (n: number) => Number.isInteger(n) && n >= 1 && n <= 4096;
+  if (!ok(cols) || !ok(rows)) throw new InvalidArgumentError(`terminal size ${cols}x${rows} is out of range 1..4096`);
+}
+
+function randomKey(): string {
+  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
+  if (c?.randomUUID) return c.randomUUID();
+  return Array.from({ length: 4 }, () => Math.random().toString(16).slice(2, 10)).join("-");
+}

@@ -1,0 +1,124 @@
+// The errors of the library: one class per thing a caller can act on, all
+// subclasses of TetherError. `isTransient` says whether a retry may help.
+
+/** Base class of every error the library throws (aborts excepted: those rethrow the signal's reason). */
+export class TetherError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "TetherError";
+  }
+}
+
+/**
+ * The server answered with an error status. `code` and `message` come from
+ * its JSON body `{"error": {"code", "message"}}`; for a body that is not
+ * one, `code` is `http_<status>` and `message` the start of the raw text.
+ */
+export class HttpError extends TetherError {
+  constructor(
+    /** HTTP status, such as 404. */
+    readonly status: number,
+    /** Stable machine-readable code, such as `not_found`, `spawn_failed` or `unauthorized`. */
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "HttpError";
+  }
+
+  /** True for 404 `not_found`: the process is unknown (never existed, or forgotten). */
+  get isNotFound(): boolean {
+    return this.status === 404 && this.code === "not_found";
+  }
+}
+
+/**
+ * The server could not be reached or the connection broke: connection
+ * refused or reset, a DNS failure, a timeout. Usually transient.
+ */
+export class TransportError extends TetherError {
+  constructor(
+    /** The URL that was being requested. */
+    readonly url: string,
+    message: string,
+    /** True when the failure was a timeout. */
+    readonly timeout = false,
+    cause?: unknown,
+  ) {
+    super(`cannot reach tetherd at ${url}: ${message}`, { cause });
+    this.name = "TransportError";
+  }
+}
+
+/** Transient failures went on for longer than the retry budget. */
+export class RetryBudgetExhaustedError extends TetherError {
+  constructor(
+    /** Attempts made, the first included. */
+    readonly attempts: number,
+    /** Milliseconds from the first failure to giving up. */
+    readonly elapsedMs: number,
+    /** The last failure. */
+    readonly last: TetherError,
+  ) {
+    super(`gave up after ${attempts} attempts over ${elapsedMs} ms: ${last.message}`, { cause: last });
+    this.name = "RetryBudgetExhaustedError";
+  }
+
+  /** The HTTP status of the last failure, if it was an answer. */
+  get status(): number | undefined {
+    return this.last instanceof HttpError ? this.last.status : undefined;
+  }
+
+  /** The server's error code of the last failure, if it was an answer. */
+  get code(): string | undefined {
+    return this.last instanceof HttpError ? this.last.code : undefined;
+  }
+
+  /** True when the server could not be reached at all. */
+  get isUnreachable(): boolean {
+    return this.last instanceof TransportError;
+  }
+}
+
+/**
+ * The server broke the protocol (a bad frame, offsets out of order, more
+ * data than the credit window, a body that is not the expected JSON), or
+ * closed an attachment with an `error` frame and a close code.
+ */
+export class ProtocolError extends TetherError {
+  constructor(
+    message: string,
+    /** The server's error code when it sent an `error` frame. */
+    readonly code?: string,
+  ) {
+    super(`protocol error: ${message}`);
+    this.name = "ProtocolError";
+  }
+}
+
+/** An argument was rejected before anything was sent (a bad URL, a terminal size out of range). */
+export class InvalidArgumentError extends TetherError {
+  constructor(message: string) {
+    super(`invalid argument: ${message}`);
+    this.name = "InvalidArgumentError";
+  }
+}
+
+/** The attachment has ended (the process exited, or it was closed or failed). */
+export class ClosedError extends TetherError {
+  constructor(message: string) {
+    super(`attachment closed: ${message}`);
+    this.name = "ClosedError";
+  }
+}
+
+/** True for failures that may succeed when retried: transport errors and HTTP 429, 502, 503, 504. */
+export function isTransient(error: unknown): boolean {
+  if (error instanceof TransportError) return true;
+  return error instanceof HttpError && [429, 502, 503, 504].includes(error.status);
+}
+
+/** True when `error` is what an aborted signal threw. */
+export function isAbort(error: unknown, signal?: AbortSignal): boolean {
+  return signal?.aborted === true && error === signal.reason;
+}

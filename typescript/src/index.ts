@@ -1,0 +1,20 @@
+// @tether/client: the TypeScript client of tetherd, for browsers and Node.
+// This is the browser (default) entry; node.ts adds `ws` for Node 20.
+
+export { TetherClient, type CallOptions, type ClientOptions, type WaitOptions } from "./client.js";
+export { Attachment, type AttachOptions, type AttachState, type Rejection } from "./attach.js";
+export { OutputStream, concat, type Chunk, type StreamStats } from "./output.js";
+export { type ExecOptions, type ExecResult } from "./exec.js";
+export {
+  ClosedError,
+  HttpError,
+  InvalidArgumentError,
+  isTransient,
+  ProtocolError,
+  RetryBudgetExhaustedError,
+  TetherError,
+  TransportError,
+} from "./errors.js";
+export { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+export { setDefaultWebSocket, type WebSocketConstructor, type WebSocketLike } from "./websocket.js";
+export * from "./protocol.js";

@@ -1,0 +1,169 @@
+// Test support: a real tetherd on an ephemeral loopback port, and TCP/HTTP
+// fronts that misbehave on purpose. Nothing here mocks the server.
+//
+//   TETHERD_BIN   tetherd to run (default ../target/debug/tetherd)
+
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
+import { connect, createServer, type Server, type Socket } from "node:net";
+import { dirname, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+/** The repository root (tests run from typescript/test-dist/). */
+export const repoRoot = resolve(here, "../..");
+const tetherd = resolve(repoRoot, "typescript", process.env.TETHERD_BIN ?? "../target/debug/tetherd");
+
+/** A running tetherd. */
+export interface TestServer {
+  url: string;
+  port: number;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** Starts tetherd on 127.0.0.1:0 with extra flags; resolves with the URL it prints. */
+export async function startServer(extraArgs: string[] = []): Promise<TestServer> {
+  if (!existsSync(tetherd)) throw new Error(`tetherd not found at ${tetherd}: cargo build -p tether-server, or set TETHERD_BIN`);
+  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", ...extraArgs], {
+    stdio: ["ignore", "pipe", "inherit"],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
+  });
+  const url = await new Promise<string>((resolveUrl, reject) => {
+    const timer = setTimeout(() => reject(new Error("tetherd printed no 'listening on' line within 10 s")), 10_000);
+    child.once("exit", (code) => reject(new Error(`tetherd exited early with ${code}`)));
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      const match = /tetherd listening on (http:\/\/\S+)/.exec(line);
+      if (match) {
+        clearTimeout(timer);
+        resolveUrl(match[1]!.replace(/\/$/, ""));
+      }
+    });
+  });
+  return {
+    url,
+    port: Number(new URL(url).port),
+    child,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A TCP proxy to a port whose connections the test can cut, as a network failure would. */
+export interface CuttingProxy {
+  url: string;
+  /** Connections accepted so far. */
+  readonly accepted: number;
+  /** Resets every open connection (both sides). */
+  cut(): void;
+  close(): Promise<void>;
+}
+
+export async function startCuttingProxy(targetPort: number): Promise<CuttingProxy> {
+  const pairs = new Set<[Socket, Socket]>();
+  let accepted = 0;
+  const server: Server = createServer((client) => {
+    accepted += 1;
+    const upstream = connect(targetPort, "127.0.0.1");
+    const pair: [Socket, Socket] = [client, upstream];
+    pairs.add(pair);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      pairs.delete(pair);
+    };
+    for (const socket of pair) socket.on("error", end).on("close", end);
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get accepted() {
+      return accepted;
+    },
+    cut() {
+      for (const [client, upstream] of pairs) {
+        client.resetAndDestroy();
+        upstream.destroy();
+      }
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        for (const [client, upstream] of pairs) {
+          client.destroy();
+          upstream.destroy();
+        }
+        server.close(() => r());
+      }),
+  };
+}
+
+/** An HTTP front that answers 503 to the first `failures` requests whose path matches, and forwards the rest. */
+export interface FlakyFront {
+  url: string;
+  /** Requests answered with 503 so far. */
+  readonly refused: number;
+  close(): Promise<void>;
+}
+
+export async function startFlakyFront(targetPort: number, failures: number, match: RegExp): Promise<FlakyFront> {
+  let refused = 0;
+  const server = createHttpServer((req, res) => {
+    if (refused < failures && match.test(req.url ?? "")) {
+      refused += 1;
+      res.writeHead(503, { "Content-Type": "text/plain" }).end("front: upstream unavailable");
+      return;
+    }
+    const upstream = httpRequest(
+      { host: "127.0.0.1", port: targetPort, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get refused() {
+      return refused;
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** A loopback port with nothing listening (bound, then released). */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+/** Rejects if `promise` takes longer than `ms`: a bound that turns a hang into a failure. */
+export async function within<T>(ms: number, promise: Promise<T>, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no result within ${ms} ms`)), ms)));
+  try {
+    return await Promise.race([promise, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
