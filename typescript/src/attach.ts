@@ -16,7 +16,7 @@ import { checkSize } from "./client.js";
 import { ClosedError, InvalidArgumentError, ProtocolError, TetherError, TransportError } from "./errors.js";
 import { OutputStream, StreamState, type StreamStats } from "./output.js";
 import { decodeServerFrame, encodeClientFrame, SUBPROTOCOL, type ClientFrame, type ProcessInfo, type ServerFrame, type StreamName } from "./protocol.js";
-import { Backoff, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+import { Backoff, type RetryPolicy } from "./retry.js";
 import { OPEN, type WebSocketLike } from "./websocket.js";
 
 /** Largest stdin payload per frame (the server accepts frames up to 1 MiB). */
@@ -34,7 +34,7 @@ export interface AttachOptions {
   window?: number;
   /** Read-only attachment (`readonly=1`): `write`, `closeStdin`, `resize` and `signal` throw. */
   readonly?: boolean;
-  /** Retry budget for connecting and for each reconnect after a drop (default 30 s, backoff 100 ms to 2 s; `budgetMs: Infinity` never gives up). */
+  /** Retry budget for connecting and for each reconnect after a drop (default: the client's `retry`, 30 s with backoff 100 ms to 2 s; `budgetMs: Infinity` never gives up). */
   reconnect?: Partial<RetryPolicy>;
   /** Timeout of one connection attempt until `hello`, in ms (default 10 000). */
   connectTimeoutMs?: number;
@@ -141,7 +141,7 @@ export class Attachment {
     if (!Number.isSafeInteger(window) || window < 1) throw new InvalidArgumentError(`window must be a positive integer, not ${window}`);
     this.window = window;
     this.threshold = Math.max(1, Math.floor(window / 4));
-    this.policy = { ...DEFAULT_RETRY, ...options.reconnect };
+    this.policy = { ...client.retry, ...options.reconnect };
     this.backoff = new Backoff(this.policy);
     const onConsumed = (s: StreamState) => this.grant(s, false);
     this.streams = {

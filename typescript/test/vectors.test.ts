@@ -12,7 +12,7 @@ import {
   FrameDecodeError,
   type ClientFrame,
   type ServerFrame,
-} from "../src/protocol.ts";
+} from "@tether/client";
 
 interface Vector {
   name: string;
@@ -21,7 +21,7 @@ interface Vector {
   frame: unknown;
 }
 
-// Compiled to web-demo/test-dist/, so the repository root is two levels up.
+// Compiled to typescript/test-dist/, so the repository root is two levels up.
 const vectorsUrl = new URL("../../protocol/vectors/frames.json", import.meta.url);
 const vectors: Vector[] = JSON.parse(readFileSync(vectorsUrl, "utf8"));
 
