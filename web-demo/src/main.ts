@@ -9,7 +9,7 @@
 
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
-import { HttpError, TetherConnection, type Attachment, type ProcessInfo } from "./client.ts";
+import { HttpError, TetherClient, type Attachment, type ProcessInfo } from "@tether/client";
 
 // Credit window per stream. Large enough that a fast stream never waits on
 // round trips, small enough that the tab holds at most this much unwritten.
@@ -19,11 +19,13 @@ const DEFAULT_COMMAND = "bash -i";
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 const statusEl = $<HTMLSpanElement>("status");
 const exitEl = $<HTMLDivElement>("exit");
+const startingEl = $<HTMLDivElement>("starting");
 const commandEl = $<HTMLInputElement>("command");
+const endEl = $<HTMLButtonElement>("end");
 const sessionsEl = $<HTMLUListElement>("sessions");
 
 const fragment = new URLSearchParams(location.hash.slice(1));
-const conn = new TetherConnection({ baseUrl: location.origin, token: fragment.get("token") ?? undefined });
+const conn = new TetherClient({ baseUrl: location.origin, token: fragment.get("token") ?? undefined });
 commandEl.value = fragment.get("cmd") ?? DEFAULT_COMMAND;
 
 const term = new Terminal({
@@ -57,6 +59,8 @@ const view = {
 Object.assign(window, { tether: view, tetherTerm: term });
 
 let attachment: Attachment | undefined;
+// Increments per attach, so a slow attach that was superseded goes quietly.
+let attachGeneration = 0;
 const encoder = new TextEncoder();
 
 function setStatus(text: string, kind: "ok" | "warn" | "bad" | "idle"): void {
@@ -65,9 +69,21 @@ function setStatus(text: string, kind: "ok" | "warn" | "bad" | "idle"): void {
   statusEl.className = `status ${kind}`;
 }
 
+// Until the session's first output arrives the terminal is empty; say why.
+function setStarting(text: string | undefined): void {
+  startingEl.hidden = text === undefined;
+  if (text !== undefined) startingEl.textContent = text;
+}
+
 // A dim line in the terminal for things the page (not the process) says.
 function notice(text: string): void {
   term.write(`\r\n\x1b[2m[${text}]\x1b[0m\r\n`);
+}
+
+/** What a process runs, as typed: the command line for `sh -c TEXT`, else the argv. */
+function describeCommand(p: ProcessInfo): string {
+  const [program, flag, text] = p.argv;
+  return program === "/bin/sh" && flag === "-c" && text !== undefined && p.argv.length === 3 ? text : p.argv.join(" ");
 }
 
 function describeExit(p: ProcessInfo): string {
@@ -97,109 +113,132 @@ async function withToken<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-function attach(id: string, offsets = { stdout: 0, stderr: 0 }): void {
+async function attach(id: string): Promise<void> {
   attachment?.close();
+  attachment = undefined;
+  view.attachment = undefined;
+  const generation = ++attachGeneration;
   // A full reset (RIS) through the write queue, not term.reset(): output of
   // the previous session still queued in xterm must land before it.
-  if (offsets.stdout === 0 && offsets.stderr === 0) term.write("\x1bc");
+  term.write("\x1bc");
   view.sessionId = id;
   view.exit = undefined;
   exitEl.hidden = true;
+  endEl.disabled = false;
   updateFragment(id);
   setStatus(`connecting to ${id}…`, "warn");
-  const current = conn.attach(
-    id,
-    {
-      // xterm decodes UTF-8 itself, keeping a code point split across two
-      // frames whole; its write callback is what grants credit.
-      onData: (_stream, data, done) => term.write(data, done),
-      onDropped: (_stream, _offset, length) => notice(`tether: ${length} bytes of output were dropped`),
-      onOpen: (process, resumed) => {
-        setStatus(`${resumed ? "reconnected" : "attached"}: ${process.argv.join(" ")} (${id})`, "ok");
-        // The PTY follows this tab's size; another tab may have changed it.
-        current.resize(term.cols, term.rows);
-      },
-      onReconnecting: (delayMs, attempt, reason) =>
-        setStatus(`disconnected (${reason}); reconnecting in ${(delayMs / 1000).toFixed(1)} s, attempt ${attempt}`, "bad"),
-      onError: (code, message) => setStatus(`server error ${code}: ${message}`, "bad"),
-      onExit: (process) => {
-        view.exit = process;
-        const text = `Process ${describeExit(process)}`;
-        // Written through the terminal queue, so it lands after the output.
-        term.write(`\r\n\x1b[2m[${text}]\x1b[0m\r\n`, () => {
-          exitEl.textContent = text;
-          exitEl.hidden = false;
-        });
-        setStatus(`${text} (${id})`, "idle");
-        void refreshSessions();
-      },
-      onClosed: (reason, error) => {
-        if (error instanceof HttpError && error.status === 401) {
-          // Ask for a token, then resume exactly where this attachment was.
-          const token = window.prompt("This tetherd requires an access token:");
-          if (token) {
-            conn.token = token.trim();
-            attach(id, { ...current.offsets });
-            return;
-          }
-        }
-        if (attachment === current) setStatus(`detached: ${reason}`, "bad");
-      },
-    },
-    { offsets, window: WINDOW },
-  );
+  if (startingEl.hidden) setStarting(`connecting to ${id.slice(0, 8)}…`);
+  let current: Attachment;
+  try {
+    current = await withToken(() =>
+      conn.attach(id, {
+        window: WINDOW,
+        // A tab keeps trying for as long as it is open; the page has no
+        // use for the exit long-poll (one PTY stream, read as it comes).
+        reconnect: { budgetMs: Infinity, initialBackoffMs: 250, maxBackoffMs: 5000 },
+        pollExit: false,
+        onOpen: (process, resumed) => {
+          if (generation !== attachGeneration) return;
+          setStatus(`${resumed ? "reconnected" : "attached"}: ${describeCommand(process)} (${id})`, "ok");
+          // The PTY follows this tab's size; another tab may have changed it.
+          if (resumed) void attachment?.resize(term.cols, term.rows).catch(() => {});
+        },
+        onReconnecting: (delayMs, attempt, reason) => {
+          if (generation !== attachGeneration) return;
+          const when = attempt === 0 ? "reconnecting" : `reconnecting in ${(delayMs / 1000).toFixed(1)} s, attempt ${attempt}`;
+          setStatus(`disconnected (${reason}); ${when}`, "bad");
+        },
+        onRejected: (code, message) => setStatus(`server error ${code}: ${message}`, "bad"),
+      }),
+    );
+  } catch (e) {
+    if (generation !== attachGeneration) return;
+    setStarting(undefined);
+    setStatus(`detached: ${(e as Error).message}`, "bad");
+    return;
+  }
+  if (generation !== attachGeneration) return current.close();
   attachment = current;
   view.attachment = current;
+  void current.resize(term.cols, term.rows).catch(() => {});
   term.focus();
-}
-
-// Splits a command line into argv: whitespace separates, quotes group and
-// backslash escapes, as a shell would for simple cases.
-function splitCommand(text: string): string[] {
-  const argv: string[] = [];
-  let current: string | undefined;
-  let quote: string | undefined;
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    if (quote) {
-      if (c === quote) quote = undefined;
-      else if (c === "\\" && quote === '"' && i + 1 < text.length) current = (current ?? "") + text[++i];
-      else current = (current ?? "") + c;
-    } else if (c === "'" || c === '"') {
-      quote = c;
-      current ??= "";
-    } else if (c === "\\" && i + 1 < text.length) {
-      current = (current ?? "") + text[++i];
-    } else if (/\s/.test(c)) {
-      if (current !== undefined) argv.push(current);
-      current = undefined;
-    } else {
-      current = (current ?? "") + c;
+  try {
+    // xterm decodes UTF-8 itself, keeping a code point split across two
+    // frames whole. Waiting for its write callback before taking the next
+    // chunk is what grants credit: the tab never holds more than WINDOW.
+    for await (const chunk of current.stdout) {
+      if (chunk.type === "data") {
+        if (!startingEl.hidden) setStarting(undefined);
+        await new Promise<void>((resolve) => term.write(chunk.data, resolve));
+      } else {
+        notice(`tether: ${chunk.length} bytes of output were dropped`);
+      }
     }
+    const process = await current.exit;
+    if (generation !== attachGeneration) return;
+    setStarting(undefined);
+    view.exit = process;
+    endEl.disabled = true;
+    const text = `Process ${describeExit(process)}`;
+    // Written through the terminal queue, so it lands after the output.
+    term.write(`\r\n\x1b[2m[${text}]\x1b[0m\r\n`, () => {
+      exitEl.textContent = text;
+      exitEl.hidden = false;
+    });
+    setStatus(`${text} (${id})`, "idle");
+    void refreshSessions();
+  } catch (e) {
+    if (generation !== attachGeneration) return;
+    setStarting(undefined);
+    setStatus(`detached: ${(e as Error).message}`, "bad");
   }
-  if (current !== undefined) argv.push(current);
-  return argv;
 }
 
 async function startSession(): Promise<void> {
-  const argv = splitCommand(commandEl.value);
-  if (argv.length === 0) return setStatus("enter a command to run", "bad");
+  // What is typed is a shell command line (`htop || top` works): the API's
+  // `command`, run by /bin/sh -c.
+  const command = commandEl.value.trim();
+  if (!command) return setStatus("enter a command to run", "bad");
   fit.fit();
-  setStatus(`starting ${argv.join(" ")}…`, "warn");
+  setStarting(`starting ${command}…`);
+  setStatus(`starting ${command}…`, "warn");
   try {
     const process = await withToken(() =>
       // overflow "drop": see README.md (a slow or background tab must
       // never stall the shell for everyone else).
-      conn.spawn({ argv, tty: true, cols: term.cols, rows: term.rows, stdin: true, overflow: "drop" }),
+      conn.spawn({ command, tty: true, cols: term.cols, rows: term.rows, overflow: "drop" }),
     );
-    attach(process.id);
+    void attach(process.id);
     void refreshSessions();
   } catch (e) {
-    setStatus(`could not start ${argv.join(" ")}: ${(e as Error).message}`, "bad");
+    setStarting(undefined);
+    setStatus(`could not start ${command}: ${(e as Error).message}`, "bad");
   }
 }
 
+// Ends the session shown: kills its whole process session on the server.
+async function endSession(): Promise<void> {
+  const id = view.sessionId;
+  if (!id) return;
+  endEl.disabled = true;
+  setStatus(`ending ${id}…`, "warn");
+  try {
+    await withToken(() => conn.kill(id));
+    // The attachment reports the exit (reason `killed`) as for any other end.
+  } catch (e) {
+    endEl.disabled = false;
+    setStatus(`could not end ${id}: ${(e as Error).message}`, "bad");
+  }
+  void refreshSessions();
+}
+
+let refreshing = false;
+
 async function refreshSessions(): Promise<void> {
+  // One list at a time: while the server is away a list retries for its
+  // budget, and the periodic refresh must not pile them up.
+  if (refreshing) return;
+  refreshing = true;
   let processes: ProcessInfo[];
   try {
     // No prompt here: the periodic refresh must not nag; spawn and attach ask.
@@ -207,12 +246,14 @@ async function refreshSessions(): Promise<void> {
   } catch (e) {
     sessionsEl.replaceChildren(Object.assign(document.createElement("li"), { textContent: (e as Error).message }));
     return;
+  } finally {
+    refreshing = false;
   }
   const running = processes.filter((p) => p.status === "running" && p.tty);
   const items = running.map((p) => {
     const li = document.createElement("li");
     const label = document.createElement("span");
-    label.textContent = `${p.id.slice(0, 8)} ${p.argv.join(" ")}`;
+    label.textContent = `${p.id.slice(0, 8)} ${describeCommand(p)}`;
     label.title = `${p.id}: pid ${p.pid}, started ${p.started_at}`;
     const button = document.createElement("button");
     button.type = "button";
@@ -220,7 +261,7 @@ async function refreshSessions(): Promise<void> {
     const current = p.id === view.sessionId;
     button.textContent = current ? "attached" : "attach";
     button.disabled = current;
-    button.addEventListener("click", () => attach(p.id));
+    button.addEventListener("click", () => void attach(p.id));
     li.append(label, button);
     return li;
   });
@@ -230,9 +271,12 @@ async function refreshSessions(): Promise<void> {
 
 // Input: typed keys and pastes arrive as strings (UTF-8 on the wire), some
 // mouse reports as binary strings (one byte per char).
-term.onData((data) => attachment?.sendStdin(encoder.encode(data)));
-term.onBinary((data) => attachment?.sendStdin(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff)));
-term.onResize(({ cols, rows }) => attachment?.resize(cols, rows));
+// Input typed while reconnecting is queued by the attachment and sent after
+// the resume; input to an ended attachment has nowhere to go.
+const type = (bytes: Uint8Array) => void attachment?.write(bytes).catch(() => {});
+term.onData((data) => type(encoder.encode(data)));
+term.onBinary((data) => type(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff)));
+term.onResize(({ cols, rows }) => void attachment?.resize(cols, rows).catch(() => {}));
 
 // Refit at most once per frame while the window is being resized.
 let fitPending = false;
@@ -250,9 +294,10 @@ $<HTMLFormElement>("spawn").addEventListener("submit", (event) => {
   void startSession();
 });
 $<HTMLButtonElement>("refresh").addEventListener("click", () => void refreshSessions());
+endEl.addEventListener("click", () => void endSession());
 window.addEventListener("hashchange", () => {
   const id = new URLSearchParams(location.hash.slice(1)).get("session");
-  if (id && id !== view.sessionId) attach(id);
+  if (id && id !== view.sessionId) void attach(id);
 });
 setInterval(() => void refreshSessions(), 5000);
 // Coming back online after an outage: try at once rather than at the next backoff.
@@ -260,7 +305,7 @@ window.addEventListener("online", () => attachment?.reconnect());
 
 const initial = fragment.get("session");
 if (initial) {
-  attach(initial);
+  void attach(initial);
   void refreshSessions();
 } else {
   void startSession();

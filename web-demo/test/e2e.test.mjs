@@ -83,15 +83,24 @@ async function stopServer(child) {
   clearTimeout(timer);
 }
 
-// Opens the page on a new shell (or the given fragment) and waits for a prompt.
-async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, viewport = { width: 1100, height: 700 }, onDialog } = {}) {
+// Opens the page on a new shell (or the given fragment) and waits for a
+// prompt. Every console error, uncaught exception and failed request of the
+// page is collected in `page.problems`.
+async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, viewport = { width: 1100, height: 700 }, onDialog, prompt = true } = {}) {
   const page = await browser.newPage({ viewport });
-  page.on("pageerror", (e) => console.error("page error:", e));
+  page.problems = [];
+  page.on("pageerror", (e) => {
+    console.error("page error:", e);
+    page.problems.push(`page error: ${e.message}`);
+  });
+  page.on("console", (m) => m.type() === "error" && page.problems.push(`console error: ${m.text()}`));
+  page.on("response", (r) => r.status() >= 400 && page.problems.push(`${r.status()} ${r.url()}`));
+  page.on("requestfailed", (r) => page.problems.push(`failed ${r.url()}: ${r.failure()?.errorText}`));
   if (onDialog) page.on("dialog", onDialog);
   await page.goto(`${url}/#${fragment}`);
   await page.waitForFunction(() => window.tether?.status.startsWith("attached"), null, { timeout: TIMEOUT });
   // The prompt (`bash-5.2# `) ends the last line.
-  await waitForText(page, /[#$] ?$/);
+  if (prompt) await waitForText(page, /[#$] ?$/);
   return page;
 }
 
@@ -190,10 +199,10 @@ test("a flood of output arrives whole while the tab stays responsive", { timeout
   // Through both floods the page never held more than the credit window of
   // output it had not yet written: the server honours the window, and
   // xterm's write callbacks grant it back.
-  const flow = await page.evaluate(() => ({ window: window.tether.window, ...window.tether.attachment.flow.stdout }));
+  const flow = await page.evaluate(() => ({ window: window.tether.window, ...window.tether.attachment.stats().stdout }));
   t.diagnostic(`flow: ${JSON.stringify(flow)}`);
   assert.ok(flow.received > 1_000_000, `received ${flow.received}`);
-  assert.ok(flow.maxOutstanding <= flow.window, `${flow.maxOutstanding} bytes outstanding, window ${flow.window}`);
+  assert.ok(flow.maxBuffered <= flow.window, `${flow.maxBuffered} bytes buffered, window ${flow.window}`);
   await page.close();
 });
 
@@ -368,4 +377,71 @@ test("a token comes from the fragment or, on 401, from a prompt", { timeout: 60_
   } finally {
     await stopServer(secured.server);
   }
+});
+
+test("the page loads with a favicon and no console error or failed request", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  await run(page, "echo loaded-$((5*5))");
+  await waitForText(page, /^loaded-25$/);
+  assert.deepEqual(page.problems, []);
+  // The icon the page links, and /favicon.ico for clients that just ask.
+  const icon = await page.evaluate(() => document.querySelector("link[rel=icon]")?.href);
+  for (const url of [icon, `${baseUrl}/favicon.ico`]) {
+    const response = await fetch(url);
+    assert.equal(response.status, 200, url);
+    assert.match(response.headers.get("content-type") ?? "", /^image\//, url);
+  }
+  await page.close();
+});
+
+test("the first paint says the session is starting, until its first output", { timeout: 60_000 }, async () => {
+  // A command that prints nothing until it is given a line.
+  const page = await openTerminal(`cmd=${encodeURIComponent("read -r line; echo got-$line; exec " + SHELL)}`, { prompt: false });
+  const starting = page.locator("#starting");
+  assert.ok(await starting.isVisible(), "the starting notice is shown while there is no output");
+  assert.match(await starting.textContent(), /starting read -r line/);
+  await page.locator("#terminal").click();
+  await page.keyboard.type("now");
+  await page.keyboard.press("Enter");
+  await waitForText(page, /^got-now$/);
+  await starting.waitFor({ state: "hidden", timeout: TIMEOUT });
+  assert.deepEqual(page.problems, []);
+  await page.close();
+});
+
+test("the command box runs a shell command line", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  assert.match(await page.locator("#command").getAttribute("placeholder"), /shell command line/);
+  const first = await page.evaluate(() => window.tether.sessionId);
+  // `||` and `$((...))` only work in a shell: an argv would look for a
+  // program named `tether-no-such-program ||`.
+  await page.locator("#command").fill("tether-no-such-program || echo fallback-$((40+2)); sleep 30");
+  await page.locator("#spawn button[type=submit]").click();
+  await page.waitForFunction((id) => window.tether.sessionId && window.tether.sessionId !== id, first, { timeout: TIMEOUT });
+  await waitForText(page, /^fallback-42$/);
+  const status = await page.evaluate(() => window.tether.status);
+  assert.match(status, /tether-no-such-program \|\| echo fallback/);
+  await page.close();
+});
+
+test("the end-session control kills the session from the page", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  await run(page, "echo before-end");
+  await waitForText(page, /^before-end$/);
+  const id = await page.evaluate(() => window.tether.sessionId);
+  const end = page.locator("#end");
+  assert.equal(await end.isEnabled(), true);
+  await end.click();
+  await page.waitForFunction(() => window.tether.exit !== undefined, null, { timeout: TIMEOUT });
+  const exit = await page.evaluate(() => window.tether.exit);
+  assert.equal(exit.reason, "killed");
+  await page.locator("#exit").waitFor({ state: "visible", timeout: TIMEOUT });
+  assert.match(await page.locator("#exit").textContent(), /reason: killed/);
+  assert.equal(await end.isEnabled(), false);
+  // Nothing of it runs on the server any more.
+  const response = await fetch(`${baseUrl}/v1/processes/${id}`);
+  if (response.status === 200) assert.equal((await response.json()).status, "exited");
+  else assert.equal(response.status, 404);
+  assert.deepEqual(page.problems, []);
+  await page.close();
 });
