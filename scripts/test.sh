@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
-# tests need (Chromium and nginx from Debian, the web demo's npm packages),
+# tests need (Chromium and nginx from Debian, the npm packages of the
+# TypeScript client and the web demo),
 # checks formatting and lints, runs the Rust tests, the browser tests, and
 # the benchmark harness once in quick mode. Fails when anything fails.
 set -euo pipefail
@@ -19,7 +20,8 @@ if ((${#need[@]})); then
   apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
-step "web demo packages"
+step "npm packages (typescript client, web demo)"
+(cd typescript && npm ci --no-audit --no-fund)
 (cd web-demo && npm ci --no-audit --no-fund)
 
 step "cargo fmt --check"
@@ -37,7 +39,10 @@ cargo build --workspace --bins
 step "cargo test"
 cargo test --workspace
 
-step "web demo: protocol vectors and browser tests (Chromium)"
+step "typescript client: build, protocol vectors, tests against tetherd"
+(cd typescript && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)
+
+step "web demo: typecheck and browser tests (Chromium)"
 (cd web-demo && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)
 
 if [[ -d bench ]]; then
