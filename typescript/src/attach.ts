@@ -221,7 +221,9 @@ export class Attachment {
     const signal = this.options.signal;
     if (signal) {
       signal.throwIfAborted();
-      signal.addEventListener("abort", () => this.fail(signal.reason, "closed"), { once: true });
+      const onAbort = () => this.fail(signal.reason, "closed");
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.lifetime.signal.addEventListener("abort", () => signal.removeEventListener("abort", onAbort), { once: true });
     }
     await this.connectLoop();
     if (this.state === "closed" && !this.exitKnown) throw this.failure ?? new ClosedError("closed before it opened");
@@ -518,7 +520,8 @@ export class Attachment {
 
   private checkWritable(): void {
     if (this.options.readonly) throw new InvalidArgumentError("this attachment is read-only");
-    if (this.isDone()) throw new ClosedError(this.state === "exited" ? "the process has exited" : "the attachment has ended");
+    if (this.exitKnown) throw new ClosedError("the process has exited");
+    if (this.isDone()) throw new ClosedError("the attachment has ended");
   }
 
   private async send(frame: ClientFrame): Promise<void> {
