@@ -409,7 +409,7 @@ export class Attachment {
     this.socket = undefined;
     this.generation += 1; // ignore the old socket's late frames and close
     this.stopIdleTimer();
-    closeQuietly(socket);
+    closeQuietly(socket, true);
     this.state = "reconnecting";
     if (this.complete()) return this.finishExited();
     this.options.onReconnecting?.(0, 0, reason);
@@ -584,10 +584,17 @@ export class Attachment {
   }
 }
 
-function closeQuietly(socket: WebSocketLike | undefined): void {
+/**
+ * Closes a socket without waiting for anything. A connection taken as lost
+ * (`hard`) is torn down at once where the library allows it (`ws`'s
+ * `terminate`), rather than waiting out a close handshake nobody answers.
+ */
+function closeQuietly(socket: WebSocketLike | undefined, hard = false): void {
   if (!socket) return;
   try {
-    if (socket.readyState <= OPEN) socket.close(1000);
+    const terminate = (socket as unknown as { terminate?: () => void }).terminate;
+    if (hard && typeof terminate === "function") terminate.call(socket);
+    else if (socket.readyState <= OPEN) socket.close(1000);
   } catch {
     // Already closing: nothing to do.
   }

@@ -49,7 +49,7 @@ export class StreamState {
   received = 0;
   maxBuffered = 0;
   droppedBytes = 0;
-  private waiter: (() => void) | undefined;
+  private waiters: Array<() => void> = [];
 
   constructor(
     readonly name: StreamName,
@@ -117,13 +117,11 @@ export class StreamState {
   }
 
   wake(): void {
-    const w = this.waiter;
-    this.waiter = undefined;
-    w?.();
+    for (const w of this.waiters.splice(0)) w();
   }
 
   wait(): Promise<void> {
-    return new Promise((resolve) => (this.waiter = resolve));
+    return new Promise((resolve) => this.waiters.push(resolve));
   }
 
   stats(): StreamStats {

@@ -2,7 +2,8 @@
 // mid-stream, credit per stream, an interactive PTY, dropped notices, abort.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { ClosedError, TetherClient, type Chunk } from "@tether/client";
+import WebSocket from "ws";
+import { ClosedError, InvalidArgumentError, setDefaultWebSocket, TetherClient, type Chunk, type WebSocketConstructor } from "@tether/client";
 import { startCuttingProxy, startServer, within, type TestServer } from "./harness.js";
 
 let server: TestServer;
@@ -154,4 +155,62 @@ test("an aborted attachment rejects its readers and exit with the reason; the pr
   await assert.rejects(within(5_000, a.exit, "exit"), /stop/);
   assert.equal((await client.get(p.id)).status, "running");
   await client.kill(p.id);
+});
+
+test("output evicted while disconnected comes back as one dropped chunk, then the tail", { timeout: 60_000 }, async () => {
+  const proxy = await startCuttingProxy(server.port);
+  try {
+    const viaProxy = new TetherClient({ baseUrl: proxy.url, retry: { initialBackoffMs: 50, maxBackoffMs: 200 } });
+    // Drop mode with a small retention: what nobody reads in time is evicted.
+    const p = await client.spawn({ command: "echo first; read -r x; head -c 100000 /dev/zero; echo tail", stdin: true, retain_bytes: 4096 });
+    const reconnecting: string[] = [];
+    const a = await viaProxy.attach(p.id, { onReconnecting: (_ms, _n, reason) => reconnecting.push(reason) });
+    const it = a.stdout[Symbol.asyncIterator]();
+    await readUntil(it, /^first\n$/);
+    proxy.refuse();
+    proxy.cut();
+    // Past the proxy, the process writes 100 kB and exits while the
+    // attachment cannot reconnect.
+    await client.writeStdin(p.id, "go\n");
+    const done = await client.wait(p.id);
+    proxy.restore();
+    const rest: Chunk[] = [];
+    for (let r = await it.next(); !r.done; r = await it.next()) rest.push(r.value);
+    assert.ok(reconnecting.length > 0, "the attachment saw the connection go");
+    const [gap, ...tail] = rest;
+    assert.equal(gap?.type, "dropped");
+    assert.equal(gap.offset, "first\n".length);
+    const data = Buffer.concat(tail.map((c) => (c.type === "data" ? Buffer.from(c.data) : Buffer.alloc(0))));
+    assert.ok(tail.every((c) => c.type === "data"), "one dropped chunk, then data");
+    assert.equal(gap.offset + (gap as { length: number }).length + data.length, done.stdout_bytes);
+    assert.ok(data.toString().endsWith("tail\n"));
+    assert.ok(a.connections >= 2);
+  } finally {
+    await proxy.close();
+  }
+});
+
+test("the WebSocket implementation is injectable, and its absence is a clear error", async () => {
+  let made = 0;
+  class CountingWebSocket extends WebSocket {
+    constructor(url: string, protocols?: string | string[]) {
+      super(url, protocols);
+      made += 1;
+    }
+  }
+  const counted = new TetherClient({ baseUrl: server.url, WebSocket: CountingWebSocket as unknown as WebSocketConstructor });
+  assert.equal((await counted.exec("echo via-injected")).stdoutText, "via-injected\n");
+  assert.equal(made, 1);
+
+  // A runtime with no global WebSocket (Node 20) and nothing registered.
+  const global = Object.getOwnPropertyDescriptor(globalThis, "WebSocket");
+  if (global) delete (globalThis as { WebSocket?: unknown }).WebSocket;
+  setDefaultWebSocket(undefined);
+  try {
+    const p = await client.spawn({ command: "true" });
+    await assert.rejects(client.attach(p.id), (e: unknown) => e instanceof InvalidArgumentError && /no WebSocket implementation/.test(e.message));
+  } finally {
+    if (global) Object.defineProperty(globalThis, "WebSocket", global);
+    else setDefaultWebSocket(WebSocket as unknown as WebSocketConstructor);
+  }
 });

@@ -64,13 +64,18 @@ export interface CuttingProxy {
   readonly accepted: number;
   /** Resets every open connection (both sides). */
   cut(): void;
+  /** Refuses (resets) new connections until {@link CuttingProxy.restore}. */
+  refuse(): void;
+  restore(): void;
   close(): Promise<void>;
 }
 
 export async function startCuttingProxy(targetPort: number): Promise<CuttingProxy> {
   const pairs = new Set<[Socket, Socket]>();
   let accepted = 0;
+  let refusing = false;
   const server: Server = createServer((client) => {
+    if (refusing) return client.resetAndDestroy();
     accepted += 1;
     const upstream = connect(targetPort, "127.0.0.1");
     const pair: [Socket, Socket] = [client, upstream];
@@ -95,6 +100,12 @@ export async function startCuttingProxy(targetPort: number): Promise<CuttingProx
         client.resetAndDestroy();
         upstream.destroy();
       }
+    },
+    refuse() {
+      refusing = true;
+    },
+    restore() {
+      refusing = false;
     },
     close: () =>
       new Promise<void>((r) => {
