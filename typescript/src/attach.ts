@@ -11,12 +11,12 @@
 // socket, a long-poll of `wait` learns the final totals, so one stream can
 // end while the other is still unread on the server.
 
-import type { TetherClient } from "./client.js";
+import type { CallOptions, TetherClient } from "./client.js";
 import { checkSize } from "./client.js";
 import { ClosedError, InvalidArgumentError, ProtocolError, TetherError, TransportError } from "./errors.js";
 import { OutputStream, StreamState, type StreamStats } from "./output.js";
 import { decodeServerFrame, encodeClientFrame, SUBPROTOCOL, type ClientFrame, type ProcessInfo, type ServerFrame, type StreamName } from "./protocol.js";
-import { Backoff, type RetryPolicy } from "./retry.js";
+import { Backoff, sleep, type RetryPolicy } from "./retry.js";
 import { OPEN, type WebSocketLike } from "./websocket.js";
 
 /** Largest stdin payload per frame (the server accepts frames up to 1 MiB). */
@@ -128,6 +128,7 @@ export class Attachment {
   private eofSent = false;
   private skipPause: (() => void) | undefined;
   private lastSeen = 0;
+  private openedAt = 0;
   private idleTimer: ReturnType<typeof setInterval> | undefined;
 
   /** @internal Use {@link TetherClient.attach}. */
@@ -168,13 +169,14 @@ export class Attachment {
   /**
    * Writes to the process's stdin (a string is sent as UTF-8). Resolves once
    * the bytes are handed to the connection, or queued while reconnecting;
-   * waits while that queue or the socket's buffer is full.
+   * waits while that queue or the socket's buffer is full (`signal` ends the
+   * wait; pieces already handed over stay sent).
    */
-  async write(data: Uint8Array | string): Promise<void> {
+  async write(data: Uint8Array | string, options: CallOptions = {}): Promise<void> {
     const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
     this.checkWritable();
     for (let at = 0; at < bytes.length; at += MAX_STDIN_FRAME) {
-      await this.send({ type: "stdin", data: bytes.subarray(at, at + MAX_STDIN_FRAME) });
+      await this.send({ type: "stdin", data: bytes.subarray(at, at + MAX_STDIN_FRAME) }, options.signal);
     }
   }
 
@@ -297,15 +299,15 @@ export class Attachment {
         if (settled) return;
         settled = true;
         clearTimeout(connectTimer);
-        if (error === undefined) resolve();
-        else reject(error);
+        if (error === undefined) return resolve();
+        // This socket is abandoned: its late events are ignored.
+        if (generation === this.generation) this.generation += 1;
+        closeQuietly(socket, true);
+        reject(error);
       };
       const connectTimeout = this.options.connectTimeoutMs ?? 10_000;
       const connectTimer = setTimeout(() => {
-        if (opened) return;
-        this.generation += 1;
-        socket.close();
-        settle(new TransportError(shownUrl, `no hello within ${connectTimeout} ms`, true));
+        if (!opened) settle(new TransportError(shownUrl, `no hello within ${connectTimeout} ms`, true));
       }, connectTimeout);
       // `ws` shows pings; they keep a quiet connection counted as alive.
       const on = (socket as unknown as { on?: (event: string, f: () => void) => void }).on;
@@ -380,6 +382,7 @@ export class Attachment {
   /** A `hello` arrived on `socket`: it carries the attachment from now on. */
   private opened(socket: WebSocketLike, process: ProcessInfo): void {
     const resumed = this.connections > 0;
+    this.openedAt = Date.now();
     this.socket = socket;
     this.connections += 1;
     this.state = "open";
@@ -411,6 +414,9 @@ export class Attachment {
     this.stopIdleTimer();
     closeQuietly(socket, true);
     this.state = "reconnecting";
+    // A connection that lived a while ends a run of failures: the next
+    // outage gets a fresh budget (data frames reset it too).
+    if (Date.now() - this.openedAt > 1000) this.backoff.reset();
     if (this.complete()) return this.finishExited();
     this.options.onReconnecting?.(0, 0, reason);
     void this.connectLoop();
@@ -524,8 +530,9 @@ export class Attachment {
     if (this.isDone()) throw new ClosedError("the attachment has ended");
   }
 
-  private async send(frame: ClientFrame): Promise<void> {
+  private async send(frame: ClientFrame, signal?: AbortSignal): Promise<void> {
     for (;;) {
+      signal?.throwIfAborted();
       if (this.isDone()) throw new ClosedError("the attachment has ended");
       if (this.isLive()) {
         const buffered = (this.socket as unknown as { bufferedAmount?: number }).bufferedAmount ?? 0;
@@ -533,7 +540,7 @@ export class Attachment {
           this.socket!.send(encodeClientFrame(frame));
           return;
         }
-        await new Promise((r) => setTimeout(r, 5)); // the standard API has no drain event
+        await sleep(5, signal); // the standard API has no drain event
         continue;
       }
       const size = frame.type === "stdin" ? frame.data.length : 16;
@@ -543,7 +550,10 @@ export class Attachment {
         this.outboxBytes += size;
         return;
       }
-      await new Promise<void>((r) => this.outboxWaiters.push(r));
+      await new Promise<void>((resolve, reject) => {
+        this.outboxWaiters.push(resolve);
+        signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+      });
     }
   }
 
