@@ -214,3 +214,12 @@ test("the WebSocket implementation is injectable, and its absence is a clear err
     else setDefaultWebSocket(WebSocket as unknown as WebSocketConstructor);
   }
 });
+
+test("a read-only attachment refuses input locally and still reads", async () => {
+  const p = await client.spawn({ command: "echo watched", stdin: true });
+  const a = await client.attach(p.id, { readonly: true });
+  await assert.rejects(a.write("x"), InvalidArgumentError);
+  await assert.rejects(a.signal("TERM"), InvalidArgumentError);
+  assert.equal(await a.stdout.text(), "watched\n");
+  assert.equal((await a.exit).exit_code, 0);
+});

@@ -159,6 +159,52 @@ export async function startFlakyFront(targetPort: number, failures: number, matc
   };
 }
 
+/**
+ * An HTTP front that forwards every request but, for the first `losses`
+ * whose method and path match, drops the connection instead of passing the
+ * answer back: the request took effect and its answer was lost.
+ */
+export interface LossyFront {
+  url: string;
+  /** Answers dropped so far. */
+  readonly lost: number;
+  close(): Promise<void>;
+}
+
+export async function startLossyFront(targetPort: number, losses: number, method: string, match: RegExp): Promise<LossyFront> {
+  let lost = 0;
+  const server = createHttpServer((req, res) => {
+    const upstream = httpRequest(
+      { host: "127.0.0.1", port: targetPort, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        if (lost < losses && req.method === method && match.test(req.url ?? "")) {
+          lost += 1;
+          answer.resume();
+          res.socket?.destroy();
+          return;
+        }
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get lost() {
+      return lost;
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
 /** A loopback port with nothing listening (bound, then released). */
 export async function closedPort(): Promise<number> {
   const server = createServer();

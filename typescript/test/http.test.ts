@@ -3,7 +3,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { HttpError, RetryBudgetExhaustedError, TetherClient } from "@tether/client";
-import { closedPort, startFlakyFront, startServer, within, type TestServer } from "./harness.js";
+import { closedPort, startFlakyFront, startLossyFront, startServer, within, type TestServer } from "./harness.js";
 
 let server: TestServer;
 let client: TetherClient;
@@ -110,4 +110,38 @@ test("wait honours an AbortSignal", async () => {
   const error = await failure(waiting);
   assert.equal((error as Error).message, "enough");
   await client.kill(p.id);
+});
+
+test("a spawn whose answer is lost is retried with the same key and starts once", async () => {
+  const front = await startLossyFront(server.port, 2, "POST", /^\/v1\/processes$/);
+  try {
+    const viaFront = new TetherClient({ baseUrl: front.url, retry: { initialBackoffMs: 20 } });
+    const marker = `spawned-once-${Math.random().toString(36).slice(2)}`;
+    const p = await within(20_000, viaFront.spawn({ command: `echo ${marker}` }), "spawn");
+    assert.equal(front.lost, 2);
+    const started = (await client.list()).filter((q) => q.argv.join(" ").includes(marker));
+    assert.deepEqual(started.map((q) => q.id), [p.id]);
+  } finally {
+    await front.close();
+  }
+});
+
+test("signal and stdin over HTTP reach the process", async () => {
+  const p = await client.spawn({ command: "trap 'echo got-usr1; exit 4' USR1; read -r line; echo \"line:$line\"; while :; do sleep 0.05; done", stdin: true });
+  await client.writeStdin(p.id, "hello\n");
+  const a = await client.attach(p.id);
+  const it = a.stdout[Symbol.asyncIterator]();
+  let seen = "";
+  while (!seen.includes("line:hello\n")) {
+    const r = await within(10_000, it.next(), "line");
+    if (r.done) break;
+    if (r.value.type === "data") seen += Buffer.from(r.value.data).toString();
+  }
+  await client.signal(p.id, "USR1");
+  const done = await within(10_000, a.exit, "exit");
+  assert.deepEqual([done.exit_code, done.reason], [4, "exit"]);
+  // A signal to an exited process is refused, not silently dropped.
+  const late = await failure(client.signal(p.id, "TERM"));
+  assert.ok(late instanceof HttpError);
+  assert.equal(late.code, "not_running");
 });
