@@ -99,15 +99,19 @@ export class TetherClient {
    * so the command starts at most once however often it is retried.
    */
   async spawn(request: SpawnRequest, options: CallOptions = {}): Promise<ProcessInfo> {
-    const key = randomKey();
-    return this.retried(() => this.requestJson({ method: "POST", path: "/v1/processes", json: request, idempotencyKey: key, signal: options.signal }), options.signal).then(
-      (body) => parseProcess(body),
+    const { signal } = options;
+    const idempotencyKey = randomKey();
+    const body = await this.retried(
+      () => this.requestJson({ method: "POST", path: "/v1/processes", json: request, idempotencyKey, signal }),
+      signal,
     );
+    return parseProcess(body);
   }
 
   /** `GET /v1/processes/{id}` (retried when transient). 404 `not_found` for an unknown id. */
   async get(id: string, options: CallOptions = {}): Promise<ProcessInfo> {
-    const body = await this.retried(() => this.requestJson({ method: "GET", path: `/v1/processes/${segment(id)}`, signal: options.signal }), options.signal);
+    const { signal } = options;
+    const body = await this.retried(() => this.requestJson({ method: "GET", path: `/v1/processes/${segment(id)}`, signal }), signal);
     return parseProcess(body);
   }
 
@@ -118,7 +122,8 @@ export class TetherClient {
 
   /** `GET /v1/processes`: every process the server knows (retried when transient). */
   async list(options: CallOptions = {}): Promise<ProcessInfo[]> {
-    const body = await this.retried(() => this.requestJson({ method: "GET", path: "/v1/processes", signal: options.signal }), options.signal);
+    const { signal } = options;
+    const body = await this.retried(() => this.requestJson({ method: "GET", path: "/v1/processes", signal }), signal);
     if (!Array.isArray(body)) throw new ProtocolError("GET /v1/processes: expected an array of processes");
     return body.map((p) => parseProcess(p));
   }
