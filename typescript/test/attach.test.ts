@@ -108,6 +108,10 @@ test("an interactive PTY: arithmetic, resize and the exit code", { timeout: 60_0
   await a.resize(100, 30);
   await a.write("stty size\r");
   await readUntil(it, /(?<!\d)30 100\r\n/);
+  // The same over HTTP.
+  await client.resize(a.id, 90, 20);
+  await a.write("stty size\r");
+  await readUntil(it, /(?<!\d)20 90\r\n/);
   await a.write("exit 7\r");
   const info = await within(20_000, a.exit, "exit");
   assert.deepEqual([info.exit_code, info.reason], [7, "exit"]);
