@@ -117,7 +117,8 @@ function attach(id: string, offsets = { stdout: 0, stderr: 0 }): void {
       onOpen: (process, resumed) => {
         setStatus(`${resumed ? "reconnected" : "attached"}: ${process.argv.join(" ")} (${id})`, "ok");
         // The PTY follows this tab's size; another tab may have changed it.
-        current.resize(term.cols, term.rows);
+        // A process on pipes has no size (the server refuses a resize).
+        if (process.tty) current.resize(term.cols, term.rows);
       },
       onReconnecting: (delayMs, attempt, reason) =>
         setStatus(`disconnected (${reason}); reconnecting in ${(delayMs / 1000).toFixed(1)} s, attempt ${attempt}`, "bad"),
@@ -232,7 +233,9 @@ async function refreshSessions(): Promise<void> {
 // mouse reports as binary strings (one byte per char).
 term.onData((data) => attachment?.sendStdin(encoder.encode(data)));
 term.onBinary((data) => attachment?.sendStdin(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff)));
-term.onResize(({ cols, rows }) => attachment?.resize(cols, rows));
+term.onResize(({ cols, rows }) => {
+  if (attachment?.process?.tty) attachment.resize(cols, rows);
+});
 
 // Refit at most once per frame while the window is being resized.
 let fitPending = false;
