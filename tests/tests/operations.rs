@@ -161,3 +161,27 @@ async fn a_terminal_size_out_of_range_is_refused_alike_at_spawn_resize_and_over_
         .await;
     attachment.until_exit().await;
 }
+
+#[tokio::test]
+async fn signals_go_to_running_processes_only_and_bad_names_are_rejected() {
+    let server = TestServer::start();
+    let process = server.sh("sleep 30", json!({})).await;
+    let path = format!("/v1/processes/{}/signal", process.id);
+    let (status, body) = server.post(&path, json!({"signal": "BOGUS"})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_request"))
+    );
+    assert!(!server.status(&process.id).await.is_exited());
+    let (status, _) = server.post(&path, json!({"signal": "TERM"})).await;
+    assert_eq!(status, 200);
+    let exit = server.wait_exit(&process.id).await;
+    assert_eq!(exit.reason, Some(ExitReason::Signal));
+    assert_eq!(exit.signal.as_deref(), Some("TERM"));
+    assert_eq!(exit.exit_code, Some(143));
+    let (status, body) = server.post(&path, json!({"signal": "TERM"})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("not_running"))
+    );
+}
