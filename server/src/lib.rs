@@ -3,7 +3,7 @@
 //!
 //! A map of the crate, in the order data flows:
 //! - [`process`]: [`process::Process`], one known process and the one
-//!   policy for each operation on it; its life in [`process::spawn`],
+//!   policy for each operation on it; its life in [`process::spawn`](mod@process::spawn),
 //!   [`process::capture`], [`process::stdin`], [`process::supervise`].
 //! - [`pty`]: the PTY master on tokio's reactor (no thread per session).
 //! - [`session`]: signalling and killing a whole session via /proc.

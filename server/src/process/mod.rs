@@ -4,7 +4,7 @@
 //! they come through.
 //!
 //! The parts of its life are apart, in the order a process lives them:
-//! [`spawn`] starts it and its tasks, [`capture`] reads each output fd into
+//! [`spawn`](mod@spawn) starts it and its tasks, [`capture`] reads each output fd into
 //! the retained output, [`stdin`] writes what clients send, and
 //! [`supervise`] alone owns the OS child: it reaps it, fires the deadline,
 //! serves signals and kills, and publishes the exit.

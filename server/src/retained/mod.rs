@@ -5,7 +5,7 @@
 //! cursor, release what a reader was sent, wait for room) and the matching
 //! wake-up happens here.
 //!
-//! The bytes live in a pure ring per stream ([`ring::StreamBuffer`]); this
+//! The bytes live in a pure ring per stream (`ring::StreamBuffer`); this
 //! owner adds the lock, the wake-ups and the block-mode rules, all in the
 //! "Block mode" section below. A disk-backed log would replace the ring
 //! behind these same methods.
@@ -238,7 +238,7 @@ impl RetainedOutput {
     }
 
     /// The program has been reaped: what is left in its pipe is finite, so
-    /// a block-mode stream may grow by [`EXIT_SLACK`] to take it without
+    /// a block-mode stream may grow by `EXIT_SLACK` (1 MiB) to take it without
     /// waiting for a reader (the drain bound still stops a descendant that
     /// writes on).
     pub fn reaped(&self, stream: StreamName) {
