@@ -80,6 +80,32 @@ async fn an_idempotency_key_never_starts_a_command_twice() {
 }
 
 #[tokio::test]
+async fn concurrent_requests_with_one_idempotency_key_start_one_process() {
+    let server = TestServer::start();
+    let send = || {
+        server
+            .http
+            .post(server.url("/v1/processes"))
+            .header("Idempotency-Key", "k-concurrent")
+            .json(&json!({"argv": ["sleep", "5"]}))
+            .send()
+    };
+    let answers = futures_util::future::join_all((0..8).map(|_| send())).await;
+    let mut ids = Vec::new();
+    let mut created = 0;
+    for answer in answers {
+        let answer = answer.unwrap();
+        created += usize::from(answer.status() == 201);
+        let body: serde_json::Value = answer.json().await.unwrap();
+        ids.push(body["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(created, 1, "exactly one request started it");
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    let (_, list) = server.get("/v1/processes").await;
+    assert_eq!(list.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn stdin_defaults_to_dev_null_so_readers_cannot_hang() {
     let server = TestServer::start();
     let process = server.sh("cat; echo eof", json!({})).await;
