@@ -71,6 +71,79 @@ pub struct ResizeRequest {
 /// The largest accepted terminal width or height.
 pub const MAX_TERMINAL_SIZE: u32 = 4096;
 
+/// A terminal size that is in range: 1 to [`MAX_TERMINAL_SIZE`] columns and
+/// rows. Built only by [`TermSize::new`], the one check of a size, whether it
+/// came with a spawn request, a resize request or a `resize` frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TermSize {
+    cols: u16,
+    rows: u16,
+}
+
+/// A terminal size out of range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "terminal size {cols}x{rows} is out of range: cols and rows must be 1 to {MAX_TERMINAL_SIZE}"
+)]
+pub struct BadTermSize {
+    /// The columns asked for.
+    pub cols: u32,
+    /// The rows asked for.
+    pub rows: u32,
+}
+
+impl TermSize {
+    /// The size a PTY gets when the spawn request names none.
+    pub const DEFAULT: TermSize = TermSize { cols: 80, rows: 24 };
+
+    /// Checks a size.
+    pub fn new(cols: u32, rows: u32) -> Result<TermSize, BadTermSize> {
+        let fits = |n: u32| (1..=MAX_TERMINAL_SIZE).contains(&n);
+        if !fits(cols) || !fits(rows) {
+            return Err(BadTermSize { cols, rows });
+        }
+        // Both fit in u16: MAX_TERMINAL_SIZE is 4096.
+        Ok(TermSize {
+            cols: cols as u16,
+            rows: rows as u16,
+        })
+    }
+
+    /// Columns.
+    pub fn cols(self) -> u16 {
+        self.cols
+    }
+
+    /// Rows.
+    pub fn rows(self) -> u16 {
+        self.rows
+    }
+}
+
+impl ResizeRequest {
+    /// The size asked for, checked.
+    pub fn size(self) -> Result<TermSize, BadTermSize> {
+        TermSize::new(self.cols, self.rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_size_is_one_to_the_maximum_each_way() {
+        assert!(TermSize::new(1, 1).is_ok());
+        assert!(TermSize::new(MAX_TERMINAL_SIZE, MAX_TERMINAL_SIZE).is_ok());
+        for (cols, rows) in [(0, 10), (10, 0), (MAX_TERMINAL_SIZE + 1, 10), (u32::MAX, 1)] {
+            let error = TermSize::new(cols, rows).unwrap_err();
+            assert!(error.to_string().contains("out of range"), "{error}");
+        }
+        let size = TermSize::new(120, 40).unwrap();
+        assert_eq!((size.cols(), size.rows()), (120, 40));
+    }
+}
+
 /// Every error response: `{"error": {"code": "...", "message": "..."}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {

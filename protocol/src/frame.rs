@@ -116,7 +116,7 @@ pub enum ClientFrame {
         /// Signal name.
         signal: String,
     },
-    /// Set the PTY window size (accepted and ignored for pipes).
+    /// Set the PTY window size (refused with an `error` frame for pipes).
     Resize {
         /// Columns.
         cols: u32,
@@ -184,11 +184,17 @@ fn frame_type(bytes: &[u8]) -> Result<String, DecodeError> {
         .map_err(|e| DecodeError::Malformed(e.to_string()))
 }
 
-/// Step two: the fields of a frame whose type is known. Field structs ignore
-/// the `type` key, so they decode from the same map.
-fn fields<T: DeserializeOwned>(kind: &str, bytes: &[u8]) -> Result<T, DecodeError> {
+/// Both steps: the `type` first, so that an unknown one is told apart
+/// from bad fields of a known one; then the whole frame through its serde
+/// derive (the `type` tag picks the variant), so the enum above is the only
+/// description of each frame's fields.
+fn decode<T: DeserializeOwned>(bytes: &[u8], known: &[&str]) -> Result<T, DecodeError> {
+    let kind = frame_type(bytes)?;
+    if !known.contains(&kind.as_str()) {
+        return Err(DecodeError::UnknownType(kind));
+    }
     rmp_serde::from_slice::<T>(bytes).map_err(|e| DecodeError::InvalidFields {
-        kind: kind.to_string(),
+        kind,
         message: e.to_string(),
     })
 }
@@ -197,59 +203,6 @@ fn encode<T: Serialize>(frame: &T) -> Vec<u8> {
     // Serializing these plain structs into a Vec cannot fail: every field is
     // a string, integer, bool, byte array, option or nested struct.
     rmp_serde::to_vec_named(frame).unwrap_or_default()
-}
-
-mod wire {
-    //! One struct per frame body, for step two of decoding.
-    use super::*;
-
-    #[derive(Deserialize)]
-    pub struct Data {
-        pub offset: u64,
-        #[serde(with = "serde_bytes")]
-        pub data: Vec<u8>,
-    }
-    #[derive(Deserialize)]
-    pub struct Hello {
-        pub version: u32,
-        pub process: ProcessInfo,
-        pub stdout: u64,
-        pub stderr: u64,
-    }
-    #[derive(Deserialize)]
-    pub struct Dropped {
-        pub stream: StreamName,
-        pub offset: u64,
-        pub length: u64,
-    }
-    #[derive(Deserialize)]
-    pub struct Exit {
-        pub process: ProcessInfo,
-    }
-    #[derive(Deserialize)]
-    pub struct Error {
-        pub code: String,
-        pub message: String,
-    }
-    #[derive(Deserialize)]
-    pub struct Stdin {
-        #[serde(with = "serde_bytes")]
-        pub data: Vec<u8>,
-    }
-    #[derive(Deserialize)]
-    pub struct Signal {
-        pub signal: String,
-    }
-    #[derive(Deserialize)]
-    pub struct Resize {
-        pub cols: u32,
-        pub rows: u32,
-    }
-    #[derive(Deserialize)]
-    pub struct Credit {
-        pub stream: StreamName,
-        pub bytes: u64,
-    }
 }
 
 impl ServerFrame {
@@ -286,53 +239,12 @@ impl ServerFrame {
 
     /// Decodes a frame sent by a server.
     pub fn decode(bytes: &[u8]) -> Result<ServerFrame, DecodeError> {
-        let kind = frame_type(bytes)?;
-        Ok(match kind.as_str() {
-            "hello" => {
-                let f: wire::Hello = fields(&kind, bytes)?;
-                ServerFrame::Hello {
-                    version: f.version,
-                    process: f.process,
-                    stdout: f.stdout,
-                    stderr: f.stderr,
-                }
-            }
-            "stdout" => {
-                let f: wire::Data = fields(&kind, bytes)?;
-                ServerFrame::Stdout {
-                    offset: f.offset,
-                    data: f.data,
-                }
-            }
-            "stderr" => {
-                let f: wire::Data = fields(&kind, bytes)?;
-                ServerFrame::Stderr {
-                    offset: f.offset,
-                    data: f.data,
-                }
-            }
-            "dropped" => {
-                let f: wire::Dropped = fields(&kind, bytes)?;
-                ServerFrame::Dropped {
-                    stream: f.stream,
-                    offset: f.offset,
-                    length: f.length,
-                }
-            }
-            "exit" => {
-                let f: wire::Exit = fields(&kind, bytes)?;
-                ServerFrame::Exit { process: f.process }
-            }
-            "error" => {
-                let f: wire::Error = fields(&kind, bytes)?;
-                ServerFrame::Error {
-                    code: f.code,
-                    message: f.message,
-                }
-            }
-            _ => return Err(DecodeError::UnknownType(kind)),
-        })
+        decode(bytes, Self::TYPES)
     }
+
+    /// Every `type` a server sends.
+    const TYPES: &'static [&'static str] =
+        &["hello", "stdout", "stderr", "dropped", "exit", "error"];
 }
 
 impl ClientFrame {
@@ -343,32 +255,9 @@ impl ClientFrame {
 
     /// Decodes a frame sent by a client.
     pub fn decode(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
-        let kind = frame_type(bytes)?;
-        Ok(match kind.as_str() {
-            "stdin" => {
-                let f: wire::Stdin = fields(&kind, bytes)?;
-                ClientFrame::Stdin { data: f.data }
-            }
-            "stdin_eof" => ClientFrame::StdinEof,
-            "signal" => {
-                let f: wire::Signal = fields(&kind, bytes)?;
-                ClientFrame::Signal { signal: f.signal }
-            }
-            "resize" => {
-                let f: wire::Resize = fields(&kind, bytes)?;
-                ClientFrame::Resize {
-                    cols: f.cols,
-                    rows: f.rows,
-                }
-            }
-            "credit" => {
-                let f: wire::Credit = fields(&kind, bytes)?;
-                ClientFrame::Credit {
-                    stream: f.stream,
-                    bytes: f.bytes,
-                }
-            }
-            _ => return Err(DecodeError::UnknownType(kind)),
-        })
+        decode(bytes, Self::TYPES)
     }
+
+    /// Every `type` a client sends.
+    const TYPES: &'static [&'static str] = &["stdin", "stdin_eof", "signal", "resize", "credit"];
 }

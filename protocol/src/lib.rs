@@ -16,8 +16,10 @@ pub mod frame;
 pub mod process;
 pub mod signal;
 
+pub use api::TermSize;
 pub use frame::{ClientFrame, DecodeError, ServerFrame, StreamName};
 pub use process::{ExitReason, Overflow, ProcessInfo, ProcessStatus};
+pub use signal::Signal;
 
 /// The WebSocket subprotocol name. Bump the suffix for incompatible changes.
 pub const SUBPROTOCOL: &str = "tether.v1";

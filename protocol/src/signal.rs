@@ -26,6 +26,47 @@ pub fn parse_signal(text: &str) -> Option<(&'static str, i32)> {
     SIGNALS.iter().copied().find(|(n, _)| *n == name)
 }
 
+/// A signal the API accepts: parsed once, from a name (`TERM`, `SIGTERM`,
+/// `term`) or a number (`15`), wherever a request names one (HTTP `signal`
+/// body, `signal` frame), so every entry point accepts the same and refuses
+/// with the same message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signal {
+    name: &'static str,
+    number: i32,
+}
+
+/// A signal name or number that is not in [`SIGNALS`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown signal {0:?}; use one of HUP INT QUIT KILL USR1 USR2 TERM CONT STOP WINCH (or its number)")]
+pub struct UnknownSignal(pub String);
+
+impl Signal {
+    /// Parses a name or number; see [`parse_signal`].
+    pub fn parse(text: &str) -> Result<Signal, UnknownSignal> {
+        parse_signal(text)
+            .map(|(name, number)| Signal { name, number })
+            .ok_or_else(|| UnknownSignal(text.to_string()))
+    }
+
+    /// The canonical name, without `SIG`.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// The Linux signal number.
+    pub fn number(self) -> i32 {
+        self.number
+    }
+}
+
+impl std::str::FromStr for Signal {
+    type Err = UnknownSignal;
+    fn from_str(text: &str) -> Result<Signal, UnknownSignal> {
+        Signal::parse(text)
+    }
+}
+
 /// The name (without `SIG`) of a signal number, for any Linux signal.
 pub fn signal_name(number: i32) -> String {
     const ALL: &[&str] = &[
@@ -51,6 +92,18 @@ mod tests {
         assert_eq!(parse_signal("BOGUS"), None);
         assert_eq!(parse_signal("-1"), None);
         assert_eq!(parse_signal(""), None);
+    }
+
+    #[test]
+    fn a_signal_parses_once_and_refuses_with_one_message() {
+        let term = Signal::parse("sigterm").unwrap();
+        assert_eq!((term.name(), term.number()), ("TERM", 15));
+        let error = Signal::parse("BOGUS").unwrap_err();
+        assert!(error.to_string().contains("use one of HUP INT"), "{error}");
+        // The message names every accepted signal.
+        for (name, _) in SIGNALS {
+            assert!(error.to_string().contains(name), "{name}");
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use tether_protocol::api::{ErrorBody, ErrorDetail};
+use tether_protocol::api::{BadTermSize, ErrorBody, ErrorDetail};
+use tether_protocol::signal::UnknownSignal;
 
 /// Everything a request can fail with. Each variant says what the caller
 /// can do about it.
@@ -13,6 +14,18 @@ pub enum ApiError {
     /// The request is malformed or its arguments are invalid: fix it.
     #[error("{0}")]
     InvalidRequest(String),
+    /// A signal name or number the API does not accept.
+    #[error(transparent)]
+    UnknownSignal(#[from] UnknownSignal),
+    /// A terminal size out of range.
+    #[error(transparent)]
+    BadTermSize(#[from] BadTermSize),
+    /// Resize of a process that runs on pipes.
+    #[error("process {0} has no terminal (tty: false)")]
+    NoTerminal(String),
+    /// An attachment opened with `readonly=1` asked to act on the process.
+    #[error("this attachment is read-only (readonly=1)")]
+    ReadOnly,
     /// No process with that id (it never existed or has been forgotten).
     #[error("no process with id {0:?}")]
     NotFound(String),
@@ -68,7 +81,11 @@ impl ApiError {
     /// HTTP status and stable error code.
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
-            ApiError::InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::InvalidRequest(_)
+            | ApiError::UnknownSignal(_)
+            | ApiError::BadTermSize(_)
+            | ApiError::NoTerminal(_)
+            | ApiError::ReadOnly => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             ApiError::NotRunning(_) => (StatusCode::CONFLICT, "not_running"),

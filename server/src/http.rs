@@ -19,8 +19,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
-use tether_protocol::signal::parse_signal;
-use tether_protocol::{ExitReason, ProcessInfo, StreamName, SUBPROTOCOL};
+use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 
 use crate::attach::{self, AttachOptions};
 use crate::error::ApiError;
@@ -66,7 +65,7 @@ async fn metrics(State(table): State<AppState>) -> impl IntoResponse {
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        table.metrics.render(&table),
+        table.metrics.render(table.gauges()),
     )
 }
 
@@ -124,7 +123,7 @@ async fn spawn(
         ),
         None => None,
     };
-    let (process, new) = table.spawn(request, key)?;
+    let (process, new) = table.spawn(request, key).await?;
     let status = if new {
         StatusCode::CREATED
     } else {
@@ -198,15 +197,7 @@ async fn signal(
 ) -> ApiResult<Json<ProcessInfo>> {
     let request: SignalRequest = json_body(body, table.config().max_body_bytes)?;
     let process = table.get(&id)?;
-    let (_, number) = parse_signal(&request.signal).ok_or_else(|| {
-        ApiError::InvalidRequest(format!(
-            "unknown signal {:?}; use one of HUP INT QUIT KILL USR1 USR2 TERM CONT STOP WINCH",
-            request.signal
-        ))
-    })?;
-    let signal = nix::sys::signal::Signal::try_from(number)
-        .map_err(|_| ApiError::InvalidRequest(format!("unknown signal {number}")))?;
-    process.signal(signal).await?;
+    process.signal(Signal::parse(&request.signal)?).await?;
     Ok(Json(process.info()))
 }
 
@@ -235,13 +226,7 @@ async fn resize(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
     let request: ResizeRequest = json_body(body, table.config().max_body_bytes)?;
-    let process = table.get(&id)?;
-    if !process.tty {
-        return Err(ApiError::InvalidRequest(format!(
-            "process {id} has no terminal (tty: false)"
-        )));
-    }
-    process.resize(request.cols, request.rows)?;
+    table.get(&id)?.resize(request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -260,10 +245,10 @@ async fn attach(
     })?;
     let mut start = [0u64; 2];
     {
-        let out = process.output();
+        let totals = process.output().totals();
         for stream in StreamName::ALL {
             if let Some(offset) = query_u64(&query, stream.as_str())? {
-                let end = out.stream(stream).end();
+                let end = totals[stream.index()];
                 if offset > end {
                     return Err(ApiError::InvalidRequest(format!(
                         "{} offset {offset} is past the end of the stream ({end} bytes so far)",

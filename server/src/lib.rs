@@ -2,17 +2,19 @@
 //! the first byte, and lets WebSocket clients attach to them.
 //!
 //! A map of the crate, in the order data flows:
-//! - [`spawn`]: spawn a process, capture each output fd into its retained
-//!   buffer, write stdin, enforce the deadline, reap, publish the exit.
+//! - [`process`]: [`process::Process`], one known process and the one
+//!   policy for each operation on it; its life in [`process::spawn`](mod@process::spawn),
+//!   [`process::capture`], [`process::stdin`], [`process::supervise`].
 //! - [`pty`]: the PTY master on tokio's reactor (no thread per session).
-//! - [`session`]: killing a whole session via /proc.
-//! - [`retained`]: [`retained::RetainedOutput`], per-stream bounded buffers
-//!   addressed by absolute offset, with block-mode floors.
-//! - [`process`]: [`process::Process`], one known process and its handles.
+//! - [`session`]: signalling and killing a whole session via /proc.
+//! - [`retained`]: [`retained::RetainedOutput`], the one owner of a
+//!   process's retained output, its lock and its wake-ups; the pure ring
+//!   inside it.
 //! - [`table`]: [`table::ProcessTable`], admission, limits, idempotency,
 //!   forgetting exited processes.
-//! - [`attach`]: one WebSocket attachment, cursor per stream -> socket.
+//! - [`attach`]: one WebSocket attachment: writer, reader, input queue.
 //! - [`http`], [`access`]: routes, token and Origin checks.
+//! - [`slots`]: bounded counts of attachments.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`error`]: every error with its status, code and close code.
 //! - [`config`]: flags and limits; [`server::run`] ties it together.
@@ -28,7 +30,7 @@ pub mod pty;
 pub mod retained;
 pub mod server;
 pub mod session;
-pub mod spawn;
+pub mod slots;
 pub mod table;
 
 pub use config::Config;

@@ -1,12 +1,22 @@
 //! Counters for `GET /metrics` (Prometheus text format). Plain atomics,
-//! updated where the event happens; gauges are computed at scrape time.
+//! updated where the event happens; gauges are counted at scrape time by
+//! whoever knows them and handed to [`Metrics::render`].
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tether_protocol::{ExitReason, StreamName};
 
-use crate::table::ProcessTable;
+/// The gauges of a scrape, counted by the process table.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gauges {
+    /// Known processes still running.
+    pub running: u64,
+    /// Known processes that have exited.
+    pub exited: u64,
+    /// Open attachments.
+    pub attachments: u64,
+}
 
 /// Every counter the server exports.
 #[derive(Debug, Default)]
@@ -46,11 +56,9 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
-    pub fn render(&self, table: &ProcessTable) -> String {
+    pub fn render(&self, gauges: Gauges) -> String {
         let mut out = String::new();
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let all = table.list();
-        let running = all.iter().filter(|p| p.is_running()).count();
         let mut metric = |name: &str, kind: &str, help: &str, rows: &[(String, u64)]| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for (labels, value) in rows {
@@ -62,18 +70,15 @@ impl Metrics {
             "gauge",
             "Known processes by status.",
             &[
-                ("{status=\"running\"}".into(), running as u64),
-                ("{status=\"exited\"}".into(), (all.len() - running) as u64),
+                ("{status=\"running\"}".into(), gauges.running),
+                ("{status=\"exited\"}".into(), gauges.exited),
             ],
         );
         metric(
             "tether_attachments",
             "gauge",
             "Open attachments.",
-            &[(
-                String::new(),
-                table.attachments.load(Ordering::Relaxed) as u64,
-            )],
+            &[(String::new(), gauges.attachments)],
         );
         metric(
             "tether_spawns_total",

@@ -10,8 +10,7 @@ use nix::pty::{grantpt, posix_openpt, ptsname_r, unlockpt, Winsize};
 use nix::sys::stat::Mode;
 use tokio::io::unix::AsyncFd;
 
-use crate::error::ApiError;
-use tether_protocol::api::MAX_TERMINAL_SIZE;
+use tether_protocol::TermSize;
 
 nix::ioctl_write_ptr_bad!(set_window_size, libc::TIOCSWINSZ, Winsize);
 
@@ -20,20 +19,10 @@ pub struct PtyMaster {
     fd: AsyncFd<OwnedFd>,
 }
 
-/// Rejects 0 and absurd sizes.
-pub fn validate_size(cols: u32, rows: u32) -> Result<(), ApiError> {
-    if cols == 0 || rows == 0 || cols > MAX_TERMINAL_SIZE || rows > MAX_TERMINAL_SIZE {
-        return Err(ApiError::InvalidRequest(format!(
-            "terminal size {cols}x{rows} is out of range: cols and rows must be 1 to {MAX_TERMINAL_SIZE}"
-        )));
-    }
-    Ok(())
-}
-
 /// Opens a PTY pair of the given size. Both fds are close-on-exec, so a
 /// concurrently spawned child never inherits them (an inherited slave would
 /// keep the master from ever reporting end of output).
-pub fn open(cols: u16, rows: u16) -> io::Result<(PtyMaster, OwnedFd)> {
+pub fn open(size: TermSize) -> io::Result<(PtyMaster, OwnedFd)> {
     let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)?;
     grantpt(&master)?;
     unlockpt(&master)?;
@@ -48,7 +37,7 @@ pub fn open(cols: u16, rows: u16) -> io::Result<(PtyMaster, OwnedFd)> {
     let pty = PtyMaster {
         fd: register(master)?,
     };
-    pty.resize(cols, rows)?;
+    pty.resize(size)?;
     Ok((pty, slave))
 }
 
@@ -73,10 +62,10 @@ impl PtyMaster {
     }
 
     /// Sets the window size; the foreground process group gets SIGWINCH.
-    pub fn resize(&self, cols: u16, rows: u16) -> io::Result<()> {
+    pub fn resize(&self, size: TermSize) -> io::Result<()> {
         let size = Winsize {
-            ws_row: rows,
-            ws_col: cols,
+            ws_row: size.rows(),
+            ws_col: size.cols(),
             ws_xpixel: 0,
             ws_ypixel: 0,
         };

@@ -2,52 +2,72 @@
 //! idempotency keys), lookup, and forgetting exited processes after their
 //! time-to-live.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tether_protocol::api::SpawnRequest;
-use tether_protocol::ExitReason;
+use tether_protocol::{ExitReason, TermSize};
+use tokio::sync::Notify;
 
 use crate::config::Config;
 use crate::error::ApiError;
-use crate::metrics::Metrics;
-use crate::process::Process;
-use crate::spawn::{spawn, SpawnPlan};
+use crate::metrics::{Gauges, Metrics};
+use crate::process::{spawn, Process, SpawnPlan};
+use crate::slots::Slots;
 
 #[derive(Default)]
 struct Entries {
     processes: HashMap<String, Arc<Process>>,
     /// Idempotency key -> (canonical request body, process id).
     idempotency: HashMap<String, (String, String)>,
-    /// Retention reserved by known processes.
+    /// Retention reserved by known processes and by those being started.
     reserved: u64,
+    /// Ids reserved by spawns under way (the table lock is not held while
+    /// the OS process is created).
+    starting: HashSet<String>,
 }
 
 /// Every process the server knows, running or exited.
 pub struct ProcessTable {
     config: Arc<Config>,
     entries: Mutex<Entries>,
-    /// Live attachments across all processes.
-    pub attachments: AtomicUsize,
+    /// Attachment slots across all processes (`--max-attachments`).
+    pub attachment_slots: Slots,
     /// Counters for `/metrics`.
     pub metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
+    /// Woken whenever a spawn under way has finished (or failed).
+    spawned: Notify,
+}
+
+/// What the table answers a spawn request with, under its lock.
+enum Admission {
+    /// An earlier request with the same idempotency key settles it.
+    Replay(Arc<Process>),
+    /// The same key is being started right now: wait for it.
+    Wait,
+    /// Nothing to replay: validate the request, then ask again with a plan.
+    Validate,
+    /// Start it: this id, a running slot and the retention are reserved.
+    Start(String),
 }
 
 impl ProcessTable {
     /// An empty table.
     pub fn new(config: Arc<Config>) -> Arc<ProcessTable> {
         Arc::new(ProcessTable {
+            attachment_slots: Slots::new(config.max_attachments),
             config,
             entries: Mutex::new(Entries::default()),
-            attachments: AtomicUsize::new(0),
             metrics: Arc::new(Metrics::default()),
             shutting_down: AtomicBool::new(false),
+            spawned: Notify::new(),
         })
     }
 
+    /// Held for a few lines, never across an await or a process creation.
     fn entries(&self) -> MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -73,12 +93,19 @@ impl ProcessTable {
         all
     }
 
-    /// Running processes now (counted from the processes themselves, so it
-    /// is right the moment an exit is published).
-    pub fn running(&self) -> usize {
-        Self::running_locked(&self.entries())
+    /// The gauges of `/metrics`, counted now.
+    pub fn gauges(&self) -> Gauges {
+        let entries = self.entries();
+        let running = Self::running_locked(&entries);
+        Gauges {
+            running: running as u64,
+            exited: (entries.processes.len() - running) as u64,
+            attachments: self.attachment_slots.in_use() as u64,
+        }
     }
 
+    /// Running processes (counted from the processes themselves, so it is
+    /// right the moment an exit is published).
     fn running_locked(entries: &Entries) -> usize {
         entries
             .processes
@@ -90,12 +117,12 @@ impl ProcessTable {
     /// Validates and starts a process. With an idempotency key already used
     /// for the same request, returns the process it started (`false`: not
     /// new) and starts nothing.
-    pub fn spawn(
+    pub async fn spawn(
         self: &Arc<Self>,
         request: SpawnRequest,
         idempotency_key: Option<String>,
     ) -> Result<(Arc<Process>, bool), ApiError> {
-        let result = self.admit_and_spawn(request, idempotency_key);
+        let result = self.admit_and_spawn(request, idempotency_key).await;
         match &result {
             Ok((_, true)) => self.metrics.spawns.fetch_add(1, Ordering::Relaxed),
             Ok((_, false)) => 0,
@@ -104,76 +131,100 @@ impl ProcessTable {
         result
     }
 
-    fn admit_and_spawn(
+    async fn admit_and_spawn(
         self: &Arc<Self>,
         request: SpawnRequest,
-        idempotency_key: Option<String>,
+        key: Option<String>,
     ) -> Result<(Arc<Process>, bool), ApiError> {
-        if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(ApiError::ShuttingDown);
-        }
         let canonical = serde_json::to_string(&request).unwrap_or_default();
         // A replay answers before the request is even validated.
-        if let Some(replayed) = Self::replay(&self.entries(), &idempotency_key, &canonical) {
-            return replayed;
-        }
-        let mut plan = self.plan(request)?;
-        let streams = if plan.tty.is_some() { 1 } else { 2 };
-        // Block mode may grow each stream by the exit slack once the program
-        // has exited; reserve that too, so the budget bounds real memory.
-        let slack = match plan.overflow {
-            tether_protocol::Overflow::Block => crate::spawn::EXIT_SLACK as u64,
-            tether_protocol::Overflow::Drop => 0,
+        let mut plan = None;
+        let id = loop {
+            let spawned = self.spawned.notified();
+            match self.admit(&key, &canonical, plan.as_ref())? {
+                Admission::Replay(process) => return Ok((process, false)),
+                Admission::Wait => spawned.await,
+                Admission::Validate => plan = Some(self.plan(request.clone())?),
+                Admission::Start(id) => break id,
+            }
         };
-        plan.reserved_bytes = (plan.retain_bytes as u64 + slack) * streams;
-
-        // Admission: running limit and retention budget, then spawn while
-        // holding the table so two requests cannot both take the last slot.
-        let mut entries = self.entries();
-        // A concurrent request with the same key may have spawned since the
-        // check above: look again under the lock that spawns.
-        if let Some(replayed) = Self::replay(&entries, &idempotency_key, &canonical) {
-            return replayed;
+        let Some(plan) = plan else {
+            return Err(ApiError::Internal("spawn admitted without a plan".into()));
+        };
+        let reserved = plan.reserved_bytes();
+        let started = spawn(id.clone(), plan, &self.config, self.metrics.clone());
+        {
+            let mut entries = self.entries();
+            entries.starting.remove(&id);
+            match &started {
+                Ok(process) => {
+                    entries.processes.insert(id.clone(), process.clone());
+                }
+                Err(_) => {
+                    entries.reserved = entries.reserved.saturating_sub(reserved);
+                    entries.idempotency.retain(|_, (_, pid)| *pid != id);
+                }
+            }
         }
-        if Self::running_locked(&entries) >= self.config.max_processes {
-            return Err(ApiError::TooManyProcesses(self.config.max_processes));
-        }
-        self.make_room(&mut entries, plan.reserved_bytes)?;
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let process = spawn(id.clone(), plan, self.config.clone(), self.metrics.clone())?;
-        entries.reserved += process.reserved_bytes;
-        entries.processes.insert(id.clone(), process.clone());
-        if let Some(key) = idempotency_key {
-            entries.idempotency.insert(key, (canonical, id));
-        }
-        drop(entries);
+        self.spawned.notify_waiters();
+        let process = started?;
         tracing::info!(id = %process.id, pid = process.pid, argv = ?process.argv, "spawned");
         tokio::spawn(self.clone().retire(process.clone()));
         Ok((process, true))
     }
 
-    /// What an earlier request with this idempotency key settles: the same
-    /// process for the same body, a conflict for another; `None` when the key
-    /// is new (or its process forgotten).
-    fn replay(
-        entries: &Entries,
+    /// Under the table lock: replays an idempotency key, or, given a plan,
+    /// reserves an id, a running slot and the retention for it, so two
+    /// requests cannot both take the last slot.
+    fn admit(
+        &self,
         key: &Option<String>,
         canonical: &str,
-    ) -> Option<Result<(Arc<Process>, bool), ApiError>> {
-        let key = key.as_ref()?;
-        let (body, id) = entries.idempotency.get(key)?;
-        if body != canonical {
-            return Some(Err(ApiError::IdempotencyConflict(key.clone())));
+        plan: Option<&SpawnPlan>,
+    ) -> Result<Admission, ApiError> {
+        let mut entries = self.entries();
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ApiError::ShuttingDown);
         }
-        entries.processes.get(id).map(|p| Ok((p.clone(), false)))
+        if let Some(key) = key {
+            if let Some((body, id)) = entries.idempotency.get(key) {
+                if body != canonical {
+                    return Err(ApiError::IdempotencyConflict(key.clone()));
+                }
+                if entries.starting.contains(id) {
+                    return Ok(Admission::Wait);
+                }
+                if let Some(process) = entries.processes.get(id) {
+                    return Ok(Admission::Replay(process.clone()));
+                }
+            }
+        }
+        let Some(plan) = plan else {
+            return Ok(Admission::Validate);
+        };
+        let running = Self::running_locked(&entries) + entries.starting.len();
+        if running >= self.config.max_processes {
+            return Err(ApiError::TooManyProcesses(self.config.max_processes));
+        }
+        self.make_room(&mut entries, plan.reserved_bytes())?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        entries.reserved += plan.reserved_bytes();
+        entries.starting.insert(id.clone());
+        if let Some(key) = key {
+            entries
+                .idempotency
+                .insert(key.clone(), (canonical.to_string(), id.clone()));
+        }
+        Ok(Admission::Start(id))
     }
 
     /// Frees retention and known-process slots by forgetting the oldest
     /// exited processes early, if that is what it takes.
     fn make_room(&self, entries: &mut Entries, want: u64) -> Result<(), ApiError> {
+        let known = |e: &Entries| e.processes.len() + e.starting.len();
         let over = |e: &Entries| {
             e.reserved + want > self.config.retain_total
-                || e.processes.len() >= self.config.max_known_processes
+                || known(e) >= self.config.max_known_processes
         };
         if !over(entries) {
             return Ok(());
@@ -181,7 +232,7 @@ impl ProcessTable {
         let mut exited: Vec<_> = entries
             .processes
             .values()
-            .filter_map(|p| p.exit_info().map(|e| (e.finished_at, p.id.clone())))
+            .filter_map(|p| p.finished_at().map(|at| (at, p.id.clone())))
             .collect();
         exited.sort();
         for (_, id) in exited {
@@ -196,7 +247,7 @@ impl ProcessTable {
                 entries.reserved, self.config.retain_total
             )));
         }
-        if entries.processes.len() >= self.config.max_known_processes {
+        if known(entries) >= self.config.max_known_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_known_processes));
         }
         Ok(())
@@ -246,6 +297,14 @@ impl ProcessTable {
     /// `bound`, for all of them to count as exited.
     pub async fn shutdown(&self, bound: Duration) {
         self.shutting_down.store(true, Ordering::SeqCst);
+        // No spawn starts now; wait for those under way, so none escapes.
+        loop {
+            let spawned = self.spawned.notified();
+            if self.entries().starting.is_empty() {
+                break;
+            }
+            spawned.await;
+        }
         let all = self.list();
         for process in &all {
             process.kill(ExitReason::Killed).await;
@@ -284,10 +343,9 @@ impl ProcessTable {
             return bad("cwd must not contain NUL bytes".into());
         }
         let tty = if request.tty {
-            let cols = u32::from(request.cols.unwrap_or(80));
-            let rows = u32::from(request.rows.unwrap_or(24));
-            crate::pty::validate_size(cols, rows)?;
-            Some((cols as u16, rows as u16))
+            let cols = request.cols.unwrap_or(TermSize::DEFAULT.cols());
+            let rows = request.rows.unwrap_or(TermSize::DEFAULT.rows());
+            Some(TermSize::new(cols.into(), rows.into())?)
         } else {
             if request.cols.is_some() || request.rows.is_some() {
                 return bad("cols and rows need \"tty\": true".into());
@@ -311,7 +369,6 @@ impl ProcessTable {
             stdin: request.stdin,
             overflow: request.overflow,
             retain_bytes: usize::try_from(retain).unwrap_or(usize::MAX),
-            reserved_bytes: 0,
         })
     }
 }

@@ -457,6 +457,12 @@ impl TestServer {
             .unwrap();
         Self::parts(response).await
     }
+
+    /// Sends `line` to the process's stdin over HTTP; panics unless 204.
+    pub async fn say(&self, id: &str, line: &str) {
+        let (status, body) = self.post_raw_stdin(id, line.as_bytes()).await;
+        assert_eq!(status, 204, "{body}");
+    }
 }
 
 /// Resident memory of a process in bytes (VmRSS), for memory bounds.

@@ -93,7 +93,7 @@ impl Profile {
     /// program is surely still blocked on its output (more is left than
     /// retention, the window and a pipe buffer hold): once it has exited,
     /// tetherd stops draining after --drain-timeout-ms if nobody is
-    /// attached (see `block_mode_keeps_an_exited_programs_unread_output`).
+    /// attached (see `block_mode_keeps_an_exited_programs_unread_output` in block_mode.rs).
     fn may_detach(&self, read: u64) -> bool {
         const PIPE: u64 = 64 << 10;
         self.overflow == Overflow::Drop
@@ -449,70 +449,4 @@ impl Usage {
         .await
         .0
     }
-}
-
-/// Reads to the exit, granting back every data byte as it arrives.
-async fn read_granting(attachment: &mut tether_tests::Attachment) -> tether_tests::Received {
-    let mut received = tether_tests::Received::default();
-    loop {
-        let frame = attachment.frame().await.expect("closed before the exit");
-        let credit = match &frame {
-            ServerFrame::Stdout { data, .. } => Some((StreamName::Stdout, data.len())),
-            ServerFrame::Stderr { data, .. } => Some((StreamName::Stderr, data.len())),
-            _ => None,
-        };
-        if attachment.record(frame, &mut received) {
-            return received;
-        }
-        if let Some((stream, bytes)) = credit {
-            attachment.credit(stream, bytes as u64).await;
-        }
-    }
-}
-
-#[tokio::test]
-async fn block_mode_credit_alone_frees_room_for_capture() {
-    // Found by the soak. window == retention: the server sends all it retains, then the
-    // client's credit is the only event that frees room. Pings are rare so
-    // that nothing else can.
-    let server = TestServer::start_with(&["--ping-interval-ms", "60000"]);
-    let process = server
-        .sh(
-            "head -c 1000000 /dev/zero",
-            json!({"overflow": "block", "retain_bytes": 65536}),
-        )
-        .await;
-    let mut attachment = server.attach(&process.id, "window=65536").await;
-    let received = tokio::time::timeout(Duration::from_secs(10), read_granting(&mut attachment))
-        .await
-        .expect("capture stalled although every sent byte was credited");
-    assert_eq!(received.stdout.len(), 1_000_000);
-    assert!(received.dropped.is_empty());
-}
-
-#[tokio::test]
-async fn block_mode_keeps_an_exited_programs_unread_output() {
-    // Found by the soak. 60000 bytes fit in 16 KiB of retention plus a
-    // 64 KiB pipe, so the program exits at once with most of its output
-    // still in the pipe. A client that blips away for longer than the
-    // drain bound must still find every byte when it comes back.
-    let server = TestServer::start_with(&["--drain-timeout-ms", "200"]);
-    let process = server
-        .sh(
-            "head -c 60000 /dev/zero",
-            json!({"overflow": "block", "retain_bytes": 16384}),
-        )
-        .await;
-    let (_, info) = server
-        .get(&format!(
-            "/v1/processes/{}/wait?timeout_ms=1000",
-            process.id
-        ))
-        .await;
-    assert_eq!(info["output_incomplete"], false, "{info}");
-    let mut attachment = server.attach(&process.id, "").await;
-    let received = attachment.until_exit().await;
-    assert!(received.dropped.is_empty());
-    assert_eq!(received.stdout.len(), 60000);
-    assert!(!received.exit.unwrap().output_incomplete);
 }

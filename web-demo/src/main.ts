@@ -141,7 +141,8 @@ async function attach(id: string): Promise<void> {
           if (generation !== attachGeneration) return;
           setStatus(`${resumed ? "reconnected" : "attached"}: ${describeCommand(process)} (${id})`, "ok");
           // The PTY follows this tab's size; another tab may have changed it.
-          if (resumed) void attachment?.resize(term.cols, term.rows).catch(() => {});
+          // A process on pipes has no size (the server refuses a resize).
+          if (resumed && process.tty) void attachment?.resize(term.cols, term.rows).catch(() => {});
         },
         onReconnecting: (delayMs, attempt, reason) => {
           if (generation !== attachGeneration) return;
@@ -276,7 +277,9 @@ async function refreshSessions(): Promise<void> {
 const type = (bytes: Uint8Array) => void attachment?.write(bytes).catch(() => {});
 term.onData((data) => type(encoder.encode(data)));
 term.onBinary((data) => type(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff)));
-term.onResize(({ cols, rows }) => void attachment?.resize(cols, rows).catch(() => {}));
+term.onResize(({ cols, rows }) => {
+  if (attachment?.process?.tty) void attachment.resize(cols, rows).catch(() => {});
+});
 
 // Refit at most once per frame while the window is being resized.
 let fitPending = false;

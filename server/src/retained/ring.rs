@@ -1,5 +1,6 @@
-//! Retained output: what capture has read from a process, per stream,
-//! addressed by absolute byte offset since spawn.
+//! The pure ring of one output stream: bytes addressed by absolute offset,
+//! eviction, and block-mode floors. No lock, no wake-ups, no IO: the owner,
+//! [`super::RetainedOutput`], adds those.
 //!
 //! Each stream keeps at most `capacity` bytes in a ring. In `drop` mode the
 //! oldest bytes are evicted to make room, and a reader whose cursor falls
@@ -9,8 +10,6 @@
 //! its write as it would on a full pipe.
 
 use std::collections::{HashMap, VecDeque};
-
-use tether_protocol::{Overflow, StreamName};
 
 /// Identifies an attachment's registration with the buffers.
 pub type ReaderId = u64;
@@ -50,7 +49,7 @@ pub enum Next {
 }
 
 impl StreamBuffer {
-    fn new(capacity: usize) -> StreamBuffer {
+    pub fn new(capacity: usize) -> StreamBuffer {
         StreamBuffer {
             ring: VecDeque::new(),
             start: 0,
@@ -67,13 +66,9 @@ impl StreamBuffer {
     }
 
     /// Offset of the oldest retained byte.
+    #[cfg(test)]
     pub fn start(&self) -> u64 {
         self.start
-    }
-
-    /// True once capture has finished.
-    pub fn is_complete(&self) -> bool {
-        self.complete
     }
 
     /// Appends captured bytes, evicting the oldest beyond capacity.
@@ -158,7 +153,8 @@ impl StreamBuffer {
             .unwrap_or(self.idle_floor)
     }
 
-    fn register(&mut self, reader: ReaderId, floor: u64) {
+    /// Block mode: `reader` needs every byte from `floor` on.
+    pub fn register(&mut self, reader: ReaderId, floor: u64) {
         self.floors.insert(reader, floor);
     }
 
@@ -169,7 +165,9 @@ impl StreamBuffer {
         }
     }
 
-    fn unregister(&mut self, reader: ReaderId) {
+    /// Forgets `reader`; the last one's floor holds while nobody is
+    /// attached.
+    pub fn unregister(&mut self, reader: ReaderId) {
         if let Some(floor) = self.floors.remove(&reader) {
             if self.floors.is_empty() {
                 self.idle_floor = self.idle_floor.max(floor);
@@ -178,60 +176,9 @@ impl StreamBuffer {
     }
 
     /// Bytes held in memory.
+    #[cfg(test)]
     pub fn retained(&self) -> usize {
         self.ring.len()
-    }
-}
-
-/// Both streams of a process. A PTY writes only `stdout`.
-#[derive(Debug)]
-pub struct RetainedOutput {
-    streams: [StreamBuffer; 2],
-    overflow: Overflow,
-    next_reader: ReaderId,
-}
-
-impl RetainedOutput {
-    /// Empty buffers of `capacity` bytes per stream.
-    pub fn new(capacity: usize, overflow: Overflow) -> RetainedOutput {
-        RetainedOutput {
-            streams: [StreamBuffer::new(capacity), StreamBuffer::new(capacity)],
-            overflow,
-            next_reader: 0,
-        }
-    }
-
-    /// The buffer of one stream.
-    pub fn stream(&self, stream: StreamName) -> &StreamBuffer {
-        &self.streams[stream.index()]
-    }
-
-    /// The buffer of one stream, mutably.
-    pub fn stream_mut(&mut self, stream: StreamName) -> &mut StreamBuffer {
-        &mut self.streams[stream.index()]
-    }
-
-    /// The overflow mode.
-    pub fn overflow(&self) -> Overflow {
-        self.overflow
-    }
-
-    /// Registers an attachment starting at these offsets (block mode keeps
-    /// bytes from there on until it has been sent them).
-    pub fn register(&mut self, starts: [u64; 2]) -> ReaderId {
-        let id = self.next_reader;
-        self.next_reader += 1;
-        for (buffer, start) in self.streams.iter_mut().zip(starts) {
-            buffer.register(id, start);
-        }
-        id
-    }
-
-    /// Removes an attachment's registration.
-    pub fn unregister(&mut self, reader: ReaderId) {
-        for buffer in &mut self.streams {
-            buffer.unregister(reader);
-        }
     }
 }
 
@@ -295,20 +242,57 @@ mod tests {
     }
 
     #[test]
+    fn a_write_larger_than_capacity_keeps_only_its_tail() {
+        let mut b = StreamBuffer::new(3);
+        b.push(b"ab");
+        b.push(b"cdefg");
+        assert_eq!((b.start(), b.end(), b.retained()), (4, 7, 3));
+        assert_eq!(
+            b.next(1, 10, concat),
+            Next::Dropped {
+                offset: 1,
+                length: 3
+            }
+        );
+        assert_eq!(data(b.next(4, 10, concat)), (4, b"efg".to_vec()));
+    }
+
+    #[test]
+    fn a_read_across_the_ring_seam_is_whole() {
+        let mut b = StreamBuffer::new(4);
+        b.push(b"abc");
+        b.push(b"de");
+        b.push(b"f");
+        assert_eq!(data(b.next(2, 4, concat)), (2, b"cdef".to_vec()));
+        assert_eq!(b.next(2, 0, concat), Next::Pending);
+    }
+
+    #[test]
     fn block_room_counts_bytes_not_yet_sent_to_the_slowest_reader() {
-        let mut out = RetainedOutput::new(8, Overflow::Block);
-        let fast = out.register([0, 0]);
-        let slow = out.register([0, 0]);
-        let b = out.stream_mut(StreamName::Stdout);
+        let mut b = StreamBuffer::new(8);
+        b.register(1, 0);
+        b.register(2, 0);
         b.push(b"123456");
         assert_eq!(b.block_room(), 2);
-        b.advance(fast, 6);
+        b.advance(1, 6);
         assert_eq!(b.block_room(), 2);
-        b.advance(slow, 4);
+        b.advance(2, 4);
         assert_eq!(b.block_room(), 6);
-        out.unregister(fast);
-        out.unregister(slow);
+        // A floor never moves back.
+        b.advance(2, 1);
+        assert_eq!(b.block_room(), 6);
+        b.unregister(1);
+        b.unregister(2);
         // With nobody attached the last floor holds.
-        assert_eq!(out.stream(StreamName::Stdout).block_room(), 6);
+        assert_eq!(b.block_room(), 6);
+    }
+
+    #[test]
+    fn with_nobody_ever_attached_block_room_is_what_is_not_retained() {
+        let mut b = StreamBuffer::new(8);
+        b.push(b"12345");
+        assert_eq!(b.block_room(), 3);
+        b.grow(10);
+        assert_eq!(b.block_room(), 13);
     }
 }

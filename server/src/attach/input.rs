@@ -1,0 +1,88 @@
+//! The attachment's input queue: frames for the process (stdin,
+//! stdin_eof, signal, resize), in the order the client sent them, carried
+//! out by a task of their own. The reader hands them over and goes on
+//! reading, so credit is never stuck behind stdin that the process is not
+//! reading yet; only when the attachment has [`STDIN_BUDGET`] bytes queued
+//! does the reader wait.
+
+use std::sync::Arc;
+
+use tether_protocol::{ClientFrame, Signal};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+
+use super::state::ReaderEvent;
+use crate::error::ApiError;
+use crate::process::Process;
+
+/// Bytes of stdin one attachment may have queued for its process.
+pub const STDIN_BUDGET: usize = 4 << 20;
+
+/// The reader's end of the queue.
+pub struct ProcessQueue {
+    frames: mpsc::Sender<(ClientFrame, OwnedSemaphorePermit)>,
+    budget: Arc<Semaphore>,
+    largest: usize,
+}
+
+impl ProcessQueue {
+    /// Starts the task that carries frames out; it reports failures as
+    /// `events`. `budget` bounds the stdin bytes queued.
+    pub fn start(
+        process: Arc<Process>,
+        events: mpsc::Sender<ReaderEvent>,
+        readonly: bool,
+        budget: usize,
+    ) -> ProcessQueue {
+        let budget = budget.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
+        let (frames, mut queued) = mpsc::channel::<(ClientFrame, OwnedSemaphorePermit)>(1024);
+        // Ends when the reader is gone and the queue is empty; a process
+        // that never reads stdin makes its writes fail once it exits.
+        tokio::spawn(async move {
+            while let Some((frame, permit)) = queued.recv().await {
+                let result = act(&process, frame, readonly).await;
+                drop(permit);
+                if let Err(error) = result {
+                    if events.send(ReaderEvent::Rejected(error)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ProcessQueue {
+            frames,
+            budget: Arc::new(Semaphore::new(budget)),
+            largest: budget,
+        }
+    }
+
+    /// Queues a frame, waiting only while the budget is spent. False when
+    /// the queue is gone.
+    pub async fn push(&self, frame: ClientFrame) -> bool {
+        let cost = match &frame {
+            ClientFrame::Stdin { data } => data.len().clamp(1, self.largest),
+            _ => 1,
+        };
+        let Ok(permit) = self.budget.clone().acquire_many_owned(cost as u32).await else {
+            return false;
+        };
+        self.frames.send((frame, permit)).await.is_ok()
+    }
+}
+
+/// Carries out one client frame through the process's own policy for it,
+/// the same that HTTP uses. Failures that are not protocol errors (stdin
+/// closed, read-only, bad signal name, no terminal) are reported and the
+/// attachment carries on.
+async fn act(process: &Process, frame: ClientFrame, readonly: bool) -> Result<(), ApiError> {
+    if readonly && !matches!(frame, ClientFrame::Credit { .. }) {
+        return Err(ApiError::ReadOnly);
+    }
+    match frame {
+        // Handled by the reader itself.
+        ClientFrame::Credit { .. } => Ok(()),
+        ClientFrame::Stdin { data } => process.write_stdin(data).await,
+        ClientFrame::StdinEof => process.close_stdin().await,
+        ClientFrame::Signal { signal } => process.signal(Signal::parse(&signal)?).await,
+        ClientFrame::Resize { cols, rows } => process.resize(cols, rows),
+    }
+}

@@ -1,0 +1,133 @@
+//! One WebSocket attachment: the last leg of the data path.
+//!
+//! process output -> retained output -> this attachment's per-stream
+//! cursor -> socket. Its parts are apart: [`writer`] alone writes to the
+//! socket; [`reader`] decodes client frames and applies credit at once;
+//! [`input`] carries out frames for the process in order, with a stdin
+//! budget of its own; [`state`] is what they share. A slow socket holds back
+//! only its own attachment: capture never waits for it (drop mode) or waits
+//! at most the send timeout (block mode).
+
+pub mod input;
+pub mod reader;
+pub mod state;
+pub mod writer;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+
+use crate::error::ApiError;
+use crate::process::Process;
+use crate::retained::Cursor;
+use crate::slots::Slot;
+use crate::table::ProcessTable;
+use input::{ProcessQueue, STDIN_BUDGET};
+use reader::SocketReader;
+use state::{Credit, Liveness};
+use writer::{Keepalive, Writer};
+
+/// How a client attaches (from the query string).
+#[derive(Debug, Clone, Copy)]
+pub struct AttachOptions {
+    /// First offset of stdout and stderr to send.
+    pub start: [u64; 2],
+    /// Credit window per stream, if flow control is on.
+    pub window: Option<u64>,
+    /// May not write stdin, signal or resize.
+    pub readonly: bool,
+}
+
+/// An attachment slot, taken before the upgrade (so a refusal is an HTTP
+/// error rather than a closed socket) and given back on drop, on every path:
+/// a failed upgrade, a broken socket, or the end of the attachment.
+pub struct Admission {
+    process: Arc<Process>,
+    table: Arc<ProcessTable>,
+    _slots: (Slot, Slot),
+}
+
+/// Takes an attachment slot (per process and in total).
+pub fn admit(table: &Arc<ProcessTable>, process: &Arc<Process>) -> Result<Admission, ApiError> {
+    let per_process = process.attachment_slots.take().ok_or_else(|| {
+        ApiError::TooManyAttachments(format!(
+            "process {} has {} (limit --max-attachments-per-process)",
+            process.id,
+            process.attachment_slots.limit()
+        ))
+    })?;
+    let total = table.attachment_slots.take().ok_or_else(|| {
+        ApiError::TooManyAttachments(format!(
+            "{} in total (limit --max-attachments)",
+            table.attachment_slots.limit()
+        ))
+    })?;
+    Ok(Admission {
+        process: process.clone(),
+        table: table.clone(),
+        _slots: (per_process, total),
+    })
+}
+
+/// Serves one admitted attachment until the exit frame has been sent and
+/// the connection closed, or the client goes away.
+pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptions) {
+    let process = admission.process.clone();
+    let config = admission.table.config().clone();
+    process.metrics.attaches.fetch_add(1, Ordering::Relaxed);
+    let output = process.output().reader(options.start);
+    let (sink, stream) = socket.split();
+    let (events_tx, events) = mpsc::channel(16);
+    let credit = Arc::new(Credit::default());
+    let liveness = Arc::new(Liveness::new());
+    let queue = ProcessQueue::start(
+        process.clone(),
+        events_tx.clone(),
+        options.readonly,
+        STDIN_BUDGET.max(config.max_frame_bytes),
+    );
+    let reader = SocketReader {
+        stream,
+        queue,
+        events: events_tx,
+        credit: credit.clone(),
+        max_frame: config.max_frame_bytes,
+        liveness: liveness.clone(),
+    };
+    let mut reader_task = tokio::spawn(reader.run());
+    let mut writer = Writer {
+        sink,
+        process,
+        output,
+        send_timeout: config.send_timeout(),
+        max_data: config.max_data_frame_bytes.max(1),
+        window: options.window,
+        cursors: options.start.map(Cursor::at),
+        credit,
+        unflushed: 0,
+    };
+    let keepalive = Keepalive {
+        liveness,
+        ping_every: config.ping_interval(),
+        idle_timeout: config.idle_timeout(),
+    };
+    let close = writer.run(events, keepalive).await;
+    if let Some((code, reason)) = close {
+        let frame = CloseFrame {
+            code,
+            reason: reason.into(),
+        };
+        if writer.send(Message::Close(Some(frame))).await.is_ok() {
+            // Wait, bounded, for the client's Close so the kernel never
+            // resets a connection with output still unread; then shut it.
+            let _ = timeout(config.close_timeout(), &mut reader_task).await;
+        }
+    }
+    reader_task.abort();
+    drop(writer);
+    drop(admission);
+}

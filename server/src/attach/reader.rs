@@ -1,0 +1,90 @@
+//! The attachment's socket reader: decodes client frames and acts on them
+//! at once. Credit it applies itself (the writer reads it); frames for the
+//! process it hands to the [`ProcessQueue`]; protocol errors it reports to
+//! the writer, which sends the `error` frame and closes.
+
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, WebSocket};
+use futures_util::stream::SplitStream;
+use futures_util::StreamExt;
+use tether_protocol::ClientFrame;
+use tokio::sync::mpsc;
+
+use super::input::ProcessQueue;
+use super::state::{Credit, Liveness, ReaderEvent};
+use crate::error::AttachError;
+
+/// Everything the reader task works with.
+pub struct SocketReader {
+    /// The socket's incoming half.
+    pub stream: SplitStream<WebSocket>,
+    /// Where frames for the process go.
+    pub queue: ProcessQueue,
+    /// Where protocol errors and the end go.
+    pub events: mpsc::Sender<ReaderEvent>,
+    /// Where credit goes.
+    pub credit: Arc<Credit>,
+    /// `--max-frame-bytes`.
+    pub max_frame: usize,
+    /// Told about every message.
+    pub liveness: Arc<Liveness>,
+}
+
+impl SocketReader {
+    /// Reads until the client closes or the connection breaks.
+    pub async fn run(mut self) {
+        let mut failed = false;
+        while let Some(message) = self.stream.next().await {
+            self.liveness.heard();
+            let event = match message {
+                // After a protocol error, only the client's Close matters.
+                Ok(Message::Close(_)) => break,
+                Ok(_) if failed => continue,
+                Ok(Message::Binary(bytes)) if bytes.len() > self.max_frame => {
+                    Some(ReaderEvent::Fatal(AttachError::TooLarge(self.max_frame)))
+                }
+                Ok(Message::Binary(bytes)) => match ClientFrame::decode(&bytes) {
+                    Ok(ClientFrame::Credit { stream, bytes }) => {
+                        self.credit.grant(stream, bytes);
+                        None
+                    }
+                    Ok(frame) => {
+                        // With the budget spent we wait for the process; the
+                        // client is not silent then, we are not listening.
+                        self.liveness.waiting_on_process(true);
+                        let queued = self.queue.push(frame).await;
+                        self.liveness.waiting_on_process(false);
+                        if !queued {
+                            return;
+                        }
+                        None
+                    }
+                    Err(e) => Some(ReaderEvent::Fatal(e.into())),
+                },
+                Ok(Message::Text(_)) => Some(ReaderEvent::Fatal(AttachError::TextMessage)),
+                Ok(Message::Ping(_) | Message::Pong(_)) => None,
+                Err(e) => {
+                    let error = socket_error(e, self.max_frame);
+                    let _ = self.events.send(ReaderEvent::Fatal(error)).await;
+                    return;
+                }
+            };
+            if let Some(event) = event {
+                failed |= matches!(event, ReaderEvent::Fatal(_));
+                if self.events.send(event).await.is_err() {
+                    return;
+                }
+            }
+        }
+        let _ = self.events.send(ReaderEvent::Gone).await;
+    }
+}
+
+fn socket_error(error: axum::Error, max_frame: usize) -> AttachError {
+    let inner = error.into_inner();
+    match inner.downcast_ref::<tungstenite::Error>() {
+        Some(tungstenite::Error::Capacity(_)) => AttachError::TooLarge(max_frame),
+        _ => AttachError::Socket(inner.to_string()),
+    }
+}

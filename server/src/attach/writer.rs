@@ -1,0 +1,266 @@
+//! The attachment's writer: the only task that writes to the socket. It
+//! keeps a cursor per stream, asks the retained output for the next frame
+//! of each stream in turn (so neither starves), honours the credit window,
+//! batches frames between flushes, and sends `exit` once every stream is
+//! complete and fully sent. It returns to its `select!` after every flush,
+//! so error frames, closes and pings are never starved by a flood.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::{Message, WebSocket};
+use futures_util::stream::SplitSink;
+use futures_util::SinkExt;
+use tether_protocol::{ServerFrame, StreamName, PROTOCOL_VERSION};
+use tokio::sync::mpsc;
+use tokio::time::{timeout, MissedTickBehavior};
+
+use super::state::{Credit, Liveness, ReaderEvent};
+use crate::metrics::Metrics;
+use crate::process::Process;
+use crate::retained::{Cursor, Next, Reader};
+
+/// Flush after this many bytes of feed()s, so big bursts go out in few
+/// syscalls and small ones promptly.
+const FLUSH_BYTES: usize = 256 * 1024;
+
+/// The writer of one attachment.
+pub struct Writer {
+    /// The socket's outgoing half.
+    pub sink: SplitSink<WebSocket, Message>,
+    /// The process attached to.
+    pub process: Arc<Process>,
+    /// This attachment's registration with the retained output.
+    pub output: Reader,
+    /// `--send-timeout-ms`: a socket that takes nothing this long is dead.
+    pub send_timeout: Duration,
+    /// `--max-data-frame-bytes`.
+    pub max_data: usize,
+    /// Credit window per stream, if flow control is on.
+    pub window: Option<u64>,
+    /// Per-stream progress.
+    pub cursors: [Cursor; 2],
+    /// Credit the client granted.
+    pub credit: Arc<Credit>,
+    /// Bytes fed since the last flush.
+    pub unflushed: usize,
+}
+
+/// What [`Writer::send_available`] left behind.
+enum Progress {
+    /// Every stream is complete and fully sent: the exit frame may follow.
+    Complete,
+    /// Nothing more may be sent now (no output yet, or no credit).
+    Waiting,
+    /// More is ready; events were given a turn first.
+    More,
+}
+
+/// Why the writer stopped: `Some((close code, reason))` to close politely,
+/// `None` when the socket is already unusable.
+pub type Close = Option<(u16, String)>;
+
+/// How the writer keeps the connection honest.
+pub struct Keepalive {
+    /// Updated by the reader.
+    pub liveness: Arc<Liveness>,
+    /// `--ping-interval-ms`.
+    pub ping_every: Duration,
+    /// `--idle-timeout-ms`.
+    pub idle_timeout: Duration,
+}
+
+impl Writer {
+    /// Sends `hello`, then output as it comes, until the exit frame has been
+    /// sent or the attachment must end.
+    pub async fn run(
+        &mut self,
+        mut events: mpsc::Receiver<ReaderEvent>,
+        keepalive: Keepalive,
+    ) -> Close {
+        let mut output = self.process.output().watch();
+        let mut exit = self.process.watch_exit();
+        let hello = ServerFrame::Hello {
+            version: PROTOCOL_VERSION,
+            process: self.process.info(),
+            stdout: self.cursors[0].next,
+            stderr: self.cursors[1].next,
+        };
+        if self.send_frame(&hello).await.is_err() {
+            return None;
+        }
+        let every = keepalive.ping_every;
+        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            output.borrow_and_update();
+            let exited = exit.borrow_and_update().is_some();
+            let sent = self.send_available().await;
+            match sent {
+                Err(()) => return None,
+                Ok(Progress::Complete) if exited => {
+                    let frame = ServerFrame::Exit {
+                        process: self.process.info(),
+                    };
+                    if self.send_frame(&frame).await.is_err() {
+                        return None;
+                    }
+                    return Some((1000, "process exited".into()));
+                }
+                Ok(_) => {}
+            }
+            // Biased: error frames, closes and pings go before more output;
+            // with output still waiting, loop straight back to it.
+            let more = matches!(sent, Ok(Progress::More));
+            tokio::select! {
+                biased;
+                event = events.recv() => match event {
+                    Some(ReaderEvent::Rejected(error)) => {
+                        let (_, code) = error.status_and_code();
+                        if self.send_error(code, &error.to_string()).await.is_err() {
+                            return None;
+                        }
+                    }
+                    Some(ReaderEvent::Fatal(error)) => {
+                        if self.send_error(error.code(), &error.to_string()).await.is_err() {
+                            return None;
+                        }
+                        return Some((error.close_code(), error.code().into()));
+                    }
+                    Some(ReaderEvent::Gone) | None => return None,
+                },
+                _ = ping.tick() => {
+                    if keepalive.liveness.unanswered_for() > keepalive.idle_timeout {
+                        return Some((1001, "idle timeout".into()));
+                    }
+                    if self.send(Message::Ping(Default::default())).await.is_err() {
+                        return None;
+                    }
+                    keepalive.liveness.pinged();
+                }
+                _ = output.changed() => {}
+                _ = exit.changed() => {}
+                _ = self.credit.changed.notified() => {
+                    // Credit acknowledges bytes already sent: block-mode
+                    // capture may reuse their room now.
+                    self.release_sent();
+                }
+                _ = std::future::ready(()), if more => {}
+            }
+        }
+    }
+
+    /// Sends what output this attachment may be sent now, batching frames
+    /// between flushes, and returns after one flush's worth so that events
+    /// get their turn.
+    async fn send_available(&mut self) -> Result<Progress, ()> {
+        loop {
+            let mut sent_any = false;
+            let mut done = true;
+            let granted = self.credit.granted();
+            // One frame per stream per round: neither stream starves.
+            for stream in StreamName::ALL {
+                let i = stream.index();
+                let allowance = match self.window {
+                    Some(window) => {
+                        (window.saturating_add(granted[i])).saturating_sub(self.cursors[i].sent)
+                    }
+                    None => u64::MAX,
+                };
+                let max = usize::try_from(allowance)
+                    .unwrap_or(usize::MAX)
+                    .min(self.max_data);
+                let next = self
+                    .output
+                    .next(stream, &mut self.cursors[i], max, |offset, parts| {
+                        ServerFrame::encode_data_parts(stream, offset, parts)
+                    });
+                let frame = match next {
+                    Next::End => continue,
+                    Next::Pending => {
+                        done = false;
+                        continue;
+                    }
+                    Next::Dropped { offset, length } => {
+                        Metrics::add(&self.process.metrics.dropped, stream, length);
+                        ServerFrame::Dropped {
+                            stream,
+                            offset,
+                            length,
+                        }
+                        .encode()
+                    }
+                    Next::Data { length, frame, .. } => {
+                        Metrics::add(&self.process.metrics.sent, stream, length);
+                        frame
+                    }
+                };
+                done = false;
+                sent_any = true;
+                self.unflushed += frame.len();
+                self.feed(Message::Binary(frame.into())).await?;
+                if self.unflushed >= FLUSH_BYTES {
+                    self.flush().await?;
+                    return Ok(Progress::More);
+                }
+            }
+            if !sent_any {
+                if self.unflushed > 0 {
+                    self.flush().await?;
+                }
+                return Ok(if done {
+                    Progress::Complete
+                } else {
+                    Progress::Waiting
+                });
+            }
+            self.release_sent();
+        }
+    }
+
+    /// Block mode: tells capture which bytes this attachment no longer
+    /// needs (see [`Reader::release`]).
+    fn release_sent(&self) {
+        let credited = self.window.map(|_| self.credit.granted());
+        self.output.release(&self.cursors, credited);
+    }
+
+    async fn send_error(&mut self, code: &str, message: &str) -> Result<(), ()> {
+        let frame = ServerFrame::Error {
+            code: code.to_string(),
+            message: message.to_string(),
+        };
+        self.send_frame(&frame).await
+    }
+
+    async fn send_frame(&mut self, frame: &ServerFrame) -> Result<(), ()> {
+        self.send(Message::Binary(frame.encode().into())).await
+    }
+
+    async fn feed(&mut self, message: Message) -> Result<(), ()> {
+        match timeout(self.send_timeout, self.sink.feed(message)).await {
+            Ok(Ok(())) => Ok(()),
+            _ => Err(()),
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), ()> {
+        self.unflushed = 0;
+        match timeout(self.send_timeout, self.sink.flush()).await {
+            Ok(Ok(())) => {
+                self.release_sent();
+                Ok(())
+            }
+            _ => {
+                tracing::info!(id = %self.process.id, "attachment socket took nothing for the send timeout; closing it");
+                Err(())
+            }
+        }
+    }
+
+    /// Feeds and flushes one message.
+    pub async fn send(&mut self, message: Message) -> Result<(), ()> {
+        self.feed(message).await?;
+        self.flush().await
+    }
+}

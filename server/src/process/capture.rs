@@ -1,0 +1,148 @@
+//! Capture: the start of the data path. Each output fd (a pipe, or the PTY
+//! master; both non-blocking on tokio's reactor) is read from the first
+//! byte straight into the process's [`RetainedOutput`], whether or not
+//! anyone is attached. Nothing here waits for a reader (drop mode) or for
+//! more than the slowest one (block mode, through
+//! [`RetainedOutput::room`]).
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tether_protocol::StreamName;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::watch;
+use tokio::time::{sleep_until, Instant};
+
+use crate::metrics::Metrics;
+use crate::pty::{self, PtyMaster};
+use crate::retained::RetainedOutput;
+
+/// Largest single read from an output fd; also bounds each append.
+const READ_CHUNK: usize = 64 * 1024;
+
+thread_local! {
+    /// One read buffer per runtime worker thread: an idle stream holds no
+    /// buffer, and no read pays for zeroing one.
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; READ_CHUNK]);
+}
+
+/// Where capture reads from: a pipe or a PTY master.
+pub enum Source {
+    /// A stdout or stderr pipe.
+    Pipe(AsyncFd<OwnedFd>),
+    /// The PTY master (the whole terminal output, as `stdout`).
+    Pty(Arc<PtyMaster>),
+}
+
+impl Source {
+    /// A pipe's read end, made non-blocking and registered.
+    pub fn pipe(fd: OwnedFd) -> io::Result<Source> {
+        pty::set_nonblocking(&fd)?;
+        Ok(Source::Pipe(pty::register(fd)?))
+    }
+
+    fn fd(&self) -> &AsyncFd<OwnedFd> {
+        match self {
+            Source::Pipe(fd) => fd,
+            Source::Pty(master) => master.async_fd(),
+        }
+    }
+}
+
+/// One stream's capture task.
+pub struct Capture {
+    /// Where the bytes go.
+    pub output: Arc<RetainedOutput>,
+    /// Which stream this is.
+    pub stream: StreamName,
+    /// Where they come from.
+    pub source: Source,
+    /// Set by the supervisor to the moment of the reap.
+    pub reaped: watch::Receiver<Option<Instant>>,
+    /// How long capture may go on after the reap (`--drain-timeout-ms`).
+    pub drain: Duration,
+    /// Counts captured bytes.
+    pub metrics: Arc<Metrics>,
+}
+
+impl Capture {
+    /// Captures until end of file, or until the drain bound after the reap.
+    /// Returns true when it reached end of file.
+    pub async fn run(mut self) -> bool {
+        let mut deadline: Option<Instant> = None;
+        loop {
+            // Block mode: wait for room. After the reap the tail of the pipe
+            // fits the exit slack; what still finds no room is a descendant
+            // writing on, and the drain bound holds for it as in drop mode,
+            // whoever is attached.
+            let room = tokio::select! {
+                biased;
+                room = self.output.room(self.stream) => room,
+                _ = wait_deadline(deadline) => return false,
+                Ok(()) = self.reaped.changed(), if deadline.is_none() => {
+                    deadline = self.on_reaped();
+                    continue;
+                }
+            };
+            tokio::select! {
+                ready = self.source.fd().readable() => {
+                    let Ok(mut guard) = ready else { return true };
+                    match guard.try_io(|fd| self.read_once(fd.get_ref(), room)) {
+                        Ok(Ok(0)) => return true,
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(stream = self.stream.as_str(), error = %e, "capture read failed");
+                            return true;
+                        }
+                        Err(_would_block) => {}
+                    }
+                }
+                _ = wait_deadline(deadline) => return false,
+                Ok(()) = self.reaped.changed(), if deadline.is_none() => {
+                    deadline = self.on_reaped();
+                }
+            }
+        }
+    }
+
+    /// Once the program has been reaped, what is left in its pipe (or the
+    /// terminal's buffer) is finite: block mode lets the stream grow to take
+    /// it. Returns the drain deadline.
+    fn on_reaped(&self) -> Option<Instant> {
+        let at = *self.reaped.borrow();
+        if at.is_some() {
+            self.output.reaped(self.stream);
+        }
+        at.map(|at| at + self.drain)
+    }
+
+    /// Reads once from a ready fd into the retained output. Returns the
+    /// bytes read; 0 at end of output (EIO is how a PTY master reports that
+    /// the child side closed). The read buffer is the thread's, not this
+    /// stream's.
+    fn read_once(&self, fd: &OwnedFd, room: usize) -> io::Result<usize> {
+        READ_BUFFER.with_borrow_mut(|buf| {
+            let want = room.min(buf.len());
+            match nix::unistd::read(fd, &mut buf[..want]) {
+                Ok(0) | Err(nix::errno::Errno::EIO) => Ok(0),
+                Ok(n) => {
+                    self.output.append(self.stream, &buf[..n]);
+                    Metrics::add(&self.metrics.captured, self.stream, n as u64);
+                    Ok(n)
+                }
+                Err(nix::errno::Errno::EAGAIN) => Err(io::ErrorKind::WouldBlock.into()),
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+}
+
+/// Sleeps until the deadline, or forever without one.
+pub async fn wait_deadline(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

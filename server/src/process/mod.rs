@@ -1,0 +1,176 @@
+//! A process known to the server: its identity, its retained output, its
+//! exit, and the one policy for each operation clients may ask of it
+//! (signal, kill, resize, stdin), whichever entry point (HTTP or a frame)
+//! they come through.
+//!
+//! The parts of its life are apart, in the order a process lives them:
+//! [`spawn`](mod@spawn) starts it and its tasks, [`capture`] reads each output fd into
+//! the retained output, [`stdin`] writes what clients send, and
+//! [`supervise`] alone owns the OS child: it reaps it, fires the deadline,
+//! serves signals and kills, and publishes the exit.
+
+pub mod capture;
+pub mod spawn;
+pub mod stdin;
+pub mod supervise;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tether_protocol::{ExitReason, Overflow, ProcessInfo, ProcessStatus, Signal, TermSize};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::pty::PtyMaster;
+use crate::retained::RetainedOutput;
+use crate::session::kill_orphans;
+use crate::slots::Slots;
+use stdin::StdinQueue;
+use supervise::{timestamp, Control, Exited};
+
+pub use spawn::{spawn, SpawnPlan};
+
+/// A process known to the server.
+pub struct Process {
+    /// Server-assigned id.
+    pub id: String,
+    /// OS pid of the session leader.
+    pub pid: u32,
+    /// What was executed.
+    pub argv: Vec<String>,
+    /// PTY or pipes.
+    pub tty: bool,
+    /// Wall-clock spawn time.
+    pub started_at: SystemTime,
+    /// Retention reserved against `--retain-total`.
+    pub reserved_bytes: u64,
+    /// Attachment slots (`--max-attachments-per-process`).
+    pub attachment_slots: Slots,
+    /// The server's counters.
+    pub metrics: Arc<Metrics>,
+    output: Arc<RetainedOutput>,
+    exit: watch::Receiver<Option<Exited>>,
+    control: mpsc::Sender<Control>,
+    stdin: StdinQueue,
+    pty: Option<Arc<PtyMaster>>,
+    kill_grace: Duration,
+}
+
+impl Process {
+    /// Its retained output (capture writes it, attachments read it).
+    pub fn output(&self) -> &Arc<RetainedOutput> {
+        &self.output
+    }
+
+    /// The retention overflow mode.
+    pub fn overflow(&self) -> Overflow {
+        self.output.overflow()
+    }
+
+    /// A receiver that changes once, when the process counts as exited.
+    pub fn watch_exit(&self) -> watch::Receiver<Option<Exited>> {
+        self.exit.clone()
+    }
+
+    /// When it counted as exited, once it has.
+    pub fn finished_at(&self) -> Option<SystemTime> {
+        self.exit.borrow().as_ref().map(|e| e.finished_at)
+    }
+
+    /// True until the process counts as exited.
+    pub fn is_running(&self) -> bool {
+        self.exit.borrow().is_none()
+    }
+
+    /// The process object as of now: once exited, the one the supervisor
+    /// published, so every view carries the same final totals.
+    pub fn info(&self) -> ProcessInfo {
+        if let Some(exited) = &*self.exit.borrow() {
+            return exited.info.clone();
+        }
+        let [stdout_bytes, stderr_bytes] = self.output.totals();
+        ProcessInfo {
+            id: self.id.clone(),
+            pid: self.pid,
+            argv: self.argv.clone(),
+            tty: self.tty,
+            overflow: self.overflow(),
+            status: ProcessStatus::Running,
+            started_at: timestamp(self.started_at),
+            exit_code: None,
+            signal: None,
+            reason: None,
+            finished_at: None,
+            duration_ms: None,
+            stdout_bytes,
+            stderr_bytes,
+            output_incomplete: false,
+        }
+    }
+
+    fn not_running(&self) -> ApiError {
+        ApiError::NotRunning(self.id.clone())
+    }
+
+    /// Sends `signal` to the process group. 409 once it has been reaped.
+    pub async fn signal(&self, signal: Signal) -> Result<(), ApiError> {
+        let signal = nix::sys::signal::Signal::try_from(signal.number()).map_err(|_| {
+            ApiError::Internal(format!("signal {} unknown to the OS", signal.name()))
+        })?;
+        let (tx, rx) = oneshot::channel();
+        self.control
+            .send(Control::Signal(signal, tx))
+            .await
+            .map_err(|_| self.not_running())?;
+        rx.await.map_err(|_| self.not_running())
+    }
+
+    /// Kills the whole session with `reason`. Once the leader has been
+    /// reaped (the exit may still be draining, or published), the reason
+    /// stays what it was, but descendants left in the session are killed
+    /// all the same: DELETE and shutdown leave nothing behind.
+    pub async fn kill(&self, reason: ExitReason) {
+        let (tx, rx) = oneshot::channel();
+        if self.control.send(Control::Kill(reason, tx)).await.is_ok() && rx.await.is_ok() {
+            return;
+        }
+        // The reaped leader's session id stays reserved while any member
+        // lives, so this reaches only what is left of this session.
+        kill_orphans(self.pid, self.tty, self.kill_grace);
+    }
+
+    /// Queues bytes for stdin; waits while the stdin queue is full.
+    pub async fn write_stdin(&self, data: Vec<u8>) -> Result<(), ApiError> {
+        if !self.is_running() {
+            return Err(self.not_running());
+        }
+        self.stdin
+            .write(data)
+            .await
+            .map_err(|_| ApiError::StdinUnavailable(self.id.clone()))
+    }
+
+    /// Closes stdin (pipes) or sends the terminal's EOF character (PTY).
+    pub async fn close_stdin(&self) -> Result<(), ApiError> {
+        self.stdin
+            .close()
+            .await
+            .map_err(|_| ApiError::StdinUnavailable(self.id.clone()))
+    }
+
+    /// Sets the PTY window size. Refused for pipes (400), for a size out of
+    /// range (400) and once exited (409), in that order, on every path.
+    pub fn resize(&self, cols: u32, rows: u32) -> Result<(), ApiError> {
+        let Some(pty) = &self.pty else {
+            return Err(ApiError::NoTerminal(self.id.clone()));
+        };
+        let size = TermSize::new(cols, rows)?;
+        if !self.is_running() {
+            return Err(self.not_running());
+        }
+        self.output
+            .resize_with(|| pty.resize(size))
+            .map_err(|e| ApiError::Internal(format!("resize failed: {e}")))
+    }
+}

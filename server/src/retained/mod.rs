@@ -1,0 +1,351 @@
+//! Retained output: what capture has read from a process, per stream,
+//! addressed by absolute byte offset since spawn, with its lock and its
+//! wake-ups in one owner, [`RetainedOutput`]. No guard leaves this file:
+//! callers say what they mean (append captured bytes, next frame for a
+//! cursor, release what a reader was sent, wait for room) and the matching
+//! wake-up happens here.
+//!
+//! The bytes live in a pure ring per stream (`ring::StreamBuffer`); this
+//! owner adds the lock, the wake-ups and the block-mode rules, all in the
+//! "Block mode" section below. A disk-backed log would replace the ring
+//! behind these same methods.
+
+mod ring;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tether_protocol::{Overflow, StreamName};
+use tokio::sync::{watch, Notify};
+
+pub use ring::Next;
+use ring::{ReaderId, StreamBuffer};
+
+/// How far block-mode retention may grow once the program has exited: the
+/// largest pipe Linux gives an unprivileged process (`pipe-max-size`).
+const EXIT_SLACK: usize = 1 << 20;
+
+/// Both output streams of one process (a PTY writes only `stdout`), the
+/// lock around them, and the wake-ups of readers and of capture.
+#[derive(Debug)]
+pub struct RetainedOutput {
+    overflow: Overflow,
+    state: Mutex<Streams>,
+    /// Changes whenever bytes are appended or capture completes.
+    appended: watch::Sender<()>,
+    /// Block mode: a capture waiting for room in a stream.
+    room_freed: [Notify; 2],
+}
+
+#[derive(Debug)]
+struct Streams {
+    buffers: [StreamBuffer; 2],
+    next_reader: ReaderId,
+}
+
+/// One reader's progress through one stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    /// Next offset to send.
+    pub next: u64,
+    /// Data bytes sent (credit counts these, never `dropped` notices).
+    pub sent: u64,
+}
+
+impl Cursor {
+    /// A cursor that starts at `offset` with nothing sent.
+    pub fn at(offset: u64) -> Cursor {
+        Cursor {
+            next: offset,
+            sent: 0,
+        }
+    }
+}
+
+impl RetainedOutput {
+    /// Empty streams of `capacity` bytes each.
+    pub fn new(capacity: usize, overflow: Overflow) -> RetainedOutput {
+        RetainedOutput {
+            overflow,
+            state: Mutex::new(Streams {
+                buffers: [StreamBuffer::new(capacity), StreamBuffer::new(capacity)],
+                next_reader: 0,
+            }),
+            appended: watch::Sender::new(()),
+            room_freed: [Notify::new(), Notify::new()],
+        }
+    }
+
+    /// Held for a few lines, never across an await. A panic while holding
+    /// it would be a bug in a few lines of ring code; the data is still
+    /// consistent enough to serve.
+    fn lock(&self) -> MutexGuard<'_, Streams> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The overflow mode.
+    pub fn overflow(&self) -> Overflow {
+        self.overflow
+    }
+
+    /// Capture's one entry: appends bytes read from `stream` and wakes the
+    /// readers. Every captured byte passes here exactly once, in order, and
+    /// the returned offset is that of `data[0]`: this is where a screen
+    /// model (a terminal emulator per PTY) is to be fed, under the same lock
+    /// as [`RetainedOutput::resize_with`], so it sees bytes and resizes in
+    /// one order.
+    pub fn append(&self, stream: StreamName, data: &[u8]) -> u64 {
+        let offset = {
+            let mut state = self.lock();
+            let buffer = &mut state.buffers[stream.index()];
+            let offset = buffer.end();
+            buffer.push(data);
+            offset
+        };
+        self.appended.send_replace(());
+        offset
+    }
+
+    /// Applies a terminal resize in order with the captured output: `apply`
+    /// runs under the lock that [`RetainedOutput::append`] takes, so
+    /// whatever is fed from both sees the resize between the bytes written
+    /// before it and after it.
+    pub fn resize_with<T>(&self, apply: impl FnOnce() -> T) -> T {
+        let _state = self.lock();
+        apply()
+    }
+
+    /// Marks capture finished on both streams and returns their final
+    /// totals; readers wake to find the end.
+    pub fn complete(&self) -> [u64; 2] {
+        let totals = {
+            let mut state = self.lock();
+            for buffer in &mut state.buffers {
+                buffer.complete();
+            }
+            state.buffers.each_ref().map(StreamBuffer::end)
+        };
+        self.appended.send_replace(());
+        totals
+    }
+
+    /// Bytes written to each stream since spawn (retained or not).
+    pub fn totals(&self) -> [u64; 2] {
+        self.lock().buffers.each_ref().map(StreamBuffer::end)
+    }
+
+    /// A receiver that changes whenever output is appended or complete.
+    pub fn watch(&self) -> watch::Receiver<()> {
+        self.appended.subscribe()
+    }
+
+    /// Registers a reader starting at these offsets. Block mode keeps bytes
+    /// from there on until it has been sent them; the registration ends
+    /// when the [`Reader`] is dropped.
+    pub fn reader(self: &Arc<Self>, starts: [u64; 2]) -> Reader {
+        let id = {
+            let mut state = self.lock();
+            let id = state.next_reader;
+            state.next_reader += 1;
+            for (buffer, start) in state.buffers.iter_mut().zip(starts) {
+                buffer.register(id, start);
+            }
+            id
+        };
+        Reader {
+            output: self.clone(),
+            id,
+        }
+    }
+}
+
+/// A reader's registration with the retained output (an attachment). It
+/// reads at its own cursors; dropping it unregisters, and a block-mode
+/// capture waiting for room re-checks, since the slowest reader may be gone.
+#[derive(Debug)]
+pub struct Reader {
+    output: Arc<RetainedOutput>,
+    id: ReaderId,
+}
+
+impl Reader {
+    /// The next thing to send from `stream` at `cursor`, at most `max` data
+    /// bytes, which `encode` turns into a frame straight from the ring (one
+    /// copy). Advances the cursor past what it returns.
+    pub fn next(
+        &self,
+        stream: StreamName,
+        cursor: &mut Cursor,
+        max: usize,
+        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
+    ) -> Next {
+        let next = self.output.lock().buffers[stream.index()].next(cursor.next, max, encode);
+        match &next {
+            Next::Dropped { offset, length } => cursor.next = offset + length,
+            Next::Data { offset, length, .. } => {
+                cursor.next = offset + length;
+                cursor.sent += length;
+            }
+            Next::Pending | Next::End => {}
+        }
+        next
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        {
+            let mut state = self.output.lock();
+            for buffer in &mut state.buffers {
+                buffer.unregister(self.id);
+            }
+        }
+        self.output.wake_capture();
+    }
+}
+
+// Block mode: capture reads only into room that no reader still needs,
+// readers release what they were sent (and, with a window, had credited),
+// and after the reap each stream may grow by EXIT_SLACK to take the finite
+// tail of the pipe. Retention is reserved at spawn for all of that.
+impl RetainedOutput {
+    /// Retention to reserve against `--retain-total` for a process with
+    /// `streams` streams of `capacity` bytes: block mode may grow each by
+    /// the exit slack once the program has exited, so the budget bounds
+    /// real memory.
+    pub fn reservation(capacity: usize, overflow: Overflow, streams: u64) -> u64 {
+        let slack = match overflow {
+            Overflow::Block => EXIT_SLACK as u64,
+            Overflow::Drop => 0,
+        };
+        (capacity as u64 + slack) * streams
+    }
+
+    /// How many bytes capture may read into `stream` now: unbounded in drop
+    /// mode; in block mode it waits until the slowest reader has been sent
+    /// enough that there is room. Cancel-safe (nothing is taken).
+    pub async fn room(&self, stream: StreamName) -> usize {
+        if self.overflow != Overflow::Block {
+            return usize::MAX;
+        }
+        loop {
+            let notified = self.room_freed[stream.index()].notified();
+            let room = self.lock().buffers[stream.index()].block_room();
+            if room > 0 {
+                return room;
+            }
+            notified.await;
+        }
+    }
+
+    /// The program has been reaped: what is left in its pipe is finite, so
+    /// a block-mode stream may grow by `EXIT_SLACK` (1 MiB) to take it without
+    /// waiting for a reader (the drain bound still stops a descendant that
+    /// writes on).
+    pub fn reaped(&self, stream: StreamName) {
+        if self.overflow == Overflow::Block {
+            self.lock().buffers[stream.index()].grow(EXIT_SLACK);
+            self.room_freed[stream.index()].notify_one();
+        }
+    }
+
+    fn wake_capture(&self) {
+        if self.overflow == Overflow::Block {
+            for room in &self.room_freed {
+                room.notify_one();
+            }
+        }
+    }
+}
+
+impl Reader {
+    /// Block mode: tells capture which bytes this reader no longer needs.
+    /// With flow control (`credited` is the credit granted per stream),
+    /// bytes sent but not yet acknowledged by credit stay, so a client that
+    /// reconnects after a blip loses nothing.
+    pub fn release(&self, cursors: &[Cursor; 2], credited: Option<[u64; 2]>) {
+        if self.output.overflow != Overflow::Block {
+            return;
+        }
+        {
+            let mut state = self.output.lock();
+            for stream in StreamName::ALL {
+                let i = stream.index();
+                let unacked = match credited {
+                    Some(credited) => cursors[i].sent.saturating_sub(credited[i]),
+                    None => 0,
+                };
+                state.buffers[i].advance(self.id, cursors[i].next.saturating_sub(unacked));
+            }
+        }
+        self.output.wake_capture();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn concat(_: u64, parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    #[test]
+    fn a_reader_advances_its_cursor_past_what_it_is_given() {
+        let output = Arc::new(RetainedOutput::new(4, Overflow::Drop));
+        assert_eq!(output.append(StreamName::Stdout, b"abcdef"), 0);
+        assert_eq!(output.append(StreamName::Stdout, b"g"), 6);
+        let reader = output.reader([0, 0]);
+        let mut cursor = Cursor::at(0);
+        let next = reader.next(StreamName::Stdout, &mut cursor, 10, concat);
+        assert_eq!(
+            next,
+            Next::Dropped {
+                offset: 0,
+                length: 3
+            }
+        );
+        assert_eq!(cursor, Cursor { next: 3, sent: 0 });
+        reader.next(StreamName::Stdout, &mut cursor, 10, concat);
+        assert_eq!(cursor, Cursor { next: 7, sent: 4 });
+        assert_eq!(output.complete(), [7, 0]);
+        assert_eq!(
+            reader.next(StreamName::Stdout, &mut cursor, 10, concat),
+            Next::End
+        );
+    }
+
+    #[tokio::test]
+    async fn block_mode_capture_waits_for_room_until_a_reader_releases() {
+        let output = Arc::new(RetainedOutput::new(4, Overflow::Block));
+        let reader = output.reader([0, 0]);
+        output.append(StreamName::Stdout, b"abcd");
+        let waiting = tokio::spawn({
+            let output = output.clone();
+            async move { output.room(StreamName::Stdout).await }
+        });
+        let mut cursors = [Cursor::at(0); 2];
+        reader.next(StreamName::Stdout, &mut cursors[0], 3, concat);
+        // Sent but not credited: still needed with flow control.
+        reader.release(&cursors, Some([0, 0]));
+        assert!(!waiting.is_finished());
+        reader.release(&cursors, None);
+        assert_eq!(waiting.await.unwrap(), 3);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_last_reader_keeps_its_floor_and_the_exit_slack_adds_room() {
+        let output = Arc::new(RetainedOutput::new(4, Overflow::Block));
+        let reader = output.reader([0, 0]);
+        output.append(StreamName::Stdout, b"abcd");
+        drop(reader);
+        // Nobody was sent anything: a reconnecting client must find it all.
+        assert_eq!(output.lock().buffers[0].block_room(), 0);
+        output.reaped(StreamName::Stdout);
+        assert_eq!(output.room(StreamName::Stdout).await, EXIT_SLACK);
+        assert_eq!(
+            RetainedOutput::reservation(4, Overflow::Block, 2),
+            2 * (4 + EXIT_SLACK as u64)
+        );
+        assert_eq!(RetainedOutput::reservation(4, Overflow::Drop, 1), 4);
+    }
+}
