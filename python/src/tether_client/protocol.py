@@ -392,8 +392,8 @@ def decode_server_frame(payload: bytes) -> ServerFrame:
                 stdout=_uint(v, "stdout"),
                 stderr=_uint(v, "stderr"),
             )
-        if kind in STREAMS:
-            return Data(stream=cast(StreamName, kind), offset=_uint(v, "offset"), data=_field(v, "data", bytes))
+        if kind == "stdout" or kind == "stderr":
+            return Data(stream=_stream({"stream": kind}), offset=_uint(v, "offset"), data=_field(v, "data", bytes))
         if kind == "dropped":
             return Dropped(stream=_stream(v), offset=_uint(v, "offset"), length=_uint(v, "length"))
         if kind == "exit":
