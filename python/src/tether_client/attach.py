@@ -577,6 +577,8 @@ class Attachment:
                 except TetherError as final:
                     self._fail(final)
                     return
+        except Exception as e:  # a bug here must not leave readers waiting
+            self._fail(ProtocolError(f"the attachment failed: {e!r}"))
         finally:
             if self._poller is not None:
                 self._poller.cancel()

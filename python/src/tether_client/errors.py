@@ -164,7 +164,8 @@ class RetriesExhausted(TetherError):
     """
 
     def __init__(self, attempts: int, elapsed: float, last: TetherError) -> None:
-        super().__init__(f"gave up after {attempts} attempts over {elapsed:.1f}s: {last}")
+        # Not super(): in Unreachable the next class is TransportError.
+        TetherError.__init__(self, f"gave up after {attempts} attempts over {elapsed:.1f}s: {last}")
         self.attempts = attempts
         self.elapsed = elapsed
         self.last = last
