@@ -33,8 +33,9 @@ async def test_a_shell_on_a_pty_computes_resizes_and_exits(client: AsyncClient) 
 
 async def test_ctrl_c_interrupts_the_foreground_job(client: AsyncClient) -> None:
     async with client.terminal(SHELL, env=ENV) as term:
-        await term.write("echo started; sleep 30; echo not-interrupted\r")
-        # The output line, not the echo of the typed one.
+        # "started" comes from the job itself, so once it shows, the job is
+        # the terminal's foreground process group.
+        await term.write("sh -c 'echo started; exec sleep 30'; echo not-interrupted\r")
         await term.expect(rb"\r\nstarted\r\n", timeout=WAIT)
         await term.write("\x03")
         # Type on only at the next prompt: the terminal discards typeahead
