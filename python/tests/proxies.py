@@ -102,3 +102,37 @@ class FlakyFront:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+
+
+class AnswerLosingFront:
+    """Forwards connections to ``target_port``, but on the first ``lose`` of them throws the server's answer away and resets the client's connection: the request was carried out, its answer lost."""
+
+    def __init__(self, target_port: int, lose: int) -> None:
+        self.target_port = target_port
+        self.lose = lose
+        self.seen = 0
+        self.base = ""
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> AnswerLosingFront:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.base = f"http://127.0.0.1:{port}"
+        return self
+
+    async def _serve(self, in_r: asyncio.StreamReader, in_w: asyncio.StreamWriter) -> None:
+        self.seen += 1
+        out_r, out_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+        if self.seen > self.lose:
+            await asyncio.gather(_pipe(in_r, out_w), _pipe(out_r, in_w))
+            return
+        upstream = asyncio.ensure_future(_pipe(in_r, out_w))
+        with contextlib.suppress(Exception):
+            await out_r.read(1)  # the server has answered: it acted
+        in_w.transport.abort()
+        out_w.transport.abort()
+        upstream.cancel()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()

@@ -10,7 +10,7 @@ import pytest
 from tether_client import AsyncClient, RetriesExhausted, RetryPolicy
 
 from .conftest import FAST_RETRY, WAIT, Tetherd
-from .proxies import FlakyFront
+from .proxies import AnswerLosingFront, CuttingProxy, FlakyFront
 
 
 async def test_wait_outlasts_server_side_long_poll_expiries(start_server) -> None:  # type: ignore[no-untyped-def]
@@ -62,3 +62,40 @@ async def test_wait_gives_up_on_a_proxy_that_only_answers_503(server: Tetherd, c
     finally:
         await front.stop()
         await client.kill(process.id)
+
+
+async def test_wait_survives_a_connection_reset_mid_long_poll(server: Tetherd, client: AsyncClient) -> None:
+    process = await client.spawn("read line; exit 6", stdin=True)
+    proxy = await CuttingProxy(server.port).start()
+    try:
+        async with AsyncClient(proxy.base, retry=FAST_RETRY) as through:
+            waiter = asyncio.create_task(through.wait(process.id))
+            deadline = time.monotonic() + WAIT
+            for expected in (1, 2):
+                # A long-poll is open: reset it.
+                while proxy.accepted < expected or not proxy.cut():
+                    assert time.monotonic() < deadline, "no long-poll to cut"
+                    assert not waiter.done(), f"wait ended early: {waiter}"
+                    await asyncio.sleep(0.01)
+            while proxy.accepted < 3:
+                assert time.monotonic() < deadline, "wait did not retry after the reset"
+                await asyncio.sleep(0.01)
+            assert not waiter.done(), "a reset was reported as the exit"
+            await client.close_stdin(process.id)
+            info = await asyncio.wait_for(waiter, WAIT)
+            assert (info.exit_code, info.reason) == (6, "exit")
+    finally:
+        await proxy.stop()
+
+
+async def test_a_spawn_whose_answer_is_lost_is_retried_and_starts_once(server: Tetherd, client: AsyncClient) -> None:
+    marker = f"spawn-once-{time.monotonic_ns()}"
+    front = await AnswerLosingFront(server.port, lose=1).start()
+    try:
+        async with AsyncClient(front.base, retry=FAST_RETRY) as lossy:
+            process = await asyncio.wait_for(lossy.spawn(["sh", "-c", f"echo {marker}"]), WAIT)
+        assert front.seen >= 2, "the first answer was not lost"
+        matching = [p for p in await client.list() if marker in " ".join(p.argv)]
+        assert [p.id for p in matching] == [process.id], "the command started more than once"
+    finally:
+        await front.stop()

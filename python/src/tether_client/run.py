@@ -135,7 +135,13 @@ async def exec_command(
         if input is not None:
             await attachment.write(input)
             await attachment.close_stdin()
-        out, err = await asyncio.gather(_collect(attachment.stdout), _collect(attachment.stderr))
+        readers = [asyncio.ensure_future(_collect(r)) for r in (attachment.stdout, attachment.stderr)]
+        try:
+            out, err = await asyncio.gather(*readers)
+        finally:
+            # If one failed, the other must not outlive this call.
+            for task in readers:
+                task.cancel()
         info = await asyncio.wait_for(attachment.wait(), EXIT_GRACE)
     status = ExitStatus.of(info, out[1] + err[1])
     return ExecResult(**{**status.__dict__, "stdout": out[0], "stderr": err[0]})

@@ -16,7 +16,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .attach import Attachment, Chunk, OutputReader
-from .client import AsyncClient, spawn_body
+from .client import AsyncClient
 from .protocol import Overflow, ProcessInfo
 from .retry import RetryPolicy
 from .run import ExecResult, ExitStatus, Run, RunContext
@@ -132,9 +132,35 @@ class Client:
             self._runner.run(self.aio.aclose())
         self._runner.close()
 
-    def spawn(self, command: str | Sequence[str], **options: Any) -> ProcessInfo:
-        """Starts a process; the options of :meth:`AsyncClient.spawn`."""
-        return self._runner.run(self.aio.spawn(command, **options))
+    def spawn(
+        self,
+        command: str | Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        tty: bool = False,
+        cols: int | None = None,
+        rows: int | None = None,
+        retain_bytes: int | None = None,
+        stdin: bool = False,
+        overflow: Overflow | None = None,
+    ) -> ProcessInfo:
+        """Starts a process and returns its process object (:meth:`AsyncClient.spawn`)."""
+        return self._runner.run(
+            self.aio.spawn(
+                command,
+                env=env,
+                cwd=cwd,
+                timeout=timeout,
+                tty=tty,
+                cols=cols,
+                rows=rows,
+                retain_bytes=retain_bytes,
+                stdin=stdin,
+                overflow=overflow,
+            )
+        )
 
     def get(self, process_id: str) -> ProcessInfo:
         """The process object (:meth:`AsyncClient.get`)."""
@@ -192,27 +218,74 @@ class Client:
             )
         )
 
-    def attach(self, process_id: str, **options: Any) -> SyncAttachment:
-        """Attaches to a process (the options of :meth:`AsyncClient.attach`); use ``with client.attach(id) as a:``."""
+    def attach(
+        self,
+        process_id: str,
+        *,
+        window: int = 256 * 1024,
+        readonly: bool = False,
+        stdout_offset: int = 0,
+        stderr_offset: int = 0,
+        reconnect: RetryPolicy | None = None,
+        connect_timeout: float = 10.0,
+    ) -> SyncAttachment:
+        """Attaches to a process (:meth:`AsyncClient.attach`); use ``with client.attach(id) as attachment:``."""
 
         async def open_() -> Attachment:
-            return await self.aio.attach(process_id, **options)
+            return await self.aio.attach(
+                process_id,
+                window=window,
+                readonly=readonly,
+                stdout_offset=stdout_offset,
+                stderr_offset=stderr_offset,
+                reconnect=reconnect,
+                connect_timeout=connect_timeout,
+            )
 
         return SyncAttachment(self._runner, self._runner.run(open_()))
 
-    def exec_stream(self, command: str | Sequence[str], **options: Any) -> SyncRun:
-        """Runs a command and streams its output: ``with client.exec_stream(cmd) as run: for chunk in run: ...`` (the options of :meth:`AsyncClient.exec_stream`)."""
+    def exec_stream(
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: bool = False,
+        tty: bool = False,
+        retain_bytes: int | None = None,
+        window: int = 256 * 1024,
+    ) -> SyncRun:
+        """Runs a command and streams its output: ``with client.exec_stream(cmd) as run: for chunk in run: ...`` (:meth:`AsyncClient.exec_stream`)."""
 
         async def make() -> RunContext:
-            return self.aio.exec_stream(command, **options)
+            return self.aio.exec_stream(
+                command,
+                timeout=timeout,
+                env=env,
+                cwd=cwd,
+                stdin=stdin,
+                tty=tty,
+                retain_bytes=retain_bytes,
+                window=window,
+            )
 
         return SyncRun(self._runner, self._runner.run(make()))
 
-    def terminal(self, command: str | Sequence[str] = ("bash", "--norc", "-i"), **options: Any) -> SyncTerminal:
-        """Starts a program on a PTY: ``with client.terminal(["bash"]) as term:`` (the options of :meth:`AsyncClient.terminal`)."""
+    def terminal(
+        self,
+        command: str | Sequence[str] = ("bash", "--norc", "-i"),
+        *,
+        cols: int = 80,
+        rows: int = 24,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+    ) -> SyncTerminal:
+        """Starts a program on a PTY: ``with client.terminal(["bash"]) as term:`` (:meth:`AsyncClient.terminal`)."""
 
         async def make() -> TerminalContext:
-            return self.aio.terminal(command, **options)
+            return self.aio.terminal(command, cols=cols, rows=rows, env=env, cwd=cwd, timeout=timeout)
 
         return SyncTerminal(self._runner, self._runner.run(make()))
 
