@@ -44,6 +44,10 @@ async def test_ctrl_c_interrupts_the_foreground_job(client: AsyncClient) -> None
         await term.write("echo after-$((1+1))\r")
         text = await term.expect(rb"after-2\r\n", timeout=WAIT)
         assert "not-interrupted" not in text
+        # Ctrl-D ends the shell only when it reads it at an empty prompt: a
+        # ^D typed while the terminal is still in cooked mode for the last
+        # command would reach readline as a NUL byte.
+        await term.expect(rb"\$ ", timeout=WAIT)
         await term.send_eof()
         status = await asyncio.wait_for(term.wait(), WAIT)
         assert status.reason == "exit"

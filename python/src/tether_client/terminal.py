@@ -54,7 +54,7 @@ class Terminal:
         await self.attachment.signal(signal)
 
     async def send_eof(self) -> None:
-        """Types the terminal's EOF character (Ctrl-D)."""
+        """Types the terminal's EOF character (Ctrl-D). A shell takes it as end of input only at an empty prompt: typed while a command runs, it is lost (``expect`` the prompt first)."""
         await self.attachment.close_stdin()
 
     async def read(self, n: int = 65536) -> bytes:
