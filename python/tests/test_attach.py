@@ -131,7 +131,9 @@ async def test_stdin_over_the_attachment_and_over_http(client: AsyncClient) -> N
 
 
 async def test_signals_reach_the_process_and_kill_reports_killed(client: AsyncClient) -> None:
-    process = await client.spawn("trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done")
+    process = await client.spawn(
+        "trap 'echo got TERM; exit 7' TERM; echo ready; while :; do sleep 0.05; done"
+    )
     async with client.attach(process.id) as attachment:
         assert await asyncio.wait_for(attachment.stdout.read(6), WAIT) == b"ready\n"
         await attachment.signal("SIGTERM")

@@ -43,7 +43,8 @@ async def test_an_unknown_process_id_is_not_found_everywhere_at_once(client: Asy
 
 
 async def test_a_wrong_token_is_unauthorized_and_the_right_one_from_the_environment_works(
-    start_server, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    start_server,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
     daemon: Tetherd = start_server("--token", "s3cret")
     async with AsyncClient(daemon.base, token="wrong", retry=FAST_RETRY) as wrong:

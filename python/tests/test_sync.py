@@ -14,7 +14,12 @@ from .conftest import FAST_RETRY, Tetherd
 def test_sync_exec_returns_streams_code_and_reason(server: Tetherd) -> None:
     with Client(server.base, retry=FAST_RETRY) as client:
         result = client.exec("echo out; echo err >&2; exit 3")
-        assert (result.stdout, result.stderr, result.exit_code, result.reason) == (b"out\n", b"err\n", 3, "exit")
+        assert (result.stdout, result.stderr, result.exit_code, result.reason) == (
+            b"out\n",
+            b"err\n",
+            3,
+            "exit",
+        )
         timed_out = client.exec("sleep 30", timeout=0.3)
         assert (timed_out.reason, timed_out.exit_code) == ("timeout", 124)
         with pytest.raises(NotFound):

@@ -33,8 +33,17 @@ def _plain(value: Any) -> Any:
 def test_every_frame_type_is_covered() -> None:
     kinds = {v["frame"]["type"] for v in VECTORS}
     assert kinds == {
-        "hello", "stdout", "stderr", "dropped", "exit", "error",
-        "stdin", "stdin_eof", "signal", "resize", "credit",
+        "hello",
+        "stdout",
+        "stderr",
+        "dropped",
+        "exit",
+        "error",
+        "stdin",
+        "stdin_eof",
+        "signal",
+        "resize",
+        "credit",
     }
 
 

@@ -88,7 +88,9 @@ async def test_wait_survives_a_connection_reset_mid_long_poll(server: Tetherd, c
         await proxy.stop()
 
 
-async def test_a_spawn_whose_answer_is_lost_is_retried_and_starts_once(server: Tetherd, client: AsyncClient) -> None:
+async def test_a_spawn_whose_answer_is_lost_is_retried_and_starts_once(
+    server: Tetherd, client: AsyncClient
+) -> None:
     marker = f"spawn-once-{time.monotonic_ns()}"
     front = await AnswerLosingFront(server.port, lose=1).start()
     try:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -61,7 +61,7 @@ from .retry import Backoff, RetryPolicy
 if TYPE_CHECKING:
     from .client import AsyncClient
 
-Chunk = Union[Data, Dropped]
+Chunk = Data | Dropped
 """One item of an output stream: bytes (:class:`Data`) or a loss notice (:class:`Dropped`)."""
 
 MAX_STDIN_FRAME = 64 * 1024
@@ -451,7 +451,9 @@ class Attachment:
         self._task = asyncio.create_task(self._run())
 
     async def _poll_exit(self) -> None:
-        with contextlib.suppress(TetherError):
+        # Only a shortcut to the totals: the exit frame is authoritative, so
+        # a failure here (even the client being closed) is not the caller's.
+        with contextlib.suppress(Exception):
             self._learn(await self._client.wait(self._id))
 
     async def _connect(self) -> tuple[ClientConnection, ProcessInfo]:

@@ -30,7 +30,6 @@ LONG_POLL = 25.0
 """Seconds each ``wait`` long-poll asks the server to hold (the server caps it at ``--max-wait-ms``)."""
 
 
-
 def spawn_body(
     command: str | Sequence[str],
     *,

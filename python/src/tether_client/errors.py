@@ -219,7 +219,9 @@ class ExpectTimeout(TetherError, TimeoutError):
     """:meth:`Terminal.expect` saw no match in time; ``output`` is what arrived meanwhile (its last MiB at most)."""
 
     def __init__(self, pattern: str, timeout: float, output: bytes) -> None:
-        super().__init__(f"no {pattern!r} in the output after {timeout}s; the last output was {output[-200:]!r}")
+        super().__init__(
+            f"no {pattern!r} in the output after {timeout}s; the last output was {output[-200:]!r}"
+        )
         self.pattern = pattern
         self.output = output
 

@@ -11,7 +11,7 @@ exact bytes the Rust encoder produces (pinned by ``protocol/vectors``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Union, cast
+from typing import Any, Literal, cast
 
 import msgpack
 
@@ -273,7 +273,7 @@ class ErrorFrame:
         return _pack(self.to_wire())
 
 
-ServerFrame = Union[Hello, Data, Dropped, Exit, ErrorFrame]
+ServerFrame = Hello | Data | Dropped | Exit | ErrorFrame
 """A frame the server sends."""
 
 # ---------------------------------------------------------------- client frames
@@ -354,7 +354,7 @@ class Credit:
         return _pack(self.to_wire())
 
 
-ClientFrame = Union[Stdin, StdinEof, Signal, Resize, Credit]
+ClientFrame = Stdin | StdinEof | Signal | Resize | Credit
 """A frame a client sends."""
 
 # ---------------------------------------------------------------- decoding
@@ -393,7 +393,9 @@ def decode_server_frame(payload: bytes) -> ServerFrame:
                 stderr=_uint(v, "stderr"),
             )
         if kind == "stdout" or kind == "stderr":
-            return Data(stream=_stream({"stream": kind}), offset=_uint(v, "offset"), data=_field(v, "data", bytes))
+            return Data(
+                stream=_stream({"stream": kind}), offset=_uint(v, "offset"), data=_field(v, "data", bytes)
+            )
         if kind == "dropped":
             return Dropped(stream=_stream(v), offset=_uint(v, "offset"), length=_uint(v, "length"))
         if kind == "exit":
