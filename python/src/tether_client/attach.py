@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -35,9 +34,9 @@ from .errors import (
     TransportError,
     error_from_response,
 )
+from .output import Chunk, OutputReader, StreamState
 from .protocol import (
     MAX_TERMINAL_SIZE,
-    STREAMS,
     SUBPROTOCOL,
     ClientFrame,
     Credit,
@@ -61,16 +60,12 @@ from .retry import Backoff, RetryPolicy
 if TYPE_CHECKING:
     from .client import AsyncClient
 
-Chunk = Data | Dropped
-"""One item of an output stream: bytes (:class:`Data`) or a loss notice (:class:`Dropped`)."""
-
 MAX_STDIN_FRAME = 64 * 1024
 """Largest stdin payload per frame (the server accepts messages up to 1 MiB)."""
 COMMAND_QUEUE = 16
 """Stdin, resize and signal requests that may wait for the socket."""
-COALESCE_BYTES = 16 * 1024
-"""Small data frames are merged in a queue up to this size."""
 MAX_WINDOW = 1 << 40
+"""Largest credit window accepted."""
 
 
 @dataclass(frozen=True)
@@ -83,142 +78,6 @@ class AttachOptions:
     stderr_offset: int = 0
     reconnect: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout: float = 10.0
-
-
-class _Stream:
-    """Per-stream state shared by the connection task and the reader."""
-
-    def __init__(self, name: StreamName, start: int, any_event: asyncio.Event) -> None:
-        self.name = name
-        self.queue: deque[Chunk] = deque()
-        self.queued = 0  # data bytes in queue
-        self.next = start  # offset just past the last item received
-        self.total: int | None = None  # final length, once exited
-        self.finished = False  # nothing more will come
-        self.failure: TetherError | None = None
-        self.discard = False
-        self.owed = 0  # credit to grant on this connection (negative: a debt)
-        self.dropped = 0  # bytes read() skipped at gaps
-        self.event = asyncio.Event()
-        self._any = any_event
-
-    def at_end(self) -> bool:
-        return self.finished or (self.total is not None and self.next >= self.total)
-
-    def wake(self) -> None:
-        self.event.set()
-        self._any.set()
-
-
-class OutputReader:
-    """Reads one output stream of an :class:`Attachment`.
-
-    As chunks (:meth:`chunk`, or ``async for chunk in reader``), which
-    reports ``dropped`` gaps as :class:`Dropped` items, or as bytes
-    (:meth:`read`), which skips gaps and counts them in :attr:`dropped`. The
-    stream ends once the process has exited and every byte of this stream
-    has been read, whatever happens to the other stream. If the attachment
-    fails, the items received before the failure come first, then the error.
-    """
-
-    def __init__(self, attachment: Attachment, state: _Stream) -> None:
-        self._attachment = attachment
-        self._s = state
-
-    @property
-    def stream(self) -> StreamName:
-        """Which stream this reads."""
-        return self._s.name
-
-    @property
-    def buffered(self) -> int:
-        """Bytes of this stream held in the client, waiting to be read; never more than the window."""
-        return self._s.queued
-
-    @property
-    def offset(self) -> int:
-        """The offset of the next byte this reader will return (the stream's end once all is read)."""
-        return self._s.queue[0].offset if self._s.queue else self._s.next
-
-    @property
-    def dropped(self) -> int:
-        """Bytes that :meth:`read` skipped because the server had dropped them."""
-        return self._s.dropped
-
-    def _pop(self) -> Chunk | None:
-        s = self._s
-        if s.queue:
-            item = s.queue.popleft()
-            if isinstance(item, Data):
-                self._attachment._consumed(s, len(item.data))
-            return item
-        return None
-
-    def _ended(self) -> bool:
-        """True at the end; raises the failure if there was one."""
-        s = self._s
-        if s.failure is not None:
-            raise s.failure
-        return s.at_end()
-
-    async def chunk(self) -> Chunk | None:
-        """The next chunk (:class:`Data` or :class:`Dropped`), or ``None`` at the end of the stream."""
-        s = self._s
-        while True:
-            item = self._pop()
-            if item is not None:
-                return item
-            if self._ended():
-                return None
-            s.event.clear()
-            await s.event.wait()
-
-    def __aiter__(self) -> AsyncIterator[Chunk]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Chunk]:
-        while True:
-            item = await self.chunk()
-            if item is None:
-                return
-            yield item
-
-    async def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes (at least one, unless at the end: then ``b""``); with ``n < 0``, every byte up to the end. Gaps are skipped and counted in :attr:`dropped`."""
-        if n < 0:
-            parts: list[bytes] = []
-            while True:
-                piece = await self.read(1 << 20)
-                if not piece:
-                    return b"".join(parts)
-                parts.append(piece)
-        if n == 0:
-            return b""
-        s = self._s
-        while True:
-            if s.queue:
-                item = s.queue.popleft()
-                if isinstance(item, Dropped):
-                    s.dropped += item.length
-                    continue
-                taken = item.data[:n]
-                if len(item.data) > n:
-                    s.queue.appendleft(Data(item.stream, item.offset + n, item.data[n:]))
-                self._attachment._consumed(s, len(taken))
-                return taken
-            if self._ended():
-                return b""
-            s.event.clear()
-            await s.event.wait()
-
-    def discard(self) -> None:
-        """Stops buffering this stream: what is queued and whatever comes is credited and thrown away, so it never holds the process back."""
-        s = self._s
-        s.discard = True
-        s.owed += s.queued
-        s.queued = 0
-        s.queue.clear()
-        self._attachment._wake_sender()
 
 
 class _Outcome:
@@ -252,18 +111,17 @@ class Attachment:
         self._id = process_id
         self._options = options
         self._window = options.window
-        self._threshold = max(1, options.window // 4)
         self._any = asyncio.Event()
-        self._streams = {
-            "stdout": _Stream("stdout", options.stdout_offset, self._any),
-            "stderr": _Stream("stderr", options.stderr_offset, self._any),
+        self._wake = asyncio.Event()  # wakes the sender: credit or a command is due
+        self._streams: dict[StreamName, StreamState] = {
+            "stdout": StreamState("stdout", options.stdout_offset, options.window, self._any, self._wake.set),
+            "stderr": StreamState("stderr", options.stderr_offset, options.window, self._any, self._wake.set),
         }
-        self.stdout = OutputReader(self, self._streams["stdout"])
+        self.stdout = OutputReader(self._streams["stdout"])
         """The process's stdout (the whole output of a PTY)."""
-        self.stderr = OutputReader(self, self._streams["stderr"])
+        self.stderr = OutputReader(self._streams["stderr"])
         """The process's stderr (empty for a PTY)."""
         self._commands: asyncio.Queue[ClientFrame] = asyncio.Queue(COMMAND_QUEUE)
-        self._wake = asyncio.Event()
         self._exit: ProcessInfo | None = None
         self._exit_error: TetherError | None = None
         self._exit_event = asyncio.Event()
@@ -307,21 +165,21 @@ class Attachment:
         return self._merged()
 
     async def _merged(self) -> AsyncIterator[Chunk]:
-        readers = [self.stdout, self.stderr]
+        streams = [self._streams["stdout"], self._streams["stderr"]]
         turn = 0
         while True:
             item = None
+            # Take turns, so that neither stream starves the other.
             for i in range(2):
-                reader = readers[(turn + i) % 2]
-                item = reader._pop()
+                item = streams[(turn + i) % 2].pop()
                 if item is not None:
                     turn = (turn + i + 1) % 2
                     break
             if item is not None:
                 yield item
                 continue
-            # _ended raises a failure once the queues are empty.
-            if all([r._ended() for r in readers]):
+            # ended() raises a stream's failure once its queue is empty.
+            if all([s.ended() for s in streams]):
                 return
             self._any.clear()
             await self._any.wait()
@@ -395,16 +253,6 @@ class Attachment:
         await self._commands.put(frame)
         self._wake.set()
 
-    def _wake_sender(self) -> None:
-        self._wake.set()
-
-    def _consumed(self, s: _Stream, n: int) -> None:
-        """Accounts for ``n`` bytes taken by the application and wakes the sender when a grant is due."""
-        s.queued -= n
-        s.owed += n
-        if s.owed > 0 and (s.owed >= self._threshold or not s.queue):
-            self._wake.set()
-
     # ------------------------------------------------------------ state
 
     def _learn(self, info: ProcessInfo) -> None:
@@ -414,9 +262,9 @@ class Attachment:
         if self._exit is None and self._exit_error is None:
             self._exit = info
             self._exit_event.set()
-        for name, total in (("stdout", info.stdout_bytes), ("stderr", info.stderr_bytes)):
-            s = self._streams[name]
-            s.total = total
+        self._streams["stdout"].total = info.stdout_bytes
+        self._streams["stderr"].total = info.stderr_bytes
+        for s in self._streams.values():
             s.wake()
 
     def _fail(self, error: TetherError) -> None:
@@ -631,7 +479,7 @@ class Attachment:
                     return _Outcome.EXITED, None
             except ProtocolError as e:
                 return _Outcome.FATAL, e
-            if self._credit_due(force=False):
+            if any(s.credit_due() for s in self._streams.values()):
                 self._wake.set()
 
     async def _send_loop(self, ws: ClientConnection) -> tuple[str, TetherError | None]:
@@ -652,19 +500,12 @@ class Attachment:
                     return _Outcome.LOST, self._lost(str(e))
                 self._eof_sent |= is_eof
 
-    def _credit_due(self, force: bool) -> bool:
-        return any(
-            s.owed > 0 and (force or s.discard or s.owed >= self._threshold or not s.queue)
-            for s in self._streams.values()
-        )
-
     async def _grant(self, ws: ClientConnection, force: bool) -> None:
         """Sends the credit owed on each stream, when it is due (or always, with ``force``)."""
         for s in self._streams.values():
-            if s.owed > 0 and (force or s.discard or s.owed >= self._threshold or not s.queue):
-                owed, s.owed = s.owed, 0
+            if s.credit_due(force):
                 try:
-                    await ws.send(Credit(s.name, owed).encode())
+                    await ws.send(Credit(s.name, s.take_credit()).encode())
                 except ConnectionClosed as e:
                     raise self._lost(f"sending credit failed ({e})") from None
 
@@ -678,21 +519,9 @@ class Attachment:
         except FrameDecodeError as e:
             raise ProtocolError(f"bad frame from the server: {e}") from None
         if isinstance(frame, Data):
-            self._data(frame)
+            self._streams[frame.stream].push_data(frame)
         elif isinstance(frame, Dropped):
-            s = self._streams[frame.stream]
-            if frame.offset != s.next:
-                raise ProtocolError(
-                    f"dropped range of {frame.stream} starts at {frame.offset}, expected {s.next}"
-                )
-            s.next = frame.end
-            if not s.discard:
-                last = s.queue[-1] if s.queue else None
-                if isinstance(last, Dropped) and last.end == frame.offset:
-                    s.queue[-1] = Dropped(frame.stream, last.offset, last.length + frame.length)
-                else:
-                    s.queue.append(frame)
-                s.wake()
+            self._streams[frame.stream].push_dropped(frame)
         elif isinstance(frame, Exit):
             self._learn(frame.process)
             for s in self._streams.values():
@@ -704,29 +533,6 @@ class Attachment:
         else:
             raise ProtocolError("a second hello frame")
         return False
-
-    def _data(self, frame: Data) -> None:
-        s = self._streams[frame.stream]
-        if frame.offset != s.next:
-            raise ProtocolError(f"{frame.stream} data at offset {frame.offset}, expected {s.next}")
-        n = len(frame.data)
-        s.next += n
-        if n == 0:
-            return
-        if s.discard:
-            s.owed += n
-            return
-        s.queued += n
-        if s.queued > self._window:
-            raise ProtocolError(
-                f"the server sent more {frame.stream} than the credit window of {self._window} bytes"
-            )
-        last = s.queue[-1] if s.queue else None
-        if isinstance(last, Data) and last.end == frame.offset and len(last.data) + n <= COALESCE_BYTES:
-            s.queue[-1] = Data(frame.stream, last.offset, last.data + frame.data)
-        else:
-            s.queue.append(frame)
-        s.wake()
 
 
 def _quote(process_id: str) -> str:
@@ -772,4 +578,4 @@ class AttachContext:
             await self._attachment.close()
 
 
-__all__ = ["STREAMS", "AttachContext", "AttachOptions", "Attachment", "Chunk", "OutputReader"]
+__all__ = ["AttachContext", "AttachOptions", "Attachment", "Chunk", "OutputReader"]

@@ -138,13 +138,18 @@ class Terminal:
             while True:
                 await self.write(await keys.get())
 
+        def show(data: bytes) -> None:
+            view = memoryview(data)
+            while view:  # a terminal may take a large write in parts
+                view = view[os.write(sys.stdout.fileno(), view) :]
+
         async def show_output() -> None:
             if self._pending:
-                os.write(sys.stdout.fileno(), self._pending)
+                show(self._pending)
                 self._pending = b""
             async for chunk in self.attachment.stdout:
                 if isinstance(chunk, Data):
-                    os.write(sys.stdout.fileno(), chunk.data)
+                    show(chunk.data)
 
         tty.setraw(fd)
         loop.add_reader(fd, on_key)
