@@ -41,7 +41,7 @@ cargo test --workspace
 
 step "python client: venv, mypy --strict, pytest against target/debug/tetherd"
 python3 -m venv target/py-venv
-target/py-venv/bin/pip install --quiet --disable-pip-version-check './python[test]'
+target/py-venv/bin/pip install --quiet --disable-pip-version-check --root-user-action=ignore './python[test]'
 (cd python && ../target/py-venv/bin/mypy)
 # pytest exits non-zero on any failure, and with 5 when it collected no test:
 # either fails this script.

@@ -175,3 +175,18 @@ async def test_an_attachment_fails_clearly_when_its_server_is_gone(start_server)
         with pytest.raises(RetriesExhausted):
             await asyncio.wait_for(attachment.wait(), WAIT)
         await attachment.close()
+
+
+async def test_a_discarded_stream_never_holds_the_process_back(client: AsyncClient) -> None:
+    size = 4 << 20
+    # Block mode: unread stderr would stop the program once its retention
+    # filled; discarded, it is credited and thrown away.
+    process = await client.spawn(
+        f"head -c {size} /dev/zero >&2; echo done", overflow="block", retain_bytes=64 << 10
+    )
+    async with client.attach(process.id, window=16 << 10) as attachment:
+        attachment.stderr.discard()
+        assert await asyncio.wait_for(attachment.stdout.read(), WAIT) == b"done\n"
+        info = await asyncio.wait_for(attachment.wait(), WAIT)
+        assert (info.exit_code, info.stderr_bytes) == (0, size)
+        assert attachment.stderr.buffered == 0
