@@ -8,6 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 
+from tether_client import Data, Dropped, Utf8Decoder
 from tether_client.protocol import (
     FrameDecodeError,
     decode_client_frame,
@@ -77,3 +78,26 @@ def test_bad_server_frames_are_refused_with_the_servers_codes(payload: bytes, co
     with pytest.raises(FrameDecodeError) as caught:
         decode_server_frame(payload)
     assert caught.value.code == code
+
+
+def _vector(name: str) -> bytes:
+    return bytes.fromhex(next(v["hex"] for v in VECTORS if v["name"] == name))
+
+
+def test_a_code_point_split_across_frames_decodes_once_complete() -> None:
+    first = decode_server_frame(_vector("stdout_split_code_point_first_half"))
+    second = decode_server_frame(_vector("stdout_split_code_point_second_half"))
+    assert isinstance(first, Data) and isinstance(second, Data)
+    text = Utf8Decoder()
+    assert text.push(first) == ""
+    assert text.push(second) == "\u2500\n"
+    assert text.finish() == ""
+
+
+def test_a_gap_turns_a_partial_code_point_into_a_replacement() -> None:
+    text = Utf8Decoder()
+    assert text.push(b"a\xe2\x94") == "a"
+    assert text.push(Dropped("stdout", 3, 10)) == "\ufffd"
+    assert text.push(b"\x80b") == "\ufffdb"
+    assert text.push(b"\xe2") == ""
+    assert text.finish() == "\ufffd"

@@ -21,6 +21,7 @@ never losing the tail::
 """
 
 from .attach import AttachContext, Attachment, AttachOptions, Chunk, OutputReader
+from .output import Utf8Decoder
 from .client import DEFAULT_SERVER, AsyncClient, spawn_body
 from .errors import (
     AttachmentClosed,
@@ -98,5 +99,6 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unreachable",
+    "Utf8Decoder",
     "spawn_body",
 ]

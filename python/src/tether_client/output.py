@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 
@@ -222,3 +223,34 @@ class OutputReader:
         s.queue.clear()
         s.wake()
         s.consumed(0)
+
+
+class Utf8Decoder:
+    """Decodes one stream's chunks as UTF-8, incrementally.
+
+    A code point split across chunks is held back until it is complete; at
+    a :class:`Dropped` gap the partial code point becomes U+FFFD and
+    decoding starts afresh. Use one decoder per stream, so that a gap or a
+    split code point on stderr never corrupts stdout::
+
+        text = Utf8Decoder()
+        async for chunk in attachment.stdout:
+            print(text.push(chunk), end="")
+        print(text.finish(), end="")
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def push(self, chunk: Chunk | bytes) -> str:
+        """The text that ``chunk`` completes (a :class:`Dropped` gap flushes a partial code point as U+FFFD)."""
+        if isinstance(chunk, Dropped):
+            return self.finish()
+        data = chunk.data if isinstance(chunk, Data) else chunk
+        return str(self._decoder.decode(data))
+
+    def finish(self) -> str:
+        """At the end of the stream (or a gap): U+FFFD for an incomplete code point, else ``""``; decoding starts afresh."""
+        rest = str(self._decoder.decode(b"", final=True))
+        self._decoder.reset()
+        return rest
