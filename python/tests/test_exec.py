@@ -104,6 +104,7 @@ async def test_64_mib_stream_arrives_complete_with_bounded_memory(client: AsyncC
         await asyncio.wait_for(consume(), 90)
         status = await asyncio.wait_for(run.wait(), WAIT)
     growth_mib = (_vm_hwm_kib() - baseline) / 1024
+    print(f"peak RSS growth {growth_mib:.1f} MiB, most buffered {most_buffered}")
     assert status.ok and status.dropped == 0
     assert received == SIZE
     assert stderr.split()[0].decode() == digest.hexdigest(), "checksum mismatch"
