@@ -190,3 +190,20 @@ async def test_a_discarded_stream_never_holds_the_process_back(client: AsyncClie
         info = await asyncio.wait_for(attachment.wait(), WAIT)
         assert (info.exit_code, info.stderr_bytes) == (0, size)
         assert attachment.stderr.buffered == 0
+
+
+async def test_stdin_to_a_process_that_stopped_reading_fails_once_it_exits(client: AsyncClient) -> None:
+    from tether_client import AttachmentClosed
+
+    # The process never reads stdin and exits after a moment: writes fill
+    # every queue on the way, and must then fail, not wait forever.
+    process = await client.spawn("sleep 1", stdin=True)
+    async with client.attach(process.id) as attachment:
+        with pytest.raises(AttachmentClosed):
+
+            async def flood() -> None:
+                while True:
+                    await attachment.write(b"x" * 65536)
+
+            await asyncio.wait_for(flood(), WAIT)
+        assert (await asyncio.wait_for(attachment.wait(), WAIT)).exit_code == 0

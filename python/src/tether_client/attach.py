@@ -125,6 +125,7 @@ class Attachment:
         self._exit: ProcessInfo | None = None
         self._exit_error: TetherError | None = None
         self._exit_event = asyncio.Event()
+        self._ended = asyncio.Event()  # the connection task is over
         self._closed = False
         self._stdin_closed = False
         self._eof_sent = False
@@ -229,6 +230,7 @@ class Attachment:
         if ws is not None:
             await _close(ws)
         self._fail(AttachmentClosed("the attachment was closed"))
+        self._ended.set()
 
     async def __aenter__(self) -> Attachment:
         return self
@@ -250,7 +252,20 @@ class Attachment:
             raise AttachmentClosed("the attachment has ended")
 
     async def _command(self, frame: ClientFrame) -> None:
-        await self._commands.put(frame)
+        """Queues a frame for the sender; waits while the queue is full, but never past the attachment's end."""
+        if self._commands.full():
+            put = asyncio.ensure_future(self._commands.put(frame))
+            ended = asyncio.ensure_future(self._ended.wait())
+            try:
+                await asyncio.wait({put, ended}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                ended.cancel()
+                if not put.done():
+                    put.cancel()
+            if not put.done() or put.cancelled():
+                raise AttachmentClosed("the attachment has ended")
+        else:
+            self._commands.put_nowait(frame)
         self._wake.set()
 
     # ------------------------------------------------------------ state
@@ -434,6 +449,7 @@ class Attachment:
                 self._poller.cancel()
             # Whatever happened, nobody waits forever.
             self._fail(AttachmentClosed("the attachment has ended"))
+            self._ended.set()
 
     async def _session(self, ws: ClientConnection) -> tuple[str, TetherError | None, bool]:
         """Serves one connection: how it ended, why, and whether any frame arrived."""
