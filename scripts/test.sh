@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
-# tests need (Chromium and nginx from Debian, the npm packages of the
-# TypeScript client and the web demo),
-# checks formatting and lints, runs the Rust tests, the browser tests, and
-# the benchmark harness once in quick mode. Fails when anything fails.
+# tests need (Chromium, nginx, tmux and python3-venv from Debian, the npm
+# packages of the TypeScript client and the web demo, the Python client's
+# test packages in a venv), checks formatting and lints, runs the Rust tests,
+# the TypeScript and Python clients' tests, the browser tests, and the
+# benchmark harness once in quick mode. Fails when anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux)"
+step "system packages (chromium, nginx, tmux, python3-venv)"
 need=()
-for pkg in chromium nginx tmux; do
+for pkg in chromium nginx tmux python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
@@ -41,6 +42,14 @@ cargo test --workspace
 
 step "typescript client: build, protocol vectors, tests against tetherd"
 (cd typescript && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)
+
+step "python client: venv, mypy --strict, pytest against target/debug/tetherd"
+python3 -m venv target/py-venv
+target/py-venv/bin/pip install --quiet --disable-pip-version-check --root-user-action=ignore './python[test]'
+(cd python && ../target/py-venv/bin/mypy)
+# pytest exits non-zero on any failure, and with 5 when it collected no test:
+# either fails this script.
+(cd python && TETHERD_BIN="$PWD/../target/debug/tetherd" ../target/py-venv/bin/pytest -q -p no:cacheprovider)
 
 step "web demo: typecheck and browser tests (Chromium)"
 (cd web-demo && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)
