@@ -50,7 +50,8 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
     let mut app = Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/metrics", get(metrics));
+        .route("/metrics", get(metrics))
+        .merge(crate::kube::router(table.clone()));
     app = match &config.web_root {
         Some(root) => app.fallback_service(tower_http::services::ServeDir::new(root)),
         None => app.fallback(no_route),

@@ -14,6 +14,8 @@
 //!   forgetting exited processes.
 //! - [`attach`]: one WebSocket attachment: writer, reader, input queue.
 //! - [`http`], [`access`]: routes, token and Origin checks.
+//! - [`kube`]: the Kubernetes exec/attach protocol and the documents
+//!   kubectl reads first.
 //! - [`slots`]: bounded counts of attachments.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`error`]: every error with its status, code and close code.
@@ -24,6 +26,7 @@ pub mod attach;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod kube;
 pub mod metrics;
 pub mod process;
 pub mod pty;

@@ -106,6 +106,7 @@ impl Process {
             stdout_bytes,
             stderr_bytes,
             output_incomplete: false,
+            kubernetes: None,
         }
     }
 
