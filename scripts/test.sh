@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
-# tests need (Chromium, nginx, tmux and python3-venv from Debian, the npm
-# packages of the TypeScript client and the web demo, the Python client's
-# test packages in a venv), checks formatting and lints, runs the Rust tests,
+# tests need (Chromium, nginx, tmux, python3-venv and openssl from Debian,
+# the npm packages of the TypeScript client and the web demo, the Python
+# client's test packages and the Kubernetes Python client in venvs; kubectl
+# must be on the PATH), checks formatting and lints, runs the Rust tests,
 # the TypeScript and Python clients' tests, the browser tests, and the
 # benchmark harness once in quick mode. Fails when anything fails.
 set -euo pipefail
@@ -10,15 +11,31 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux, python3-venv)"
+step "system packages (chromium, nginx, tmux, python3-venv, openssl)"
 need=()
-for pkg in chromium nginx tmux python3-venv; do
+for pkg in chromium nginx tmux python3-venv openssl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+step "kubectl (the Kubernetes tests run the real one)"
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "kubectl is not on the PATH. tests/tests/kube.rs runs the real kubectl against tetherd;" >&2
+  echo "install it (https://kubernetes.io/docs/tasks/tools/) and run this script again." >&2
+  exit 1
+fi
+kubectl version --client
+
+step "Kubernetes Python client in target/kube-venv"
+# tests/tests/kube.rs runs tests/kube/python_client.py with this venv.
+KUBE_PYTHON_CLIENT="kubernetes==37.0.2"
+if ! target/kube-venv/bin/python -c 'import kubernetes, sys; sys.exit(kubernetes.__version__ != "37.0.2")' 2>/dev/null; then
+  python3 -m venv target/kube-venv
+  target/kube-venv/bin/pip install -q --disable-pip-version-check --root-user-action=ignore "$KUBE_PYTHON_CLIENT"
 fi
 
 step "npm packages (typescript client, web demo)"

@@ -12,6 +12,7 @@
 
 pub mod channel;
 pub mod discovery;
+pub mod framing;
 pub mod query;
 pub mod status;
 
