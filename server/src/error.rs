@@ -146,6 +146,9 @@ pub enum AttachError {
     /// The client's messages could not be read (a broken WebSocket).
     #[error("websocket error: {0}")]
     Socket(String),
+    /// A Kubernetes client message that does not decode.
+    #[error(transparent)]
+    Kube(#[from] KubeError),
 }
 
 impl AttachError {
@@ -155,7 +158,7 @@ impl AttachError {
             AttachError::Decode(e) => e.code(),
             AttachError::TextMessage => "text_message",
             AttachError::TooLarge(_) => "frame_too_large",
-            AttachError::Socket(_) => "protocol_error",
+            AttachError::Socket(_) | AttachError::Kube(_) => "protocol_error",
         }
     }
 
@@ -166,6 +169,7 @@ impl AttachError {
             AttachError::TextMessage => 1003,
             AttachError::TooLarge(_) => 1009,
             AttachError::Socket(_) => 1002,
+            AttachError::Kube(e) => e.close_code(),
         }
     }
 }

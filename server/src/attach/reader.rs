@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use tether_protocol::ClientFrame;
 use tokio::sync::mpsc;
 
+use super::framing::Decoder;
 use super::input::ProcessQueue;
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::error::AttachError;
@@ -29,6 +30,8 @@ pub struct SocketReader {
     pub max_frame: usize,
     /// Told about every message.
     pub liveness: Arc<Liveness>,
+    /// The wire format of client messages.
+    pub decoder: Decoder,
 }
 
 impl SocketReader {
@@ -44,25 +47,14 @@ impl SocketReader {
                 Ok(Message::Binary(bytes)) if bytes.len() > self.max_frame => {
                     Some(ReaderEvent::Fatal(AttachError::TooLarge(self.max_frame)))
                 }
-                Ok(Message::Binary(bytes)) => match ClientFrame::decode(&bytes) {
-                    Ok(ClientFrame::Credit { stream, bytes }) => {
-                        self.credit.grant(stream, bytes);
-                        None
-                    }
-                    Ok(frame) => {
-                        // With the budget spent we wait for the process; the
-                        // client is not silent then, we are not listening.
-                        self.liveness.waiting_on_process(true);
-                        let queued = self.queue.push(frame).await;
-                        self.liveness.waiting_on_process(false);
-                        if !queued {
-                            return;
-                        }
-                        None
-                    }
-                    Err(e) => Some(ReaderEvent::Fatal(e.into())),
+                Ok(Message::Binary(bytes)) => match self.handle(&bytes, false).await {
+                    Some(event) => event,
+                    None => return,
                 },
-                Ok(Message::Text(_)) => Some(ReaderEvent::Fatal(AttachError::TextMessage)),
+                Ok(Message::Text(text)) => match self.handle(text.as_bytes(), true).await {
+                    Some(event) => event,
+                    None => return,
+                },
                 Ok(Message::Ping(_) | Message::Pong(_)) => None,
                 Err(e) => {
                     let error = socket_error(e, self.max_frame);
@@ -78,6 +70,32 @@ impl SocketReader {
             }
         }
         let _ = self.events.send(ReaderEvent::Gone).await;
+    }
+}
+
+impl SocketReader {
+    /// Decodes one message and acts on its frames: credit at once, the
+    /// rest through the queue. `None` when the queue is gone.
+    async fn handle(&mut self, payload: &[u8], text: bool) -> Option<Option<ReaderEvent>> {
+        let frames = match self.decoder.decode(payload, text) {
+            Ok(frames) => frames,
+            Err(e) => return Some(Some(ReaderEvent::Fatal(e))),
+        };
+        for frame in frames {
+            if let ClientFrame::Credit { stream, bytes } = frame {
+                self.credit.grant(stream, bytes);
+                continue;
+            }
+            // With the budget spent we wait for the process; the client is
+            // not silent then, we are not listening.
+            self.liveness.waiting_on_process(true);
+            let queued = self.queue.push(frame).await;
+            self.liveness.waiting_on_process(false);
+            if !queued {
+                return None;
+            }
+        }
+        Some(None)
     }
 }
 

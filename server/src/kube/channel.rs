@@ -199,7 +199,7 @@ pub struct TerminalSize {
 /// The resize channel is a stream of JSON documents
 /// (`{"Width":80,"Height":24}`), which a client may split across messages
 /// or send several to a message; this keeps the unfinished tail (bounded).
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ResizeDecoder {
     pending: Vec<u8>,
 }

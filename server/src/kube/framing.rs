@@ -13,7 +13,7 @@ use super::channel::{self, ClientMessage, ResizeDecoder, Subprotocol, WireMessag
 use super::status::Status;
 
 /// The framing of one Kubernetes exec or attach session.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct KubeFraming {
     protocol: Subprotocol,
     /// Which output streams the client asked for (`stdout=`, `stderr=`).

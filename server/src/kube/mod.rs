@@ -5,15 +5,19 @@
 //! - [`channel`]: the channel framing and subprotocol negotiation, no IO;
 //! - [`status`]: `Status` documents (end of session, HTTP errors);
 //! - [`discovery`]: the documents kubectl reads before it execs;
-//! - [`query`]: the exec and attach query strings.
+//! - [`query`]: the exec and attach query strings;
+//! - [`session`]: the exec and attach routes, served by the attachment
+//!   machinery with Kubernetes framing.
 //!
-//! Every route here goes through the same token, Host and Origin checks as
-//! `/v1` ([`crate::access::admit`]), answering refusals as a `Status`.
+//! Every route that names a process goes through the same token, Host and
+//! Origin checks as `/v1` ([`crate::access::admit`]), answering refusals
+//! as a `Status`; the static discovery documents do not (see [`router`]).
 
 pub mod channel;
 pub mod discovery;
 pub mod framing;
 pub mod query;
+pub mod session;
 pub mod status;
 
 use std::sync::Arc;
@@ -32,8 +36,15 @@ use crate::table::ProcessTable;
 type AppState = Arc<ProcessTable>;
 
 /// The Kubernetes routes, merged into the server's router.
+///
+/// The four discovery documents are static and name no process, so they
+/// are served without the token (as Kubernetes serves `/version` to
+/// anyone): kubectl then gets as far as the pod, whose 401 `Status` it
+/// prints with its message. client-go reports a 401 on discovery with a
+/// generic message of its own, which would hide ours. Everything that
+/// names a process goes through the checks of `/v1`.
 pub fn router(table: Arc<ProcessTable>) -> Router<AppState> {
-    Router::new()
+    let discovery = Router::new()
         .route(
             "/version",
             only_get(|| async { document(discovery::version()) }),
@@ -49,11 +60,25 @@ pub fn router(table: Arc<ProcessTable>) -> Router<AppState> {
         .route(
             "/api/v1",
             only_get(|| async { document(discovery::core_v1_resources()) }),
-        )
+        );
+    let pods = Router::new()
         .route("/api/v1/namespaces/{namespace}/pods/{pod}", only_get(pod))
+        .route(
+            "/api/v1/namespaces/{namespace}/pods/{pod}/exec",
+            get(session::exec)
+                .post(session::exec_spdy)
+                .fallback(method_not_allowed),
+        )
+        .route(
+            "/api/v1/namespaces/{namespace}/pods/{pod}/attach",
+            get(session::attach)
+                .post(session::attach_spdy)
+                .fallback(method_not_allowed),
+        )
         .route("/api/{*rest}", any(unknown))
         .route("/apis/{*rest}", any(unknown))
-        .route_layer(middleware::from_fn_with_state(table, access))
+        .route_layer(middleware::from_fn_with_state(table, access));
+    discovery.merge(pods)
 }
 
 /// A GET route whose other methods get a 405 `Status`.

@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tether_protocol::{Overflow, StreamName, TermSize};
+use tether_protocol::{KubernetesNames, Overflow, StreamName, TermSize};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
@@ -42,6 +42,8 @@ pub struct SpawnPlan {
     pub overflow: Overflow,
     /// Per-stream retention.
     pub retain_bytes: usize,
+    /// The names of a Kubernetes exec (`server/src/kube/`), if it is one.
+    pub kubernetes: Option<KubernetesNames>,
 }
 
 impl SpawnPlan {
@@ -92,6 +94,7 @@ pub fn spawn(
         stdin,
         pty,
         kill_grace: config.kill_grace(),
+        kubernetes: plan.kubernetes,
     });
 
     let span = tracing::info_span!("process", id = %process.id);

@@ -118,23 +118,28 @@ impl Drop for Kubeconfig {
     }
 }
 
-/// Waits, bounded, for a child's output; kills it past the bound.
-pub fn wait_output(mut child: Child, what: &str) -> Output {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let output = child.wait_with_output().unwrap();
+/// Waits, bounded, for a child's output (read as it comes, so a full pipe
+/// never stalls it); kills it past the bound.
+pub fn wait_output(child: Child, what: &str) -> Output {
+    let pid = child.id();
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match outcome.recv_timeout(WAIT) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let output = outcome.recv().unwrap().unwrap();
             panic!(
                 "{what} did not finish in time; stdout {:?}, stderr {:?}",
                 text(&output.stdout),
                 text(&output.stderr)
             );
         }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
