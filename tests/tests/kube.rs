@@ -198,6 +198,29 @@ async fn with_a_token_kubectl_needs_it_over_tls_and_is_told_clearly_otherwise() 
 }
 
 #[test]
+fn kubectl_cp_copies_both_ways_through_exec() {
+    let server = TestServer::start();
+    let kube = Kubeconfig::new(&server.base, None, None);
+    let local = kube.dir.join("local.txt");
+    std::fs::write(&local, "copied by kubectl\n").unwrap();
+    let remote = kube.dir.join("remote.txt");
+    let target = format!("default/anything:{}", remote.display());
+    let out = kube.run(&["cp", local.to_str().unwrap(), &target], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&remote).unwrap(),
+        "copied by kubectl\n"
+    );
+    let back = kube.dir.join("back.txt");
+    let out = kube.run(&["cp", &target, back.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&back).unwrap(),
+        "copied by kubectl\n"
+    );
+}
+
+#[test]
 fn kubectl_reads_only_truthful_minimal_documents() {
     let server = TestServer::start();
     let kube = Kubeconfig::new(&server.base, None, None);
@@ -248,6 +271,87 @@ async fn an_exec_is_a_tether_process_with_its_names_retention_and_exit() {
     // Its output stays retained and replayable through /v1.
     let replay = server.attach(&process.id, "").await.until_exit().await;
     assert_eq!(replay.stdout, b"kept\n");
+}
+
+#[tokio::test]
+async fn signals_and_deadlines_end_with_their_exit_codes_and_say_so() {
+    let server = TestServer::start_with(&["--kube-exec-timeout-ms", "300"]);
+    let run = |argv: &'static [&'static str]| {
+        let url = pod_url(
+            &server,
+            "n",
+            "p",
+            "exec",
+            &format!("{}&stdout=true", command_query(argv)),
+        );
+        async move {
+            let client = ChannelClient::connect(&url, "v5.channel.k8s.io").await;
+            client.finish(Session::default()).await.status()
+        }
+    };
+    let killed = run(&["sh", "-c", "kill -TERM $$"]).await;
+    assert_eq!(killed["reason"], "NonZeroExitCode");
+    assert_eq!(killed["details"]["causes"][0]["message"], "143");
+    assert!(killed["message"].as_str().unwrap().contains("signal TERM"));
+    let timed_out = run(&["sleep", "30"]).await;
+    assert_eq!(timed_out["status"], "Failure");
+    assert_eq!(timed_out["details"]["causes"][0]["message"], "124");
+    assert!(
+        timed_out["message"].as_str().unwrap().contains("timed out"),
+        "{timed_out}"
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_origin_is_refused_with_a_status() {
+    let server = TestServer::start();
+    let response = server
+        .http
+        .get(server.url("/api/v1/namespaces/n/pods/p/exec?command=true&stdout=1"))
+        .header("Origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let status: Value = response.json().await.unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Forbidden");
+    let (_, list) = server.get("/v1/processes").await;
+    assert_eq!(list, json!([]), "nothing was started");
+}
+
+#[tokio::test]
+async fn attach_reports_output_dropped_before_it_as_text_never_a_silent_gap() {
+    let server = TestServer::start();
+    let process = server
+        .sh(
+            "head -c 5000 /dev/zero | tr '\\0' a; echo; echo tail",
+            json!({"retain_bytes": 1024}),
+        )
+        .await;
+    server.wait_exit(&process.id).await;
+    let url = pod_url(
+        &server,
+        "default",
+        &process.id,
+        "attach",
+        "stdout=true&stderr=true",
+    );
+    let client = ChannelClient::connect(&url, "v5.channel.k8s.io").await;
+    let session = client.finish(Session::default()).await;
+    assert!(text(&session.stdout).ends_with("a\ntail\n"));
+    let notice = text(&session.stderr);
+    assert!(
+        notice.contains("bytes of stdout") && notice.contains("dropped"),
+        "{notice}"
+    );
+    let dropped: u64 = notice
+        .split("[tether: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert_eq!(dropped + session.stdout.len() as u64, 5006);
 }
 
 #[tokio::test]
