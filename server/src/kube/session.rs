@@ -124,7 +124,7 @@ pub async fn attach(
         .on_upgrade(move |socket| serve(socket, process, admission, framing, readonly)))
 }
 
-/// `POST .../exec`: SPDY, which is not served (see [`spdy`]).
+/// `POST .../exec`: SPDY, which is not served (the query and pod checks first, then 405).
 pub async fn exec_spdy(
     State(table): State<AppState>,
     Path((_namespace, pod)): Path<(String, String)>,
@@ -133,7 +133,7 @@ pub async fn exec_spdy(
     spdy(&table, "exec", &pod, query.as_deref())
 }
 
-/// `POST .../attach`: SPDY, which is not served (see [`spdy`]).
+/// `POST .../attach`: SPDY, which is not served (the query and pod checks first, then 405).
 pub async fn attach_spdy(
     State(table): State<AppState>,
     Path((_namespace, pod)): Path<(String, String)>,
