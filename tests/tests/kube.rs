@@ -197,6 +197,40 @@ async fn with_a_token_kubectl_needs_it_over_tls_and_is_told_clearly_otherwise() 
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
+#[tokio::test]
+async fn kubectl_exec_takes_any_namespace_and_container_and_records_them() {
+    let server = TestServer::start();
+    let kube = Kubeconfig::new(&server.base, None, None);
+    let out = tokio::task::spawn_blocking(move || {
+        kube.run(
+            &[
+                "exec", "-n", "team-a", "-c", "sidecar", "box-7", "--", "true",
+            ],
+            b"",
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let names = only_process(&server).await.kubernetes.expect("names");
+    assert_eq!(names.namespace, "team-a");
+    assert_eq!(names.pod, "box-7");
+    assert_eq!(names.container.as_deref(), Some("sidecar"));
+}
+
+#[test]
+fn kubectl_exec_of_a_missing_program_says_why() {
+    let server = TestServer::start();
+    let kube = Kubeconfig::new(&server.base, None, None);
+    let out = kube.run(&["exec", "p", "--", "/no/such/program"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("/no/such/program") && text(&out.stderr).contains("not found"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn kubectl_cp_copies_both_ways_through_exec() {
     let server = TestServer::start();
@@ -300,6 +334,25 @@ async fn signals_and_deadlines_end_with_their_exit_codes_and_say_so() {
         timed_out["message"].as_str().unwrap().contains("timed out"),
         "{timed_out}"
     );
+}
+
+#[tokio::test]
+async fn an_exec_that_cannot_start_is_one_failure_status_then_close_1000() {
+    let server = TestServer::start();
+    let query = format!("{}&stdout=true", command_query(&["/no/such/program"]));
+    let client = ChannelClient::connect(
+        &pod_url(&server, "n", "p", "exec", &query),
+        ALL_PROTOCOLS[0],
+    )
+    .await;
+    let session = client.finish(Session::default()).await;
+    let status = session.status();
+    assert_eq!(status["status"], "Failure");
+    assert!(
+        status["message"].as_str().unwrap().contains("not found"),
+        "{status}"
+    );
+    assert_eq!(session.close_code, Some(1000));
 }
 
 #[tokio::test]
