@@ -231,6 +231,40 @@ fn kubectl_exec_of_a_missing_program_says_why() {
     );
 }
 
+#[tokio::test]
+async fn kubectl_attach_joins_a_tether_process_by_id() {
+    let server = TestServer::start();
+    let process = server
+        .sh(
+            "echo ready; read x; echo got $x; exit 5",
+            json!({"stdin": true}),
+        )
+        .await;
+    let kube = Kubeconfig::new(&server.base, None, None);
+    let id = process.id.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let attached = kube.run(&["attach", "-i", &id], b"hi\n");
+        let unknown = kube.run(&["attach", "no-such-process"], b"");
+        (attached, unknown)
+    })
+    .await
+    .unwrap();
+    let (attached, unknown) = out;
+    assert_eq!(text(&attached.stdout), "ready\ngot hi\n");
+    assert_eq!(
+        attached.status.code(),
+        Some(5),
+        "{}",
+        text(&attached.stderr)
+    );
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(
+        text(&unknown.stderr).contains("NotFound"),
+        "{}",
+        text(&unknown.stderr)
+    );
+}
+
 #[test]
 fn kubectl_cp_copies_both_ways_through_exec() {
     let server = TestServer::start();
