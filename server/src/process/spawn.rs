@@ -65,6 +65,7 @@ pub fn spawn(
 ) -> Result<Arc<Process>, ApiError> {
     check_cwd(plan.cwd.as_deref())?;
     let (mut command, pty) = command(&plan)?;
+    let started = tokio::time::Instant::now();
     let mut child = command.spawn().map_err(|e| spawn_error(&plan.argv[0], e))?;
     // Closes the parent's copies of the PTY slave, so the master reports
     // end of output once the child side is closed.
@@ -116,6 +117,7 @@ pub fn spawn(
     let supervisor = Supervisor {
         child,
         birth: process.info(),
+        started,
         timeout: plan.timeout,
         kill_grace: config.kill_grace(),
         control: control_rx,
