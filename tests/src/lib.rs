@@ -511,6 +511,22 @@ pub fn thread_count(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system) a process has used so far, from
+/// /proc/PID/stat, in clock ticks (normally 10 ms each).
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(close) = stat.rfind(')') else {
+        return 0;
+    };
+    // After the command name: state is field 3 of the line, utime 14 and
+    // stime 15, so 11 and 12 here.
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum()
+}
+
 /// Pids of zombie children of `parent` (state Z, ppid == parent).
 pub fn zombie_children(parent: u32) -> Vec<i32> {
     proc_stats()

@@ -145,3 +145,49 @@ async fn a_client_whose_stdin_waits_for_the_process_is_not_taken_for_dead() {
     let received = attachment.until_exit().await;
     assert_eq!(String::from_utf8_lossy(&received.stdout).trim(), "6553600");
 }
+
+#[tokio::test]
+async fn an_attachment_waiting_for_credit_after_the_exit_costs_no_cpu() {
+    // Found by the soak: once the exit was published, a writer still
+    // waiting for credit woke at once, forever (the exit watch had closed),
+    // and a few such clients starved everything else.
+    let server = TestServer::start();
+    let process = server.sh("head -c 100000 /dev/zero", json!({})).await;
+    server.wait_exit(&process.id).await;
+    let mut attachments = Vec::new();
+    for _ in 0..4 {
+        let mut attachment = server.attach(&process.id, "window=1000").await;
+        // The first window arrives; then nothing until credit.
+        let mut received = Received::default();
+        while received.stdout.len() < 1000 {
+            let frame = attachment.frame().await.expect("closed before the window");
+            assert!(
+                !attachment.record(frame, &mut received),
+                "exit before credit"
+            );
+        }
+        attachments.push((attachment, received));
+    }
+    let pid = server.pid();
+    let before = tether_tests::cpu_ticks(pid);
+    let idle = Duration::from_secs(3);
+    tokio::time::sleep(idle).await;
+    let used = tether_tests::cpu_ticks(pid) - before;
+    // Waiting costs nothing (0 ticks measured); a spinning writer took
+    // 16 ticks in 2 s even at load 22 on 2 cores, and a core when idle.
+    assert!(
+        used < 8,
+        "tetherd used {used} ticks of CPU in {idle:?} with every attachment waiting for credit"
+    );
+    // And credit still moves them on to the exit.
+    for (attachment, received) in &mut attachments {
+        attachment.credit(StreamName::Stdout, u64::MAX).await;
+        loop {
+            let frame = attachment.frame().await.expect("closed before the exit");
+            if attachment.record(frame, received) {
+                break;
+            }
+        }
+        assert_eq!(received.stdout.len(), 100000);
+    }
+}

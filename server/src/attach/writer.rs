@@ -141,7 +141,9 @@ impl Writer {
                     keepalive.liveness.pinged();
                 }
                 _ = output.changed() => {}
-                _ = exit.changed() => {}
+                // Once exited, the supervisor has dropped the sender and
+                // `changed` fails at once: watching it then would spin.
+                Ok(()) = exit.changed(), if !exited => {}
                 _ = self.credit.changed.notified() => {
                     // Credit acknowledges bytes already sent: block-mode
                     // capture may reuse their room now.
