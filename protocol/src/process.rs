@@ -84,6 +84,10 @@ pub struct ProcessInfo {
     /// used. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<KubernetesNames>,
+    /// The host that runs the process (`tetherd --node`), absent on a
+    /// server started without one. Also the part of `id` before its dot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// The namespace, pod and container a Kubernetes client named when it

@@ -132,6 +132,21 @@ pub struct Config {
     #[arg(long, default_value_t = 0)]
     pub kube_exec_timeout_ms: u64,
 
+    /// This host's name in a fleet: every process id becomes `NODE.HEX32`,
+    /// so a proxy routes a request about a process by its path alone
+    /// (deploy/nginx/). A DNS label: lowercase letters, digits and inner
+    /// hyphens, at most 63 characters (a StatefulSet pod's name fits).
+    #[arg(long, value_parser = parse_node)]
+    pub node: Option<String>,
+
+    /// On SIGTERM, how long running processes may go on before they are
+    /// killed, in milliseconds. Meanwhile `/healthz` answers 503 `draining`
+    /// and spawns are refused (503 `draining` with `Retry-After`), so a
+    /// proxy or Kubernetes moves new work to other hosts; everything else
+    /// (wait, attach, signal) is served as usual. 0: kill at once.
+    #[arg(long, default_value_t = 0)]
+    pub drain_grace_ms: u64,
+
     /// Log as JSON lines instead of text.
     #[arg(long)]
     pub log_json: bool,
@@ -164,4 +179,22 @@ impl Config {
     pub(crate) fn close_timeout(&self) -> Duration {
         Duration::from_millis(self.close_timeout_ms)
     }
+    pub(crate) fn drain_grace(&self) -> Duration {
+        Duration::from_millis(self.drain_grace_ms)
+    }
+}
+
+/// A node name is a DNS label, so it can be a host name, an nginx upstream
+/// name and a path segment, and a `.` can end it inside a process id.
+fn parse_node(name: &str) -> Result<String, String> {
+    let inner_ok = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let ends_ok = !name.starts_with('-') && !name.ends_with('-');
+    if name.is_empty() || name.len() > 63 || !inner_ok || !ends_ok {
+        return Err(format!(
+            "{name:?} is not a DNS label (lowercase letters, digits and inner hyphens, 1 to 63 characters)"
+        ));
+    }
+    Ok(name.to_string())
 }

@@ -72,6 +72,15 @@ pub enum ApiError {
     /// The server is shutting down.
     #[error("server is shutting down")]
     ShuttingDown,
+    /// The server is draining (SIGTERM with `--drain-grace-ms`): it serves
+    /// its running processes but starts no new one. Retry, through a proxy
+    /// that sends the spawn to another host.
+    #[error("this host is draining and starts no new process; retry on another host")]
+    Draining,
+    /// The process id names another host of the fleet (`--node`): the
+    /// request reached the wrong server, a proxy misroutes.
+    #[error("process {0:?} belongs to node {1:?}, not to this one")]
+    WrongNode(String, String),
     /// A bug or an OS failure on the server side.
     #[error("internal error: {0}")]
     Internal(String),
@@ -108,6 +117,8 @@ impl ApiError {
             ApiError::ForbiddenHost(_) => (StatusCode::FORBIDDEN, "forbidden_host"),
             ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+            ApiError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
+            ApiError::WrongNode(..) => (StatusCode::MISDIRECTED_REQUEST, "wrong_node"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -126,7 +137,16 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, _) = self.status_and_code();
-        (status, Json(self.body())).into_response()
+        let mut response = (status, Json(self.body())).into_response();
+        if matches!(self, ApiError::Draining) {
+            // Long enough for a proxy to notice; a client's retry through
+            // it lands on another host.
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 

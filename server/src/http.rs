@@ -49,7 +49,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .layer(DefaultBodyLimit::max(config.max_body_bytes));
     let mut app = Router::new()
         .nest("/v1", v1)
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .merge(crate::kube::router(table.clone()));
     app = match &config.web_root {
@@ -60,13 +60,26 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .with_state(table)
 }
 
+/// Readiness: 200 while this host takes new processes, 503 `draining` from
+/// SIGTERM on, so a proxy or Kubernetes takes it out of rotation while its
+/// running processes finish.
+async fn healthz(State(table): State<AppState>) -> Response {
+    if table.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
+    } else {
+        "ok\n".into_response()
+    }
+}
+
 async fn metrics(State(table): State<AppState>) -> impl IntoResponse {
     (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
-        table.metrics.render(table.gauges()),
+        table
+            .metrics
+            .render(table.gauges(), table.config().node.as_deref()),
     )
 }
 

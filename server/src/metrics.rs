@@ -56,12 +56,19 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
-    pub fn render(&self, gauges: Gauges) -> String {
+    /// `node` (`--node`) labels every series, so one scrape config serves
+    /// a whole fleet.
+    pub fn render(&self, gauges: Gauges, node: Option<&str>) -> String {
         let mut out = String::new();
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         let mut metric = |name: &str, kind: &str, help: &str, rows: &[(String, u64)]| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for (labels, value) in rows {
+                let labels = match (node, labels.strip_prefix('{')) {
+                    (None, _) => labels.clone(),
+                    (Some(node), None) => format!("{{node=\"{node}\"}}"),
+                    (Some(node), Some(rest)) => format!("{{node=\"{node}\",{rest}"),
+                };
                 let _ = writeln!(out, "{name}{labels} {value}");
             }
         };

@@ -26,6 +26,7 @@ pub async fn run(
         let table = table.clone();
         async move {
             shutdown.await;
+            table.drain(table.config().drain_grace()).await;
             tracing::info!("shutting down: killing every process");
             table.shutdown(bound).await;
         }

@@ -38,6 +38,8 @@ pub struct ProcessTable {
     /// Counters for `/metrics`.
     pub metrics: Arc<Metrics>,
     shutting_down: AtomicBool,
+    /// Set by SIGTERM before the shutdown: no new spawns.
+    draining: AtomicBool,
     /// Woken whenever a spawn under way has finished (or failed).
     spawned: Notify,
 }
@@ -63,6 +65,7 @@ impl ProcessTable {
             entries: Mutex::new(Entries::default()),
             metrics: Arc::new(Metrics::default()),
             shutting_down: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             spawned: Notify::new(),
         })
     }
@@ -77,13 +80,43 @@ impl ProcessTable {
         &self.config
     }
 
-    /// Looks a process up by id.
+    /// Looks a process up by id. An id of another node is a misrouted
+    /// request (421), not a process that does not exist.
     pub fn get(&self, id: &str) -> Result<Arc<Process>, ApiError> {
-        self.entries()
-            .processes
-            .get(id)
-            .cloned()
-            .ok_or_else(|| ApiError::NotFound(id.to_string()))
+        if let Some(process) = self.entries().processes.get(id) {
+            return Ok(process.clone());
+        }
+        match crate::process::node_of(id) {
+            Some(node) if self.config.node.as_deref() != Some(node) => {
+                Err(ApiError::WrongNode(id.to_string(), node.to_string()))
+            }
+            _ => Err(ApiError::NotFound(id.to_string())),
+        }
+    }
+
+    /// Whether SIGTERM has started a drain (or the shutdown itself).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst) || self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Refuses new spawns from now on and waits, at most `grace`, for every
+    /// running process to exit on its own. The shutdown kills the rest.
+    pub async fn drain(&self, grace: Duration) {
+        self.draining.store(true, Ordering::SeqCst);
+        if grace.is_zero() {
+            return;
+        }
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "draining: no new processes"
+        );
+        let all = self.list();
+        let wait_all = async {
+            for process in &all {
+                let _ = process.watch_exit().wait_for(|e| e.is_some()).await;
+            }
+        };
+        let _ = tokio::time::timeout(grace, wait_all).await;
     }
 
     /// All known processes, oldest first.
@@ -205,6 +238,9 @@ impl ProcessTable {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(ApiError::ShuttingDown);
         }
+        if self.draining.load(Ordering::SeqCst) {
+            return Err(ApiError::Draining);
+        }
         if let Some(key) = key {
             if let Some((body, id)) = entries.idempotency.get(key) {
                 if body != canonical {
@@ -226,7 +262,11 @@ impl ProcessTable {
             return Err(ApiError::TooManyProcesses(self.config.max_processes));
         }
         self.make_room(&mut entries, plan.reserved_bytes())?;
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let random = uuid::Uuid::new_v4().simple();
+        let id = match &self.config.node {
+            Some(node) => format!("{node}.{random}"),
+            None => random.to_string(),
+        };
         entries.reserved += plan.reserved_bytes();
         entries.starting.insert(id.clone());
         if let Some(key) = key {

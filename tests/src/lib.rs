@@ -22,6 +22,9 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub use tether_protocol;
 
+pub mod cut;
+pub mod nginx;
+
 /// The bound on every wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(20);
 
@@ -70,8 +73,14 @@ impl TestServer {
 
     /// Starts tetherd with extra flags and environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
+        TestServer::start_at("127.0.0.1:0", args, env)
+    }
+
+    /// Starts tetherd listening on `listen` (an address with port 0 for an
+    /// ephemeral one), with extra flags and environment variables.
+    pub fn start_at(listen: &str, args: &[&str], env: &[(&str, &str)]) -> TestServer {
         let mut child = Command::new(binary("tetherd"))
-            .args(["--listen", "127.0.0.1:0"])
+            .args(["--listen", listen])
             .args(args)
             .env_remove("TETHER_TOKEN")
             .envs(env.iter().copied())

@@ -3,13 +3,12 @@
 //! `proxy_read_timeout` so the tests are quick), in front of a real tetherd.
 //! Every request of the harness goes through nginx.
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::json;
 use tether_protocol::{ClientFrame, ExitReason, ProcessInfo};
+use tether_tests::nginx::Nginx;
 use tether_tests::{Attachment, Received, TestServer, WAIT};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
@@ -19,24 +18,10 @@ const PROXY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The server block of `docs/nginx.conf.example`, with the test's ports and
 /// `proxy_read_timeout`.
-fn nginx_conf(dir: &std::path::Path, port: u16, upstream: &str) -> String {
-    let dir = dir.display();
+fn site(port: u16, upstream: &str) -> String {
     let timeout = PROXY_TIMEOUT.as_secs();
     format!(
-        r#"daemon off;
-master_process off;
-worker_processes 1;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/client_body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-
+        r#"
     map $http_upgrade $connection_upgrade {{
         default upgrade;
         ''      close;
@@ -56,110 +41,16 @@ http {{
             proxy_send_timeout {timeout}s;
         }}
     }}
-}}
 "#
     )
-}
-
-/// nginx in the foreground on a free loopback port; killed on drop.
-struct Nginx {
-    child: Child,
-    dir: PathBuf,
-    /// `http://127.0.0.1:PORT`
-    base: String,
-}
-
-impl Nginx {
-    /// Starts nginx proxying to `upstream` (`http://HOST:PORT`) and waits,
-    /// bounded, until it accepts connections.
-    async fn start(upstream: &str) -> Nginx {
-        let dir =
-            std::env::temp_dir().join(format!("tether-nginx-{}-{}", std::process::id(), unique()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let port = free_port();
-        let conf = dir.join("nginx.conf");
-        let upstream = upstream.trim_start_matches("http://");
-        std::fs::write(&conf, nginx_conf(&dir, port, upstream)).unwrap();
-        let child = Command::new(nginx_binary())
-            .arg("-p")
-            .arg(&dir)
-            .arg("-e")
-            .arg(dir.join("error.log"))
-            .arg("-c")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start nginx (apt-get install nginx)");
-        let mut nginx = Nginx {
-            child,
-            dir,
-            base: format!("http://127.0.0.1:{port}"),
-        };
-        nginx.wait_accepting(port).await;
-        nginx
-    }
-
-    /// Bounded retry of connect: the event is nginx accepting.
-    async fn wait_accepting(&mut self, port: u16) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!("nginx exited with {status}: {}", self.error_log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "nginx never accepted: {}",
-                self.error_log()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    fn error_log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn nginx_binary() -> &'static str {
-    if std::path::Path::new("/usr/sbin/nginx").exists() {
-        "/usr/sbin/nginx"
-    } else {
-        "nginx"
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// A tetherd with `flags`, and nginx in front of it. The server's `base`
 /// is nginx's, so every harness call (HTTP and attach) goes through it.
 async fn behind_nginx(flags: &[&str]) -> (TestServer, Nginx) {
     let mut server = TestServer::start_with(flags);
-    let nginx = Nginx::start(&server.base).await;
+    let upstream = server.base.trim_start_matches("http://").to_string();
+    let nginx = Nginx::start(|_, port| site(port, &upstream)).await;
     server.base = nginx.base.clone();
     (server, nginx)
 }

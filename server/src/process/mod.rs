@@ -111,6 +111,7 @@ impl Process {
             stderr_bytes,
             output_incomplete: false,
             kubernetes: self.kubernetes.clone(),
+            node: node_of(&self.id).map(str::to_string),
         }
     }
 
@@ -178,4 +179,9 @@ impl Process {
             .resize_with(|| pty.resize(size))
             .map_err(|e| ApiError::Internal(format!("resize failed: {e}")))
     }
+}
+
+/// The node named in a process id (`NODE.HEX`), if the server has one.
+pub fn node_of(id: &str) -> Option<&str> {
+    id.split_once('.').map(|(node, _)| node)
 }
