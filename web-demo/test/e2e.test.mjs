@@ -445,3 +445,45 @@ test("the end-session control kills the session from the page", { timeout: 60_00
   assert.deepEqual(page.problems, []);
   await page.close();
 });
+
+test("an EventSource resumes after a cut connection with no gap and no repeat", { timeout: 90_000 }, async () => {
+  // GET /v1/processes/{id}/output as Server-Sent Events, through a proxy the
+  // test cuts mid-stream: the browser's own EventSource reconnects with
+  // Last-Event-ID, and the server resumes at exactly that offset.
+  const proxy = await startProxy(new URL(baseUrl).port);
+  try {
+    const spawned = await fetch(`${baseUrl}/v1/processes`, {
+      method: "POST",
+      body: JSON.stringify({ command: "for i in $(seq 1 60); do echo line-$i; sleep 0.03; done; printf '\\377'" }),
+    }).then((r) => r.json());
+    const page = await browser.newPage();
+    // Any document of the proxy's origin will do.
+    await page.goto(`${proxy.url}/healthz`);
+    await page.evaluate((id) => {
+      window.seen = { text: "", opens: 0, exit: null };
+      const es = new EventSource(`/v1/processes/${id}/output?follow=1`);
+      window.es = es;
+      es.onopen = () => window.seen.opens++;
+      es.addEventListener("stdout", (e) => (window.seen.text += atob(e.data)));
+      es.addEventListener("exit", (e) => {
+        window.seen.exit = JSON.parse(e.data);
+        es.close();
+      });
+    }, spawned.id);
+    await page.waitForFunction(() => /line-5\n/.test(window.seen.text), null, { timeout: TIMEOUT });
+    proxy.cut();
+    // The browser notices and retries (refused until restore()).
+    await page.waitForFunction(() => window.es.readyState === EventSource.CONNECTING, null, { timeout: TIMEOUT });
+    proxy.restore();
+    await page.waitForFunction(() => window.seen.exit !== null, null, { timeout: TIMEOUT });
+    const seen = await page.evaluate(() => window.seen);
+    const expected = Array.from({ length: 60 }, (_, i) => `line-${i + 1}\n`).join("") + "\xff";
+    assert.equal(seen.text, expected, "every byte once, in order");
+    assert.ok(seen.opens >= 2, `reconnected (${seen.opens} opens)`);
+    assert.equal(seen.exit.status, "exited");
+    assert.equal(seen.exit.stdout_bytes, expected.length);
+    await page.close();
+  } finally {
+    await proxy.close();
+  }
+});
