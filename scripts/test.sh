@@ -42,6 +42,19 @@ step "npm packages (typescript client, web demo)"
 (cd typescript && npm ci --no-audit --no-fund)
 (cd web-demo && npm ci --no-audit --no-fund)
 
+step "deploy/: nginx -t of both fleet configurations, kubectl kustomize of the manifests"
+check_nginx() {
+  local dir
+  dir=$(mktemp -d)
+  printf 'pid %s/nginx.pid;\nerror_log %s/error.log;\nevents {}\nhttp { include %s; }\n' \
+    "$dir" "$dir" "$PWD/$1" >"$dir/nginx.conf"
+  /usr/sbin/nginx -t -q -p "$dir" -c "$dir/nginx.conf"
+  rm -rf "$dir"
+}
+check_nginx deploy/nginx/fleet.conf
+check_nginx deploy/nginx/fleet-dns.conf
+kubectl kustomize deploy/ >/dev/null
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
