@@ -221,6 +221,7 @@ fn empty_info() -> ProcessInfo {
         stderr_bytes: 0,
         output_incomplete: false,
         kubernetes: None,
+        containment: None,
     }
 }
 

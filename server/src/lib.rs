@@ -24,9 +24,11 @@
 pub mod access;
 pub mod attach;
 pub mod config;
+pub mod contain;
 pub mod error;
 pub mod http;
 pub mod kube;
+pub mod launch;
 pub mod metrics;
 pub mod process;
 pub mod pty;

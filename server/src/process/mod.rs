@@ -111,6 +111,7 @@ impl Process {
             stderr_bytes,
             output_incomplete: false,
             kubernetes: self.kubernetes.clone(),
+            containment: None,
         }
     }
 
