@@ -12,12 +12,19 @@
 //! before the clone: the child must not allocate or take a lock, since it
 //! shares the heap with threads that keep running.
 
+use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use crate::contain::pidfd::PidFd;
+use crate::contain::{reaper, Contained, Containment};
+use crate::error::ApiError;
+use crate::pty::PtyMaster;
 
 /// What to start, and how.
 #[derive(Debug)]
@@ -100,8 +107,8 @@ pub fn launch(request: &Launch<'_>) -> Result<u32, LaunchError> {
         step: STEPS[step as usize],
         error,
     };
-    let argv_c = c_strings(request.argv.iter().map(|a| a.as_bytes()))
-        .map_err(|e| failed(STEP_EXEC, e))?;
+    let argv_c =
+        c_strings(request.argv.iter().map(|a| a.as_bytes())).map_err(|e| failed(STEP_EXEC, e))?;
     let env_c = c_strings(request.env.iter().map(|(k, v)| {
         let mut entry = k.as_bytes().to_vec();
         entry.push(b'=');
@@ -229,8 +236,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         libc::sigemptyset(&mut empty);
         libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
 
-        if plan.cgroup_procs >= 0 && libc::write(plan.cgroup_procs, b"0".as_ptr().cast(), 1) != 1
-        {
+        if plan.cgroup_procs >= 0 && libc::write(plan.cgroup_procs, b"0".as_ptr().cast(), 1) != 1 {
             return fail(STEP_CGROUP);
         }
         for (target, &source) in plan.stdio.iter().enumerate() {
@@ -249,7 +255,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
                 return fail(STEP_CHDIR);
             }
         }
-        libc::execve(plan.program.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
+        libc::execve(
+            plan.program.as_ptr(),
+            plan.argv.as_ptr(),
+            plan.envp.as_ptr(),
+        );
         fail(STEP_EXEC)
     }
 }
@@ -310,7 +320,8 @@ fn check_executable(name: &str, path: &Path) -> Result<(), LaunchError> {
             io::Error::from_raw_os_error(libc::EISDIR),
         ));
     }
-    let c = c_string(path.as_os_str().as_bytes()).map_err(|_| LaunchError::NotFound(name.into()))?;
+    let c =
+        c_string(path.as_os_str().as_bytes()).map_err(|_| LaunchError::NotFound(name.into()))?;
     // SAFETY: access(2) reads a valid C string.
     if unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0 {
         return Err(LaunchError::NotExecutable(
@@ -337,11 +348,146 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
+/// A started process: its pidfd (the only handle supervision signals and
+/// reaps it through), its containment, and the server's ends of its stdio.
+pub struct Started {
+    /// The leader's pid (display and process-group signals before the reap).
+    pub pid: u32,
+    /// Waits for and reaps the leader.
+    pub pidfd: PidFd,
+    /// How its descendants are found and ended.
+    pub contained: Arc<Contained>,
+    /// The server's ends of its stdio.
+    pub io: StartedIo,
+}
+
+/// The server's ends of a started process's stdio.
+pub enum StartedIo {
+    /// Pipes: stdin's write end if asked for, stdout's and stderr's read ends.
+    Pipes {
+        /// Write end of stdin, or None (stdin is /dev/null).
+        stdin: Option<OwnedFd>,
+        /// Read end of stdout.
+        stdout: OwnedFd,
+        /// Read end of stderr.
+        stderr: OwnedFd,
+    },
+    /// The PTY master.
+    Pty(PtyMaster),
+}
+
+/// What [`start`] needs to know about the process.
+pub struct StartPlan<'a> {
+    /// The process id, which names its cgroup.
+    pub id: &'a str,
+    /// argv.
+    pub argv: &'a [String],
+    /// Variables set on top of the server's environment.
+    pub env: &'a BTreeMap<String, String>,
+    /// Working directory.
+    pub cwd: Option<&'a Path>,
+    /// A PTY of this size (cols, rows), or pipes.
+    pub tty: Option<(u16, u16)>,
+    /// Whether stdin is a pipe (pipes only; a PTY always takes input).
+    pub stdin: bool,
+    /// Variables of the server never passed on.
+    pub secret_env: &'a [&'a str],
+}
+
+/// Creates the process's cgroup, stdio and the process itself, and opens
+/// its pidfd. Takes no lock of the server's; blocks for a mkdir, a few
+/// opens and the clone (which returns once the child has exec'd).
+pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started, ApiError> {
+    let internal = |what: &str, e: io::Error| ApiError::Internal(format!("{what}: {e}"));
+    let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
+        .filter(|(k, _)| !plan.secret_env.iter().any(|s| k == OsStr::new(s)))
+        .collect();
+    for (k, v) in plan.env {
+        env.insert(k.into(), v.into());
+    }
+    // Kept until the clone returned: the child's copies are its own then.
+    let child_side: Vec<OwnedFd>;
+    let stdio: [RawFd; 3];
+    let io = match plan.tty {
+        Some((cols, rows)) => {
+            let (master, slave) =
+                crate::pty::open(cols, rows).map_err(|e| internal("openpty", e))?;
+            env.entry("TERM".into())
+                .or_insert_with(|| "xterm-256color".into());
+            stdio = [slave.as_raw_fd(); 3];
+            child_side = vec![slave];
+            StartedIo::Pty(master)
+        }
+        None => {
+            let pipe = || nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from);
+            let (stdin_child, stdin) = if plan.stdin {
+                let (r, w) = pipe().map_err(|e| internal("stdin pipe", e))?;
+                (r, Some(w))
+            } else {
+                let null =
+                    std::fs::File::open("/dev/null").map_err(|e| internal("/dev/null", e))?;
+                (OwnedFd::from(null), None)
+            };
+            let (stdout, stdout_child) = pipe().map_err(|e| internal("stdout pipe", e))?;
+            let (stderr, stderr_child) = pipe().map_err(|e| internal("stderr pipe", e))?;
+            stdio = [
+                stdin_child.as_raw_fd(),
+                stdout_child.as_raw_fd(),
+                stderr_child.as_raw_fd(),
+            ];
+            child_side = vec![stdin_child, stdout_child, stderr_child];
+            StartedIo::Pipes {
+                stdin,
+                stdout,
+                stderr,
+            }
+        }
+    };
+    let cell = containment.cell(plan.id);
+    let request = Launch {
+        argv: plan.argv,
+        env: env.into_iter().collect(),
+        cwd: plan.cwd,
+        stdio,
+        controlling_tty: plan.tty.is_some(),
+        cgroup_procs: cell.as_ref().map(|c| c.procs_fd()),
+    };
+    let launched = reaper::register_while(|| launch(&request));
+    drop(child_side);
+    let pid = match launched {
+        Ok(pid) => pid,
+        Err(e) => {
+            if let Some(cell) = &cell {
+                let _ = cell.remove();
+            }
+            return Err(ApiError::SpawnFailed(e.to_string()));
+        }
+    };
+    let pidfd = match PidFd::open(pid) {
+        Ok(pidfd) => pidfd,
+        Err(e) => {
+            // Not reaped yet, so the number is still this child's.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as i32), None);
+            reaper::forget(pid);
+            return Err(internal("pidfd_open (Linux 5.3 or later is required)", e));
+        }
+    };
+    Ok(Started {
+        pid,
+        pidfd,
+        contained: Arc::new(Contained::new(cell, pid, plan.tty.is_some())),
+        io,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Read;
-    use std::os::fd::AsRawFd;
 
     fn pipe() -> (OwnedFd, OwnedFd) {
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
@@ -363,7 +509,11 @@ mod tests {
     fn runs_the_program_in_a_new_session_with_its_stdio() {
         let (r, w) = pipe();
         let null = std::fs::File::open("/dev/null").expect("null");
-        let argv = ["sh".to_string(), "-c".into(), "ps -o sid= -p $$; echo $$; pwd".into()];
+        let argv = [
+            "sh".to_string(),
+            "-c".into(),
+            "ps -o sid= -p $$; echo $$; pwd".into(),
+        ];
         let pid = launch(&Launch {
             argv: &argv,
             env: env(),
@@ -375,7 +525,9 @@ mod tests {
         .expect("launch");
         drop(w);
         let mut out = String::new();
-        std::fs::File::from(r).read_to_string(&mut out).expect("read");
+        std::fs::File::from(r)
+            .read_to_string(&mut out)
+            .expect("read");
         assert_eq!(wait(pid), 0);
         let lines: Vec<&str> = out.lines().map(str::trim).collect();
         assert_eq!(lines, [pid.to_string(), pid.to_string(), "/tmp".into()]);
@@ -403,14 +555,20 @@ mod tests {
         .expect("launch");
         drop(w);
         let mut out = String::new();
-        std::fs::File::from(r).read_to_string(&mut out).expect("read");
+        std::fs::File::from(r)
+            .read_to_string(&mut out)
+            .expect("read");
         wait(pid);
         let mut lines = out.lines();
         assert_eq!(lines.next(), Some("this"));
         let ignored = lines.next().expect("SigIgn line");
-        let mask = u64::from_str_radix(ignored.split_whitespace().nth(1).expect("mask"), 16)
-            .expect("hex");
-        assert_eq!(mask & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE ignored: {ignored}");
+        let mask =
+            u64::from_str_radix(ignored.split_whitespace().nth(1).expect("mask"), 16).expect("hex");
+        assert_eq!(
+            mask & (1 << (libc::SIGPIPE - 1)),
+            0,
+            "SIGPIPE ignored: {ignored}"
+        );
     }
 
     #[test]

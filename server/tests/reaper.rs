@@ -30,7 +30,10 @@ fn reaps_only_children_that_are_not_registered() {
     std::mem::forget(stranger);
     let start = Instant::now();
     while !(zombie(ours) && zombie(stranger_pid)) {
-        assert!(start.elapsed() < Duration::from_secs(10), "children never exited");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "children never exited"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     // Ours is older, so first in the kernel's list of children: the reaper

@@ -70,7 +70,22 @@ impl TestServer {
 
     /// Starts tetherd with extra flags and environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        let mut child = Command::new(binary("tetherd"))
+        TestServer::start_wrapped(&[], args, env)
+    }
+
+    /// Starts tetherd as the last argument of `wrapper` (such as
+    /// `unshare --pid --fork`); `pid()` is then the wrapper's.
+    pub fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> TestServer {
+        let tetherd = binary("tetherd");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(&tetherd);
+                command
+            }
+            None => Command::new(&tetherd),
+        };
+        let mut child = command
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .env_remove("TETHER_TOKEN")

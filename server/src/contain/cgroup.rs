@@ -80,7 +80,9 @@ impl Instance {
         let instance = Instance { kind, dir };
         if kind == CgroupKind::V2 && !instance.dir.join("cgroup.kill").exists() {
             let _ = fs::remove_dir(&instance.dir);
-            return Err(not_found("cgroup2 has no cgroup.kill (Linux < 5.14)".into()));
+            return Err(not_found(
+                "cgroup2 has no cgroup.kill (Linux < 5.14)".into(),
+            ));
         }
         Ok(instance)
     }
@@ -299,7 +301,10 @@ fn open_write(path: &Path) -> io::Result<OwnedFd> {
 }
 
 fn write_file(path: &Path, value: &[u8]) -> io::Result<()> {
-    fs::OpenOptions::new().write(true).open(path)?.write_all(value)
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(value)
 }
 
 fn not_found(message: String) -> io::Error {
@@ -431,14 +436,20 @@ mod tests {
         let mut child = child.spawn().expect("spawn");
         let start = Instant::now();
         while members(&cell.dir).len() < 4 {
-            assert!(start.elapsed() < Duration::from_secs(10), "members never forked");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "members never forked"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         cell.kill_all();
         let _ = child.wait();
         let start = Instant::now();
         while cell.is_populated() {
-            assert!(start.elapsed() < Duration::from_secs(10), "members survived");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "members survived"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
         cell.remove().expect("empty cell removed");

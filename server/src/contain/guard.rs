@@ -108,7 +108,10 @@ impl Guard {
         };
         let status = pidfd.wait().await;
         super::reaper::forget(pid);
-        tracing::error!(?status, "the guard exited: processes may outlive the server");
+        tracing::error!(
+            ?status,
+            "the guard exited: processes may outlive the server"
+        );
     }
 }
 
@@ -141,10 +144,9 @@ pub fn main() -> ! {
 fn apply(line: &str, instances: &mut Vec<Instance>, sessions: &mut HashMap<u32, u64>) {
     if let Some(rest) = line.strip_prefix('+') {
         let mut parts = rest.split(' ');
-        if let (Some(Ok(sid)), Some(Ok(start))) = (
-            parts.next().map(str::parse),
-            parts.next().map(str::parse),
-        ) {
+        if let (Some(Ok(sid)), Some(Ok(start))) =
+            (parts.next().map(str::parse), parts.next().map(str::parse))
+        {
             sessions.insert(sid, start);
         }
     } else if let Some(rest) = line.strip_prefix('-') {

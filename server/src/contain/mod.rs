@@ -18,13 +18,14 @@ pub mod pidfd;
 pub mod reaper;
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
 use crate::session::{signal_orphans, signal_session};
-use cgroup::{CgroupKind, Cell, Instance};
+use cgroup::{Cell, CgroupKind, Instance};
 use guard::Guard;
 pub use tether_protocol::Containment as ContainmentKind;
 
@@ -57,6 +58,23 @@ pub fn start_guard() -> io::Result<u32> {
 
 fn guard() -> Option<&'static Guard> {
     GUARD.get()
+}
+
+static CONTAINMENT: OnceLock<Containment> = OnceLock::new();
+
+/// Sets up this process's containment once (see [`Containment::start`]);
+/// later calls return the first.
+pub fn install(mode: ContainmentMode) -> io::Result<&'static Containment> {
+    if let Some(containment) = CONTAINMENT.get() {
+        return Ok(containment);
+    }
+    let containment = Containment::start(mode)?;
+    Ok(CONTAINMENT.get_or_init(|| containment))
+}
+
+/// This process's containment: sessions only until [`install`] ran.
+pub fn current() -> &'static Containment {
+    CONTAINMENT.get_or_init(|| Containment { instance: None })
 }
 
 /// The server's containment: the instance cgroup, if any.
@@ -134,6 +152,9 @@ pub struct Contained {
     cell: Option<Arc<Cell>>,
     sid: u32,
     tty: bool,
+    /// Set by supervision once it reaped the leader: from then on the
+    /// session fallback spares a stranger that took over the number.
+    reaped: AtomicBool,
 }
 
 impl Contained {
@@ -149,6 +170,7 @@ impl Contained {
             cell: cell.map(Arc::new),
             sid,
             tty,
+            reaped: AtomicBool::new(false),
         }
     }
 
@@ -161,9 +183,13 @@ impl Contained {
         }
     }
 
+    /// Supervision reaped the leader (call before anyone else may signal).
+    pub fn set_reaped(&self) {
+        self.reaped.store(true, Ordering::SeqCst);
+    }
+
     /// TERM (and HUP first on a PTY, as closing a terminal does: an
-    /// interactive shell ignores TERM) to every member. Only before the
-    /// leader is reaped: the session scan relies on its number.
+    /// interactive shell ignores TERM) to every member.
     pub async fn terminate(&self) {
         let signals: &[Signal] = if self.tty {
             &[Signal::SIGHUP, Signal::SIGTERM]
@@ -171,9 +197,12 @@ impl Contained {
             &[Signal::SIGTERM]
         };
         for &signal in signals {
-            self.blocking(move |cell, sid| match cell {
+            self.blocking(move |cell, sid, reaped| match cell {
                 Some(cell) => {
                     cell.signal_all(signal);
+                }
+                None if reaped => {
+                    signal_orphans(sid, signal);
                 }
                 None => {
                     signal_session(sid, signal);
@@ -183,16 +212,17 @@ impl Contained {
         }
     }
 
-    /// KILL to every member, including those forked meanwhile. `reaped`
-    /// says whether supervision has reaped the leader; then a session is
-    /// signalled only if no stranger took over its number.
-    pub async fn kill(&self, reaped: bool) {
-        self.blocking(move |cell, sid| match cell {
+    /// KILL to every member, including those forked meanwhile.
+    pub async fn kill(&self) {
+        self.blocking(move |cell, sid, reaped| match cell {
             Some(cell) => cell.kill_all(),
             None => {
                 // Members may fork while being killed; a few rounds catch them.
-                let signal: fn(u32, Signal) -> usize =
-                    if reaped { signal_orphans } else { signal_session };
+                let signal: fn(u32, Signal) -> usize = if reaped {
+                    signal_orphans
+                } else {
+                    signal_session
+                };
                 for _ in 0..8 {
                     if signal(sid, Signal::SIGKILL) == 0 {
                         break;
@@ -203,29 +233,26 @@ impl Contained {
         .await;
     }
 
-    /// Whether anything of the process is left (a cgroup knows; a session
-    /// is assumed gone with its leader).
-    pub async fn is_populated(&self) -> bool {
-        let cell = self.cell.clone();
-        match cell {
-            Some(cell) => tokio::task::spawn_blocking(move || cell.is_populated())
-                .await
-                .unwrap_or(false),
-            None => false,
-        }
+    /// TERM now, KILL after `grace`: for what is left after the reap (a
+    /// DELETE of a process that exited but left descendants).
+    pub async fn end(self: Arc<Self>, grace: Duration) {
+        self.terminate().await;
+        tokio::time::sleep(grace).await;
+        self.kill().await;
     }
 
-    /// After the reap: tells the guard, and removes the cgroup once empty.
-    /// `until` bounds how long leftovers (descendants of a leader that
-    /// exited by itself) may keep the cgroup; after it they are killed.
-    /// Runs as a task of its own, so it never delays the exit report.
-    pub async fn release(self, until: Option<tokio::time::Instant>) {
+    /// After the reap: removes the cgroup once it is empty, or tells the
+    /// guard the session is no longer its to end. `until` bounds how long
+    /// leftovers (descendants of a leader that exited by itself, or that
+    /// outlived the kill's TERM) may live; at it they are killed. Runs as a
+    /// task of its own, so it never delays the exit report.
+    pub async fn release(self: Arc<Self>, until: Option<tokio::time::Instant>) {
         let Some(cell) = self.cell.clone() else {
             // A session's members cannot be watched cheaply: end what is
             // left at the bound, if there is one.
             if let Some(at) = until {
                 tokio::time::sleep_until(at).await;
-                self.kill(true).await;
+                self.kill().await;
             }
             if let Some(guard) = guard() {
                 guard.session_reaped(self.sid);
@@ -233,6 +260,7 @@ impl Contained {
             return;
         };
         let mut killed = false;
+        let mut looks = 0u32;
         loop {
             let cell = cell.clone();
             let removed = tokio::task::spawn_blocking(move || cell.remove().is_ok())
@@ -243,12 +271,13 @@ impl Contained {
             }
             let now = tokio::time::Instant::now();
             if !killed && until.is_some_and(|at| now >= at) {
-                self.kill(true).await;
+                self.kill().await;
                 killed = true;
             }
             // Dying members go within moments; leftovers that live on are
             // looked at once a second, or at the bound.
-            let pause = Duration::from_millis(if killed { 20 } else { 1000 });
+            looks += 1;
+            let pause = Duration::from_millis(if killed && looks < 100 { 20 } else { 1000 });
             let wake = match until {
                 Some(at) if !killed => (now + pause).min(at),
                 _ => now + pause,
@@ -257,9 +286,10 @@ impl Contained {
         }
     }
 
-    async fn blocking(&self, f: impl FnOnce(Option<&Cell>, u32) + Send + 'static) {
+    async fn blocking(&self, f: impl FnOnce(Option<&Cell>, u32, bool) + Send + 'static) {
         let cell = self.cell.clone();
         let sid = self.sid;
-        let _ = tokio::task::spawn_blocking(move || f(cell.as_deref(), sid)).await;
+        let reaped = self.reaped.load(Ordering::SeqCst);
+        let _ = tokio::task::spawn_blocking(move || f(cell.as_deref(), sid, reaped)).await;
     }
 }

@@ -140,7 +140,10 @@ mod tests {
 
     #[tokio::test]
     async fn waits_for_and_reaps_a_child_and_reports_its_code() {
-        let child = Command::new("sh").args(["-c", "exit 7"]).spawn().expect("sh");
+        let child = Command::new("sh")
+            .args(["-c", "exit 7"])
+            .spawn()
+            .expect("sh");
         let pidfd = PidFd::open(child.id()).expect("pidfd");
         let status = pidfd.wait().await.expect("wait");
         assert_eq!(status.code(), Some(7));

@@ -109,14 +109,13 @@ pub fn is_init() -> bool {
 /// supervision reaped one of ours (which may have hidden orphans behind
 /// it), and every second in case a SIGCHLD was coalesced.
 pub async fn run() {
-    let mut sigchld =
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot watch SIGCHLD; orphans will not be reaped");
-                return;
-            }
-        };
+    let mut sigchld = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch SIGCHLD; orphans will not be reaped");
+            return;
+        }
+    };
     loop {
         let n = tokio::task::spawn_blocking(reap_orphans).await.unwrap_or(0);
         if n > 0 {
