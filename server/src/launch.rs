@@ -25,6 +25,7 @@ use crate::contain::pidfd::PidFd;
 use crate::contain::{reaper, Contained, Containment};
 use crate::error::ApiError;
 use crate::pty::PtyMaster;
+use tether_protocol::TermSize;
 
 /// What to start, and how.
 #[derive(Debug)]
@@ -386,8 +387,8 @@ pub struct StartPlan<'a> {
     pub env: &'a BTreeMap<String, String>,
     /// Working directory.
     pub cwd: Option<&'a Path>,
-    /// A PTY of this size (cols, rows), or pipes.
-    pub tty: Option<(u16, u16)>,
+    /// A PTY of this size, or pipes.
+    pub tty: Option<TermSize>,
     /// Whether stdin is a pipe (pipes only; a PTY always takes input).
     pub stdin: bool,
     /// Variables of the server never passed on.
@@ -409,9 +410,8 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
     let child_side: Vec<OwnedFd>;
     let stdio: [RawFd; 3];
     let io = match plan.tty {
-        Some((cols, rows)) => {
-            let (master, slave) =
-                crate::pty::open(cols, rows).map_err(|e| internal("openpty", e))?;
+        Some(size) => {
+            let (master, slave) = crate::pty::open(size).map_err(|e| internal("openpty", e))?;
             env.entry("TERM".into())
                 .or_insert_with(|| "xterm-256color".into());
             stdio = [slave.as_raw_fd(); 3];
@@ -482,6 +482,19 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
         contained: Arc::new(Contained::new(cell, pid, plan.tty.is_some())),
         io,
     })
+}
+
+/// Ends a started process whose setup failed after the clone (its
+/// capture could not be registered): SIGKILL through the pidfd and the
+/// cgroup, reaped and released by a task of its own.
+pub fn abandon(pid: u32, pidfd: PidFd, contained: Arc<Contained>) {
+    let _ = pidfd.signal(nix::sys::signal::Signal::SIGKILL);
+    tokio::spawn(async move {
+        let _ = pidfd.wait().await;
+        contained.set_reaped();
+        reaper::forget(pid);
+        contained.release(Some(tokio::time::Instant::now())).await;
+    });
 }
 
 #[cfg(test)]

@@ -331,7 +331,7 @@ async fn a_pid_reused_within_the_kill_grace_is_not_killed() {
         let stranger = server
             .sh(
                 &format!(
-                    "echo {} > /proc/sys/kernel/ns_last_pid && setsid sleep {stranger_mark} & echo $!; wait",
+                    "echo {} > /proc/sys/kernel/ns_last_pid; setsid sleep {stranger_mark} & echo $!; wait",
                     pid - 1
                 ),
                 json!({}),

@@ -232,6 +232,7 @@ mod tests {
             stderr_bytes: 0,
             output_incomplete: false,
             kubernetes: None,
+            containment: None,
         }
     }
 
