@@ -50,6 +50,9 @@ impl CgroupKind {
 /// a kill from hanging on it.
 const FREEZE_BOUND: Duration = Duration::from_millis(500);
 
+/// How long a kill waits for the members it killed to be dead.
+const DEATH_BOUND: Duration = Duration::from_secs(1);
+
 /// The server's own cgroup in one hierarchy, holding a cgroup per process.
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -215,8 +218,18 @@ impl Cell {
         frozen(self.kind, &self.dir, || signal_listed(&self.dir, signal))
     }
 
-    /// Ends every member, including those forked meanwhile.
+    /// Ends every member, including those forked meanwhile, and waits
+    /// (at most [`DEATH_BOUND`]) until they are dead, as a kill by pid
+    /// would have found them.
     pub fn kill_all(&self) {
+        self.send_kill();
+        let start = Instant::now();
+        while self.is_populated() && start.elapsed() < DEATH_BOUND {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn send_kill(&self) {
         match self.kind {
             CgroupKind::V2 => {
                 if write_file(&self.dir.join("cgroup.kill"), b"1").is_err() {
