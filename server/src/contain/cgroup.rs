@@ -219,7 +219,7 @@ impl Cell {
     }
 
     /// Ends every member, including those forked meanwhile, and waits
-    /// (at most [`DEATH_BOUND`]) until they are dead, as a kill by pid
+    /// (at most a second) until they are dead, as a kill by pid
     /// would have found them.
     pub fn kill_all(&self) {
         self.send_kill();
