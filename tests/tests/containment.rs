@@ -273,6 +273,22 @@ fn start_as_pid_1(args: &[&str]) -> (TestServer, u32) {
     (server, tetherd)
 }
 
+/// Shuts tetherd down as a container runtime would (SIGTERM to PID 1), so
+/// it removes its cgroups: killing PID 1 would take the guard with it.
+async fn stop_pid_1(tetherd: u32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(tetherd as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let gone = settle(
+        || std::path::Path::new(&format!("/proc/{tetherd}")).exists(),
+        |exists| !exists,
+    )
+    .await;
+    assert!(!gone, "tetherd as PID 1 did not exit on SIGTERM");
+}
+
 #[tokio::test]
 async fn as_pid_1_orphans_are_reaped_and_exit_statuses_are_not_stolen() {
     let (server, tetherd) = start_as_pid_1(&[]);
@@ -305,6 +321,8 @@ async fn as_pid_1_orphans_are_reaped_and_exit_statuses_are_not_stolen() {
     let zombies = children.iter().filter(|(_, s)| *s == 'Z').count();
     assert_eq!(zombies, 0, "zombies left: {children:?}");
     assert_eq!(children.len(), 1, "only the guard is left: {children:?}");
+    stop_pid_1(tetherd).await;
+    drop(server);
 }
 
 /// The delayed KILL round of a DELETE must not reach a process that got the
@@ -313,7 +331,7 @@ async fn as_pid_1_orphans_are_reaped_and_exit_statuses_are_not_stolen() {
 #[tokio::test]
 async fn a_pid_reused_within_the_kill_grace_is_not_killed() {
     for mode in ["auto", "session"] {
-        let (server, _) = start_as_pid_1(&["--containment", mode, "--kill-grace-ms", "1500"]);
+        let (server, tetherd) = start_as_pid_1(&["--containment", mode, "--kill-grace-ms", "1500"]);
         let victim = server
             .sh(&format!("exec sleep {}", mark()), json!({}))
             .await;
@@ -357,5 +375,6 @@ async fn a_pid_reused_within_the_kill_grace_is_not_killed() {
             "{mode}: the stranger with the reused pid was killed"
         );
         assert!(!server.status(&stranger.id).await.is_exited(), "{mode}");
+        stop_pid_1(tetherd).await;
     }
 }
