@@ -12,6 +12,11 @@ fn main() -> anyhow::Result<()> {
         guard::main();
     }
     let config = Config::parse();
+    if tether_server::contain::reaper::is_init() {
+        // PID 1 of a container: orphans are reparented to us, and every
+        // child from the guard on must be registered as ours.
+        tether_server::contain::reaper::enable();
+    }
     // Before anything is spawned: from now on, if this process dies,
     // the guard ends everything it started.
     let guard_pid =

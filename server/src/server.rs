@@ -22,6 +22,7 @@ pub async fn run(
     let containment = crate::contain::install(config.containment)?;
     if crate::contain::reaper::is_init() {
         // PID 1 of a container: orphans are reparented to us.
+        crate::contain::reaper::enable();
         tokio::spawn(crate::contain::reaper::run());
     }
     let table = ProcessTable::new(config.clone());

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tether_server::contain::reaper::{forget, reap_orphans, register_while};
+use tether_server::contain::reaper::{enable, forget, reap_orphans, register_while};
 
 fn stat(pid: i32) -> std::io::Result<String> {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -17,6 +17,7 @@ fn zombie(pid: i32) -> bool {
 
 #[test]
 fn reaps_only_children_that_are_not_registered() {
+    enable();
     let ours = register_while(|| {
         std::process::Command::new("true").spawn().map(|c| {
             let id = c.id();

@@ -11,6 +11,7 @@
 //! ([`forget`] wakes it).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
@@ -34,9 +35,23 @@ fn own() -> MutexGuard<'static, HashSet<i32>> {
     registry().own.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether the orphan reaper runs: only then are children registered, and
+/// only then does process creation take the registry lock.
+static REAPING: AtomicBool = AtomicBool::new(false);
+
+/// Turns registration on; before the first child is created, and before
+/// [`run`] starts.
+pub fn enable() {
+    REAPING.store(true, Ordering::SeqCst);
+}
+
 /// Runs `create` (which starts one child and returns its pid) with the
-/// registry locked, and registers the pid before anyone can look.
+/// registry locked, and registers the pid before anyone can look. Without
+/// the reaper, just runs it.
 pub fn register_while<E>(create: impl FnOnce() -> Result<u32, E>) -> Result<u32, E> {
+    if !REAPING.load(Ordering::SeqCst) {
+        return create();
+    }
     let mut own = own();
     let pid = create()?;
     if let Ok(pid) = i32::try_from(pid) {
@@ -47,6 +62,9 @@ pub fn register_while<E>(create: impl FnOnce() -> Result<u32, E>) -> Result<u32,
 
 /// Called by whoever reaped one of the server's children.
 pub fn forget(pid: u32) {
+    if !REAPING.load(Ordering::SeqCst) {
+        return;
+    }
     if let Ok(pid) = i32::try_from(pid) {
         own().remove(&pid);
     }
