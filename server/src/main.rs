@@ -50,6 +50,9 @@ async fn serve(config: Config, guard_pid: u32) -> anyhow::Result<()> {
             config.listen
         );
     }
+    // Before listening: a containment that was asked for and is not
+    // there refuses to start.
+    tether_server::contain::install(config.containment).context("cannot set up containment")?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;

@@ -135,6 +135,47 @@ async fn the_process_object_says_how_it_is_contained() {
     assert_eq!(info.containment, Some(Containment::Cgroup2));
 }
 
+/// tetherd in a mount namespace of its own where `unmount` is unmounted.
+fn start_without(unmount: &[&str]) -> TestServer {
+    let script = format!("umount {} && exec \"$0\" \"$@\"", unmount.join(" "));
+    TestServer::start_wrapped(
+        &[
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+        ],
+        &[],
+        &[],
+    )
+}
+
+#[tokio::test]
+async fn auto_falls_back_to_the_v1_freezer_then_to_the_session() {
+    let server = start_without(&["/sys/fs/cgroup/unified"]);
+    let info = server.sh("exit 0", json!({})).await;
+    assert_eq!(info.containment, Some(Containment::Cgroup1Freezer));
+    let server = start_without(&["/sys/fs/cgroup/unified", "/sys/fs/cgroup/freezer"]);
+    let info = server.sh("exit 0", json!({})).await;
+    assert_eq!(info.containment, Some(Containment::Session));
+    // A containment that was asked for and is not there is refused.
+    let status = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg("umount /sys/fs/cgroup/unified && exec \"$0\" --listen 127.0.0.1:0 --containment cgroup2")
+        .arg(tether_tests::binary("tetherd"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        !status.success(),
+        "started without the cgroup2 it was told to use"
+    );
+}
+
 #[tokio::test]
 async fn setsid_and_double_fork_escapees_are_gone_after_a_deadline() {
     for (mode, _) in CGROUP_MODES {
