@@ -404,6 +404,8 @@ async fn a_pid_reused_within_the_kill_grace_is_not_killed() {
             .parse()
             .unwrap();
         assert_eq!(got, pid, "{mode}: the stranger did not get the reused pid");
+        // `$!` is printed before the child has exec'd `sleep`.
+        wait_alive(std::slice::from_ref(&stranger_mark)).await;
         // Past the end of the victim's grace (1.5 s from the DELETE), the
         // stranger is untouched; a kill would end the wait early.
         let left = survivors(
