@@ -222,6 +222,7 @@ fn empty_info() -> ProcessInfo {
         output_incomplete: false,
         kubernetes: None,
         node: None,
+        containment: None,
     }
 }
 

@@ -43,6 +43,21 @@ pub enum Overflow {
     Block,
 }
 
+/// How the server contains a process: what DELETE, a deadline and the
+/// server's own death reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Containment {
+    /// A cgroup v2 of its own: every descendant, however it detached.
+    #[serde(rename = "cgroup2")]
+    Cgroup2,
+    /// A cgroup of its own in the v1 freezer hierarchy: every descendant.
+    #[serde(rename = "cgroup1-freezer")]
+    Cgroup1Freezer,
+    /// Its session only: a descendant that calls `setsid` escapes.
+    #[serde(rename = "session")]
+    Session,
+}
+
 /// The process object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessInfo {
@@ -88,6 +103,9 @@ pub struct ProcessInfo {
     /// server started without one. Also the part of `id` before its dot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// How it is contained; absent from servers that predate the field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Containment>,
 }
 
 /// The namespace, pod and container a Kubernetes client named when it

@@ -150,6 +150,12 @@ pub struct Config {
     /// Log as JSON lines instead of text.
     #[arg(long)]
     pub log_json: bool,
+
+    /// How descendants of a process are contained: `auto` (a cgroup v2 if
+    /// writable, else the cgroup v1 freezer, else its session), or one of
+    /// `cgroup2`, `cgroup1-freezer` (refuse to start without it), `session`.
+    #[arg(long, value_enum, default_value_t = crate::contain::ContainmentMode::Auto)]
+    pub containment: crate::contain::ContainmentMode,
 }
 
 impl Config {

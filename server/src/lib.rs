@@ -6,7 +6,11 @@
 //!   policy for each operation on it; its life in [`process::spawn`](mod@process::spawn),
 //!   [`process::capture`], [`process::stdin`], [`process::supervise`].
 //! - [`pty`]: the PTY master on tokio's reactor (no thread per session).
-//! - [`session`]: signalling and killing a whole session via /proc.
+//! - [`launch`]: process creation without copying the server
+//!   (`clone(CLONE_VM | CLONE_VFORK)`), into the process's cgroup.
+//! - [`contain`]: a cgroup per process, pidfds, the guard that ends
+//!   everything if the server dies, the orphan reaper as PID 1.
+//! - [`session`]: signalling a whole session via /proc (the fallback).
 //! - [`retained`]: [`retained::RetainedOutput`], the one owner of a
 //!   process's retained output, its lock and its wake-ups; the pure ring
 //!   inside it.
@@ -24,9 +28,11 @@
 pub mod access;
 pub mod attach;
 pub mod config;
+pub mod contain;
 pub mod error;
 pub mod http;
 pub mod kube;
+pub mod launch;
 pub mod metrics;
 pub mod process;
 pub mod pty;

@@ -2,12 +2,33 @@
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use tether_server::contain::guard::{self, GUARD_ARG};
 use tether_server::Config;
 use tokio::signal::unix::{signal, SignalKind};
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // The guard is this binary re-executed (see contain/guard.rs).
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new(GUARD_ARG)) {
+        guard::main();
+    }
     let config = Config::parse();
+    if tether_server::contain::reaper::is_init() {
+        // PID 1 of a container: orphans are reparented to us, and every
+        // child from the guard on must be registered as ours.
+        tether_server::contain::reaper::enable();
+    }
+    // Before anything is spawned: from now on, if this process dies,
+    // the guard ends everything it started.
+    let guard_pid =
+        tether_server::contain::start_guard().context("cannot start the guard process")?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(config, guard_pid))
+}
+
+async fn serve(config: Config, guard_pid: u32) -> anyhow::Result<()> {
+    tokio::spawn(guard::Guard::watch(guard_pid));
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     if config.log_json {
@@ -29,6 +50,9 @@ async fn main() -> anyhow::Result<()> {
             config.listen
         );
     }
+    // Before listening: a containment that was asked for and is not
+    // there refuses to start.
+    tether_server::contain::install(config.containment).context("cannot set up containment")?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;

@@ -19,6 +19,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let config = Arc::new(config);
+    let containment = crate::contain::install(config.containment)?;
+    if crate::contain::reaper::is_init() {
+        // PID 1 of a container: orphans are reparented to us.
+        crate::contain::reaper::enable();
+        tokio::spawn(crate::contain::reaper::run());
+    }
     let table = ProcessTable::new(config.clone());
     let app = crate::http::router(table.clone());
     let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
@@ -29,6 +35,8 @@ pub async fn run(
             table.drain(table.config().drain_grace()).await;
             tracing::info!("shutting down: killing every process");
             table.shutdown(bound).await;
+            // Descendants of processes that had already exited.
+            let _ = tokio::task::spawn_blocking(|| containment.kill_everything()).await;
         }
     };
     // Attachments finish on their own once their process exited: the exit

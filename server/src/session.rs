@@ -1,46 +1,11 @@
-//! Signalling and killing a whole session: the process was started with
-//! `setsid`, so its session id is its pid, and every descendant that did not
-//! call `setsid` itself (background jobs in their own process groups
-//! included) still carries that session id.
-
-use std::time::Duration;
+//! Signalling a whole session: the process was started with `setsid`, so
+//! its session id is its pid, and every descendant that did not call
+//! `setsid` itself (background jobs in their own process groups included)
+//! still carries that session id. The containment fallback where no cgroup
+//! hierarchy is writable (`contain::Contained` drives it).
 
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
-
-/// TERM (and HUP on a PTY, as closing a terminal does: an interactive shell
-/// ignores TERM) to every member of the session now, KILL to whatever is
-/// left after the grace. Runs the /proc scans off the runtime's workers.
-pub fn kill_session(sid: u32, tty: bool, grace: Duration) {
-    kill_with(sid, tty, grace, signal_session);
-}
-
-/// The same for a session whose leader was already reaped: only what is
-/// left of it, never a stranger that reused the number.
-pub fn kill_orphans(sid: u32, tty: bool, grace: Duration) {
-    kill_with(sid, tty, grace, signal_orphans);
-}
-
-fn kill_with(sid: u32, tty: bool, grace: Duration, signal: fn(u32, Signal) -> usize) {
-    tokio::task::spawn_blocking(move || {
-        if tty {
-            signal(sid, Signal::SIGHUP);
-        }
-        signal(sid, Signal::SIGTERM)
-    });
-    tokio::spawn(async move {
-        tokio::time::sleep(grace).await;
-        let _ = tokio::task::spawn_blocking(move || {
-            // Members may fork while being killed; a few rounds catch them.
-            for _ in 0..8 {
-                if signal(sid, Signal::SIGKILL) == 0 {
-                    break;
-                }
-            }
-        })
-        .await;
-    });
-}
 
 /// Sends `signal` to the process group led by `pid` (the session leader,
 /// not yet reaped, so the number is still its own).

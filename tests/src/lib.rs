@@ -73,13 +73,37 @@ impl TestServer {
 
     /// Starts tetherd with extra flags and environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        TestServer::start_at("127.0.0.1:0", args, env)
+        TestServer::start_full(&[], "127.0.0.1:0", args, env)
     }
 
     /// Starts tetherd listening on `listen` (an address with port 0 for an
     /// ephemeral one), with extra flags and environment variables.
     pub fn start_at(listen: &str, args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        let mut child = Command::new(binary("tetherd"))
+        TestServer::start_full(&[], listen, args, env)
+    }
+
+    /// Starts tetherd as the last argument of `wrapper` (such as
+    /// `unshare --pid --fork`); `pid()` is then the wrapper's.
+    pub fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> TestServer {
+        TestServer::start_full(wrapper, "127.0.0.1:0", args, env)
+    }
+
+    fn start_full(
+        wrapper: &[&str],
+        listen: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
+        let tetherd = binary("tetherd");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = Command::new(program);
+                command.args(rest).arg(&tetherd);
+                command
+            }
+            None => Command::new(&tetherd),
+        };
+        let mut child = command
             .args(["--listen", listen])
             .args(args)
             .env_remove("TETHER_TOKEN")

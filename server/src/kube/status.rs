@@ -233,6 +233,7 @@ mod tests {
             output_incomplete: false,
             kubernetes: None,
             node: None,
+            containment: None,
         }
     }
 

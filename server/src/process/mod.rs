@@ -22,11 +22,11 @@ use tether_protocol::{
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::contain::Contained;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::pty::PtyMaster;
 use crate::retained::RetainedOutput;
-use crate::session::kill_orphans;
 use crate::slots::Slots;
 use stdin::StdinQueue;
 use supervise::{timestamp, Control, Exited};
@@ -59,6 +59,8 @@ pub struct Process {
     stdin: StdinQueue,
     pty: Option<Arc<PtyMaster>>,
     kill_grace: Duration,
+    /// How its descendants are found and ended, also after the reap.
+    contained: Arc<Contained>,
 }
 
 impl Process {
@@ -112,6 +114,7 @@ impl Process {
             output_incomplete: false,
             kubernetes: self.kubernetes.clone(),
             node: node_of(&self.id).map(str::to_string),
+            containment: Some(self.contained.kind()),
         }
     }
 
@@ -141,9 +144,9 @@ impl Process {
         if self.control.send(Control::Kill(reason, tx)).await.is_ok() && rx.await.is_ok() {
             return;
         }
-        // The reaped leader's session id stays reserved while any member
-        // lives, so this reaches only what is left of this session.
-        kill_orphans(self.pid, self.tty, self.kill_grace);
+        // Reaped: what is left is ended through its cgroup, or through
+        // its session if no stranger took over the number.
+        tokio::spawn(self.contained.clone().end(self.kill_grace));
     }
 
     /// Queues bytes for stdin; waits while the stdin queue is full.

@@ -1,16 +1,14 @@
 //! Spawning: a validated plan becomes a running OS process (pipes or a
-//! PTY, `setsid`, the PTY as controlling terminal) with its capture tasks,
-//! its stdin writer and its supervisor started.
+//! PTY, `setsid`, the PTY as controlling terminal, its own cgroup: see
+//! [`crate::launch`]) with its capture tasks, its stdin writer and its
+//! supervisor started.
 
 use std::collections::BTreeMap;
-use std::io;
-use std::os::fd::OwnedFd;
-use std::process::Stdio;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tether_protocol::{KubernetesNames, Overflow, StreamName, TermSize};
-use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
@@ -20,8 +18,9 @@ use super::supervise::Supervisor;
 use super::Process;
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::launch::{self, StartPlan, Started, StartedIo};
 use crate::metrics::Metrics;
-use crate::pty::{self, PtyMaster};
+use crate::pty::PtyMaster;
 use crate::retained::RetainedOutput;
 use crate::slots::Slots;
 
@@ -64,25 +63,37 @@ pub fn spawn(
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Process>, ApiError> {
     check_cwd(plan.cwd.as_deref())?;
-    let (mut command, pty) = command(&plan)?;
     let started = tokio::time::Instant::now();
-    let mut child = command.spawn().map_err(|e| spawn_error(&plan.argv[0], e))?;
-    // Closes the parent's copies of the PTY slave, so the master reports
-    // end of output once the child side is closed.
-    drop(command);
-
-    let sources = sources(&mut child, pty.as_ref())?;
-    let stdin = match (&pty, child.stdin.take()) {
-        (Some(master), _) => StdinQueue::pty(master.clone()),
-        (None, Some(pipe)) => StdinQueue::pipe(pipe),
-        (None, None) => StdinQueue::none(),
+    let Started {
+        pid,
+        pidfd,
+        contained,
+        io,
+    } = launch::start(
+        &StartPlan {
+            id: &id,
+            argv: &plan.argv,
+            env: &plan.env,
+            cwd: plan.cwd.as_deref().map(Path::new),
+            tty: plan.tty,
+            stdin: plan.stdin,
+            secret_env: SECRET_ENV,
+        },
+        crate::contain::current(),
+    )?;
+    let (sources, stdin, pty) = match server_side(io) {
+        Ok(side) => side,
+        Err(e) => {
+            launch::abandon(pid, pidfd, contained);
+            return Err(e);
+        }
     };
     let output = Arc::new(RetainedOutput::new(plan.retain_bytes, plan.overflow));
     let (control, control_rx) = mpsc::channel(8);
     let (exit_tx, exit) = watch::channel(None);
     let process = Arc::new(Process {
         id,
-        pid: child.id().unwrap_or(0),
+        pid,
         reserved_bytes: plan.reserved_bytes(),
         argv: plan.argv,
         tty: pty.is_some(),
@@ -96,6 +107,7 @@ pub fn spawn(
         pty,
         kill_grace: config.kill_grace(),
         kubernetes: plan.kubernetes,
+        contained: contained.clone(),
     });
 
     let span = tracing::info_span!("process", id = %process.id);
@@ -115,7 +127,8 @@ pub fn spawn(
         })
         .collect();
     let supervisor = Supervisor {
-        child,
+        pidfd,
+        contained,
         birth: process.info(),
         started,
         timeout: plan.timeout,
@@ -131,6 +144,50 @@ pub fn spawn(
     Ok(process)
 }
 
+/// What capture reads, the stdin queue and the PTY master.
+type ServerSide = (
+    Vec<(StreamName, Source)>,
+    StdinQueue,
+    Option<Arc<PtyMaster>>,
+);
+
+/// Registers the server's ends of the process's stdio with the reactor.
+fn server_side(io: StartedIo) -> Result<ServerSide, ApiError> {
+    Ok(match io {
+        StartedIo::Pty(master) => {
+            let master = Arc::new(master);
+            (
+                vec![(StreamName::Stdout, Source::Pty(master.clone()))],
+                StdinQueue::pty(master.clone()),
+                Some(master),
+            )
+        }
+        StartedIo::Pipes {
+            stdin,
+            stdout,
+            stderr,
+        } => {
+            let source =
+                |fd| Source::pipe(fd).map_err(|e| ApiError::Internal(format!("output pipe: {e}")));
+            let stdin = match stdin {
+                Some(fd) => StdinQueue::pipe(
+                    tokio::net::unix::pipe::Sender::from_owned_fd(fd)
+                        .map_err(|e| ApiError::Internal(format!("stdin pipe: {e}")))?,
+                ),
+                None => StdinQueue::none(),
+            };
+            (
+                vec![
+                    (StreamName::Stdout, source(stdout)?),
+                    (StreamName::Stderr, source(stderr)?),
+                ],
+                stdin,
+                None,
+            )
+        }
+    })
+}
+
 fn check_cwd(cwd: Option<&str>) -> Result<(), ApiError> {
     let Some(cwd) = cwd else { return Ok(()) };
     match std::fs::metadata(cwd) {
@@ -139,102 +196,5 @@ fn check_cwd(cwd: Option<&str>) -> Result<(), ApiError> {
             "cwd {cwd:?} is not a directory"
         ))),
         Err(e) => Err(ApiError::SpawnFailed(format!("cwd {cwd:?}: {e}"))),
-    }
-}
-
-/// The command to execute, in its own session; with a PTY, the master side
-/// too (the slave is the child's stdin, stdout and stderr).
-fn command(plan: &SpawnPlan) -> Result<(Command, Option<Arc<PtyMaster>>), ApiError> {
-    let mut cmd = Command::new(&plan.argv[0]);
-    cmd.args(&plan.argv[1..]);
-    for key in SECRET_ENV {
-        cmd.env_remove(key);
-    }
-    cmd.envs(&plan.env);
-    if let Some(cwd) = &plan.cwd {
-        cmd.current_dir(cwd);
-    }
-    cmd.kill_on_drop(false);
-
-    let Some(size) = plan.tty else {
-        cmd.stdin(if plan.stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-        cmd.stdout(Stdio::piped());
-        cmd.stderr(Stdio::piped());
-        // SAFETY: setsid is async-signal-safe and touches no parent memory.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::unistd::setsid()?;
-                Ok(())
-            });
-        }
-        return Ok((cmd, None));
-    };
-    let (master, slave) =
-        pty::open(size).map_err(|e| ApiError::Internal(format!("openpty: {e}")))?;
-    let clone = |fd: &OwnedFd| {
-        fd.try_clone()
-            .map_err(|e| ApiError::Internal(format!("dup pty: {e}")))
-    };
-    cmd.stdin(Stdio::from(clone(&slave)?));
-    cmd.stdout(Stdio::from(clone(&slave)?));
-    cmd.stderr(Stdio::from(slave));
-    if !plan.env.contains_key("TERM") {
-        cmd.env("TERM", "xterm-256color");
-    }
-    // SAFETY: between fork and exec only async-signal-safe calls are made
-    // (setsid, ioctl), touching no memory of the parent.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::unistd::setsid()?;
-            // Make the PTY (now fd 0) the controlling terminal, so job
-            // control and Ctrl-C work as in a local terminal.
-            if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    Ok((cmd, Some(Arc::new(master))))
-}
-
-/// What capture reads: the PTY master as `stdout`, or both pipes.
-fn sources(
-    child: &mut Child,
-    pty: Option<&Arc<PtyMaster>>,
-) -> Result<Vec<(StreamName, Source)>, ApiError> {
-    if let Some(master) = pty {
-        return Ok(vec![(StreamName::Stdout, Source::Pty(master.clone()))]);
-    }
-    let pipe = |fd: Option<io::Result<OwnedFd>>| {
-        let fd = fd
-            .ok_or_else(|| ApiError::Internal("missing output pipe".into()))?
-            .map_err(|e| ApiError::Internal(format!("output pipe: {e}")))?;
-        Source::pipe(fd).map_err(|e| ApiError::Internal(format!("output pipe: {e}")))
-    };
-    Ok(vec![
-        (
-            StreamName::Stdout,
-            pipe(child.stdout.take().map(|p| p.into_owned_fd()))?,
-        ),
-        (
-            StreamName::Stderr,
-            pipe(child.stderr.take().map(|p| p.into_owned_fd()))?,
-        ),
-    ])
-}
-
-fn spawn_error(program: &str, e: io::Error) -> ApiError {
-    match e.kind() {
-        io::ErrorKind::NotFound => {
-            ApiError::SpawnFailed(format!("program {program:?} not found: {e}"))
-        }
-        io::ErrorKind::PermissionDenied => {
-            ApiError::SpawnFailed(format!("program {program:?} is not executable: {e}"))
-        }
-        _ => ApiError::SpawnFailed(format!("could not start {program:?}: {e}")),
     }
 }

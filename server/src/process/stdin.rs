@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
+use tokio::net::unix::pipe::Sender as PipeWriter;
 use tokio::sync::mpsc;
 
 use crate::pty::PtyMaster;
@@ -44,7 +44,7 @@ impl StdinQueue {
     }
 
     /// A queue to a writer task of the pipe.
-    pub fn pipe(stdin: ChildStdin) -> StdinQueue {
+    pub fn pipe(stdin: PipeWriter) -> StdinQueue {
         let (tx, rx) = mpsc::channel(STDIN_QUEUE);
         tokio::spawn(write_pipe(stdin, rx));
         StdinQueue {
@@ -93,7 +93,7 @@ impl StdinQueue {
     }
 }
 
-async fn write_pipe(mut stdin: ChildStdin, mut rx: mpsc::Receiver<StdinCommand>) {
+async fn write_pipe(mut stdin: PipeWriter, mut rx: mpsc::Receiver<StdinCommand>) {
     while let Some(command) = rx.recv().await {
         match command {
             StdinCommand::Data(data) => {

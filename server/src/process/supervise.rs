@@ -1,7 +1,8 @@
-//! Supervision: the only owner of the OS child. It reaps it, fires the
-//! deadline, serves signal and kill requests (only here, so nothing is
-//! signalled after the reap), waits for capture (bounded by the drain
-//! timeout), then publishes the exit.
+//! Supervision: the only owner of the OS child. It reaps it (through its
+//! pidfd), fires the deadline, serves signal and kill requests (only here,
+//! so nothing is signalled by number after the reap), hands what is left of
+//! it to its containment, waits for capture (bounded by the drain timeout),
+//! then publishes the exit.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -11,15 +12,16 @@ use std::time::{Duration, SystemTime};
 
 use nix::sys::signal::Signal;
 use tether_protocol::{ExitReason, ProcessInfo, ProcessStatus};
-use tokio::process::Child;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::capture::wait_deadline;
+use crate::contain::pidfd::PidFd;
+use crate::contain::{reaper, Contained};
 use crate::metrics::Metrics;
 use crate::retained::RetainedOutput;
-use crate::session::{kill_session, signal_group};
+use crate::session::signal_group;
 
 /// Requests to the supervisor, which alone may signal the child because it
 /// alone reaps it (so nothing is signalled after it was reaped).
@@ -27,8 +29,8 @@ use crate::session::{kill_session, signal_group};
 pub enum Control {
     /// Send a signal to the process group; the reply says it was sent.
     Signal(Signal, oneshot::Sender<()>),
-    /// Kill the whole session (TERM, then KILL after the grace) and report
-    /// this reason.
+    /// Kill the process and every descendant (TERM, then KILL after the
+    /// grace) and report this reason.
     Kill(ExitReason, oneshot::Sender<()>),
 }
 
@@ -44,8 +46,10 @@ pub struct Exited {
 
 /// Everything supervision needs, handed over by the spawner.
 pub struct Supervisor {
-    /// The OS child, owned here alone.
-    pub child: Child,
+    /// The OS child, owned here alone: waited for and reaped through it.
+    pub pidfd: PidFd,
+    /// How its descendants are found and ended.
+    pub contained: Arc<Contained>,
     /// The process object at birth; the exit fields are filled in at exit.
     pub birth: ProcessInfo,
     /// When the OS process was created: `duration_ms` counts from here, not
@@ -53,7 +57,7 @@ pub struct Supervisor {
     pub started: Instant,
     /// `timeout_ms`, if any.
     pub timeout: Option<Duration>,
-    /// How long a killed session has between TERM and KILL.
+    /// How long a killed process has between TERM and KILL.
     pub kill_grace: Duration,
     /// Signal and kill requests.
     pub control: mpsc::Receiver<Control>,
@@ -72,8 +76,11 @@ pub struct Supervisor {
 impl Supervisor {
     /// Runs the process's life to its published exit.
     pub async fn run(mut self) {
-        let (status, killed) = self.until_reaped().await;
+        let (status, killed, leftovers_until) = self.until_reaped().await;
         let duration_ms = self.started.elapsed().as_millis() as u64;
+        self.contained.set_reaped();
+        reaper::forget(self.birth.pid);
+        tokio::spawn(self.contained.clone().release(leftovers_until));
         // Requests still queued find the process reaped: dropping their
         // reply senders makes them report `not_running`.
         drop(self.control);
@@ -104,31 +111,49 @@ impl Supervisor {
     }
 
     /// Serves requests and the deadline until the child is reaped. Returns
-    /// its status and the reason the server killed it, if it did.
-    async fn until_reaped(&mut self) -> (io::Result<ExitStatus>, Option<ExitReason>) {
+    /// its status, the reason the server killed it, if it did, and when
+    /// what is left of it (descendants) must end: at the pending KILL
+    /// round, at once if that round already ran, else at the deadline.
+    async fn until_reaped(
+        &mut self,
+    ) -> (io::Result<ExitStatus>, Option<ExitReason>, Option<Instant>) {
         let deadline = self.timeout.map(|t| self.started + t);
         let pid = self.birth.pid;
-        let tty = self.birth.tty;
         let mut killed: Option<ExitReason> = None;
+        // When the KILL round of a kill is due (TERM went first).
+        let mut kill_at: Option<Instant> = None;
         loop {
             tokio::select! {
-                status = self.child.wait() => return (status, killed),
+                status = self.pidfd.wait() => {
+                    let until = match (kill_at, killed) {
+                        (Some(at), _) => Some(at),
+                        (None, Some(_)) => Some(Instant::now()),
+                        (None, None) => deadline,
+                    };
+                    return (status, killed, until);
+                }
                 _ = wait_deadline(deadline), if killed.is_none() => {
-                    tracing::info!("deadline reached; killing session");
+                    tracing::info!("deadline reached; killing every descendant");
                     killed = Some(ExitReason::Timeout);
-                    kill_session(pid, tty, self.kill_grace);
+                    self.contained.terminate().await;
+                    kill_at = Some(Instant::now() + self.kill_grace);
+                }
+                _ = wait_deadline(kill_at) => {
+                    self.contained.kill().await;
+                    kill_at = None;
                 }
                 Some(request) = self.control.recv() => match request {
                     Control::Signal(signal, reply) => {
-                        // Not yet reaped (only this task reaps), so the pid
-                        // and group are still this process's.
+                        // Not yet reaped (only this task reaps), so the
+                        // group id is still this process's.
                         signal_group(pid, signal);
                         let _ = reply.send(());
                     }
                     Control::Kill(reason, reply) => {
                         if killed.is_none() {
                             killed = Some(reason);
-                            kill_session(pid, tty, self.kill_grace);
+                            self.contained.terminate().await;
+                            kill_at = Some(Instant::now() + self.kill_grace);
                         }
                         let _ = reply.send(());
                     }
