@@ -5,11 +5,15 @@
 //! cursor, release what a reader was sent, wait for room) and the matching
 //! wake-up happens here.
 //!
-//! The bytes live in a pure ring per stream (`ring::StreamBuffer`); this
-//! owner adds the lock, the wake-ups and the block-mode rules, all in the
-//! "Block mode" section below. A disk-backed log would replace the ring
-//! behind these same methods.
+//! The bytes of each stream live in a [`log::StreamLog`]: a bounded log on
+//! disk ([`disk::RingFile`]) behind a bounded window of the newest bytes in
+//! memory (the pure ring, `ring::StreamBuffer`), or the window alone.
+//! This owner adds the lock, the wake-ups and the block-mode rules, all in
+//! the "Block mode" section below; disk writes and reads happen outside
+//! its lock.
 
+pub mod disk;
+pub mod log;
 mod ring;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,8 +21,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tether_protocol::{Overflow, StreamName};
 use tokio::sync::{watch, Notify};
 
+use log::{Read, StreamLog};
 pub use ring::Next;
-use ring::{ReaderId, StreamBuffer};
+use ring::ReaderId;
 
 /// How far block-mode retention may grow once the program has exited: the
 /// largest pipe Linux gives an unprivileged process (`pipe-max-size`).
@@ -38,7 +43,7 @@ pub struct RetainedOutput {
 
 #[derive(Debug)]
 struct Streams {
-    buffers: [StreamBuffer; 2],
+    buffers: [StreamLog; 2],
     next_reader: ReaderId,
 }
 
@@ -62,12 +67,20 @@ impl Cursor {
 }
 
 impl RetainedOutput {
-    /// Empty streams of `capacity` bytes each.
+    /// Empty streams of `capacity` bytes each, in memory only.
     pub fn new(capacity: usize, overflow: Overflow) -> RetainedOutput {
+        RetainedOutput::with_logs(
+            [StreamLog::memory(capacity), StreamLog::memory(capacity)],
+            overflow,
+        )
+    }
+
+    /// Streams retained in these logs (stdout, stderr).
+    pub fn with_logs(logs: [StreamLog; 2], overflow: Overflow) -> RetainedOutput {
         RetainedOutput {
             overflow,
             state: Mutex::new(Streams {
-                buffers: [StreamBuffer::new(capacity), StreamBuffer::new(capacity)],
+                buffers: logs,
                 next_reader: 0,
             }),
             appended: watch::Sender::new(()),
@@ -93,16 +106,33 @@ impl RetainedOutput {
     /// model (a terminal emulator per PTY) is to be fed, under the same lock
     /// as [`RetainedOutput::resize_with`], so it sees bytes and resizes in
     /// one order.
+    ///
+    /// The disk write, if any, happens after the lock is released, in the
+    /// caller's (capture's) task: a write to the page cache costs about a
+    /// memcpy, and readers at the front meanwhile read the window.
     pub fn append(&self, stream: StreamName, data: &[u8]) -> u64 {
-        let offset = {
+        let (offset, write) = {
             let mut state = self.lock();
             let buffer = &mut state.buffers[stream.index()];
             let offset = buffer.end();
-            buffer.push(data);
-            offset
+            (offset, buffer.push(data))
         };
+        if let Some(write) = write {
+            let outcome = write.perform(data);
+            self.lock().buffers[stream.index()].written(&write, outcome);
+        }
         self.appended.send_replace(());
         offset
+    }
+
+    /// Why some output is not retained on disk (`disk full`, an IO error),
+    /// if that is so: the first stream's reason.
+    pub fn retention_error(&self) -> Option<String> {
+        let state = self.lock();
+        state
+            .buffers
+            .iter()
+            .find_map(|b| b.fault().map(str::to_string))
     }
 
     /// Applies a terminal resize in order with the captured output: `apply`
@@ -122,7 +152,7 @@ impl RetainedOutput {
             for buffer in &mut state.buffers {
                 buffer.complete();
             }
-            state.buffers.each_ref().map(StreamBuffer::end)
+            state.buffers.each_ref().map(StreamLog::end)
         };
         self.appended.send_replace(());
         totals
@@ -130,7 +160,7 @@ impl RetainedOutput {
 
     /// Bytes written to each stream since spawn (retained or not).
     pub fn totals(&self) -> [u64; 2] {
-        self.lock().buffers.each_ref().map(StreamBuffer::end)
+        self.lock().buffers.each_ref().map(StreamLog::end)
     }
 
     /// A receiver that changes whenever output is appended or complete.
@@ -169,8 +199,9 @@ pub struct Reader {
 
 impl Reader {
     /// The next thing to send from `stream` at `cursor`, at most `max` data
-    /// bytes, which `encode` turns into a frame straight from the ring (one
-    /// copy). Advances the cursor past what it returns.
+    /// bytes, which `encode` turns into a frame straight from the window
+    /// (one copy), or from a read of the disk log made outside the lock.
+    /// Advances the cursor past what it returns.
     pub fn next(
         &self,
         stream: StreamName,
@@ -178,7 +209,7 @@ impl Reader {
         max: usize,
         encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
     ) -> Next {
-        let next = self.output.lock().buffers[stream.index()].next(cursor.next, max, encode);
+        let next = self.output.next(stream, cursor.next, max, encode);
         match &next {
             Next::Dropped { offset, length } => cursor.next = offset + length,
             Next::Data { offset, length, .. } => {
@@ -188,6 +219,51 @@ impl Reader {
             Next::Pending | Next::End => {}
         }
         next
+    }
+}
+
+impl RetainedOutput {
+    /// The next thing for a reader of `stream` at `cursor`: from memory
+    /// under the lock, or from the file outside it and then checked, under
+    /// the lock again, not to have been overwritten meanwhile (if it was,
+    /// the bytes are gone and the next answer says `dropped`).
+    fn next(
+        &self,
+        stream: StreamName,
+        cursor: u64,
+        max: usize,
+        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
+    ) -> Next {
+        let mut encode = Some(encode);
+        let mut encode_once = |offset: u64, parts: &[&[u8]]| {
+            encode
+                .take()
+                .map(|f| f(offset, parts))
+                .unwrap_or_default()
+        };
+        loop {
+            let read = self.lock().buffers[stream.index()].next(cursor, max, &mut encode_once);
+            let (file, offset, length) = match read {
+                Read::Ready(next) => return next,
+                Read::Disk {
+                    file,
+                    offset,
+                    length,
+                } => (file, offset, length),
+            };
+            let mut bytes = vec![0; length as usize];
+            if let Err(e) = file.read(offset, &mut bytes) {
+                tracing::warn!(error = %e, offset, length, "reading the disk log failed");
+                return Next::Dropped { offset, length };
+            }
+            if self.lock().buffers[stream.index()].still_on_disk(offset) {
+                return Next::Data {
+                    offset,
+                    length,
+                    frame: encode_once(offset, &[&bytes]),
+                };
+            }
+        }
     }
 }
 
