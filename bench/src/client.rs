@@ -223,6 +223,7 @@ fn empty_info() -> ProcessInfo {
         kubernetes: None,
         node: None,
         containment: None,
+        retention_error: None,
     }
 }
 

@@ -28,6 +28,10 @@ pub enum ExitReason {
     Timeout,
     /// `DELETE /v1/processes/{id}` or server shutdown killed it.
     Killed,
+    /// The server restarted (a crash or an upgrade) while it ran: it was not
+    /// supervised after that, its exit is unknown (`exit_code` null) and
+    /// only its retained output was read back from `--data-dir`.
+    Lost,
 }
 
 /// What happens when a stream's retention is full.
@@ -94,6 +98,11 @@ pub struct ProcessInfo {
     /// True when a descendant kept an output open past the drain bound and
     /// capture stopped before end of file.
     pub output_incomplete: bool,
+    /// Why some of its output is not retained on disk (`disk full`, or the
+    /// OS error), when that happened; absent otherwise. Output that left
+    /// memory unwritten is reported to readers as `dropped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_error: Option<String>,
     /// Set only on processes started by Kubernetes exec
     /// (`GET /api/v1/namespaces/{ns}/pods/{pod}/exec`): the names the client
     /// used. Absent otherwise.

@@ -40,6 +40,8 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/stdin/close", post(stdin_close))
         .route("/processes/{id}/resize", post(resize))
         .route("/processes/{id}/attach", get(attach))
+        .route("/processes/{id}/output", get(crate::http_output::output))
+        .route("/exec", post(crate::exec::exec))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -175,7 +177,7 @@ async fn delete(
 }
 
 /// Parses an optional unsigned integer query parameter.
-fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
+pub(crate) fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
     query
         .get(name)
         .map(|v| {

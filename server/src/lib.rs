@@ -14,12 +14,16 @@
 //! - [`retained`]: [`retained::RetainedOutput`], the one owner of a
 //!   process's retained output, its lock and its wake-ups; the pure ring
 //!   inside it.
+//! - [`datadir`]: `--data-dir`, the disk logs' directory and the process
+//!   records a restart reads back.
 //! - [`table`]: [`table::ProcessTable`], admission, limits, idempotency,
 //!   forgetting exited processes.
 //! - [`attach`]: one WebSocket attachment: writer, reader, input queue.
 //! - [`http`], [`access`]: routes, token and Origin checks.
 //! - [`kube`]: the Kubernetes exec/attach protocol and the documents
 //!   kubectl reads first.
+//! - [`http_output`], [`exec`]: output as plain HTTP or Server-Sent Events,
+//!   and one-shot exec; both read through a [`follow::Follower`].
 //! - [`slots`]: bounded counts of attachments.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`error`]: every error with its status, code and close code.
@@ -29,8 +33,12 @@ pub mod access;
 pub mod attach;
 pub mod config;
 pub mod contain;
+pub mod datadir;
 pub mod error;
+pub mod exec;
+pub mod follow;
 pub mod http;
+pub mod http_output;
 pub mod kube;
 pub mod launch;
 pub mod metrics;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
+use crate::datadir::DataDir;
 use crate::table::ProcessTable;
 
 /// Serves until `shutdown` completes, then shuts down gracefully.
@@ -25,7 +26,9 @@ pub async fn run(
         crate::contain::reaper::enable();
         tokio::spawn(crate::contain::reaper::run());
     }
-    let table = ProcessTable::new(config.clone());
+    let data_dir = DataDir::open(&config)?;
+    let table = ProcessTable::with_data_dir(config.clone(), data_dir.clone());
+    table.recover();
     let app = crate::http::router(table.clone());
     let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
     let graceful = {
@@ -43,9 +46,15 @@ pub async fn run(
     // frame, then a close handshake bounded by --close-timeout-ms, and any
     // stuck socket by --send-timeout-ms.
     let listener = axum::serve::ListenerExt::tap_io(listener, tune_socket);
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(graceful)
-        .await
+        .await;
+    // Before the table (and with it every log) is dropped: a private
+    // directory goes, `--data-dir` keeps its files for the next run.
+    if let Some(dir) = &data_dir {
+        dir.close();
+    }
+    served
 }
 
 /// Interactive traffic must not wait for Nagle's algorithm. And the kernel

@@ -12,6 +12,7 @@ use tether_protocol::{ExitReason, KubernetesNames, TermSize};
 use tokio::sync::Notify;
 
 use crate::config::Config;
+use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::metrics::{Gauges, Metrics};
 use crate::process::{spawn, Process, SpawnPlan};
@@ -24,6 +25,8 @@ struct Entries {
     idempotency: HashMap<String, (String, String)>,
     /// Retention reserved by known processes and by those being started.
     reserved: u64,
+    /// The same on disk (`--retain-disk-total`).
+    reserved_disk: u64,
     /// Ids reserved by spawns under way (the table lock is not held while
     /// the OS process is created).
     starting: HashSet<String>,
@@ -42,6 +45,8 @@ pub struct ProcessTable {
     draining: AtomicBool,
     /// Woken whenever a spawn under way has finished (or failed).
     spawned: Notify,
+    /// Where the disk logs go; memory only without.
+    data_dir: Option<Arc<DataDir>>,
 }
 
 /// What the table answers a spawn request with, under its lock.
@@ -57,9 +62,15 @@ enum Admission {
 }
 
 impl ProcessTable {
-    /// An empty table.
+    /// An empty table that retains output in memory only.
     pub fn new(config: Arc<Config>) -> Arc<ProcessTable> {
+        ProcessTable::with_data_dir(config, None)
+    }
+
+    /// An empty table whose processes retain output on disk in `data_dir`.
+    pub fn with_data_dir(config: Arc<Config>, data_dir: Option<Arc<DataDir>>) -> Arc<ProcessTable> {
         Arc::new(ProcessTable {
+            data_dir,
             attachment_slots: Slots::new(config.max_attachments),
             config,
             entries: Mutex::new(Entries::default()),
@@ -204,6 +215,7 @@ impl ProcessTable {
             return Err(ApiError::Internal("spawn admitted without a plan".into()));
         };
         let reserved = plan.reserved_bytes();
+        let reserved_disk = plan.reserved_disk_bytes();
         let started = spawn(id.clone(), plan, &self.config, self.metrics.clone());
         {
             let mut entries = self.entries();
@@ -214,6 +226,7 @@ impl ProcessTable {
                 }
                 Err(_) => {
                     entries.reserved = entries.reserved.saturating_sub(reserved);
+                    entries.reserved_disk = entries.reserved_disk.saturating_sub(reserved_disk);
                     entries.idempotency.retain(|_, (_, pid)| *pid != id);
                 }
             }
@@ -261,13 +274,18 @@ impl ProcessTable {
         if running >= self.config.max_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_processes));
         }
-        self.make_room(&mut entries, plan.reserved_bytes())?;
+        self.make_room(
+            &mut entries,
+            plan.reserved_bytes(),
+            plan.reserved_disk_bytes(),
+        )?;
         let random = uuid::Uuid::new_v4().simple();
         let id = match &self.config.node {
             Some(node) => format!("{node}.{random}"),
             None => random.to_string(),
         };
         entries.reserved += plan.reserved_bytes();
+        entries.reserved_disk += plan.reserved_disk_bytes();
         entries.starting.insert(id.clone());
         if let Some(key) = key {
             entries
@@ -279,10 +297,11 @@ impl ProcessTable {
 
     /// Frees retention and known-process slots by forgetting the oldest
     /// exited processes early, if that is what it takes.
-    fn make_room(&self, entries: &mut Entries, want: u64) -> Result<(), ApiError> {
+    fn make_room(&self, entries: &mut Entries, want: u64, want_disk: u64) -> Result<(), ApiError> {
         let known = |e: &Entries| e.processes.len() + e.starting.len();
         let over = |e: &Entries| {
             e.reserved + want > self.config.retain_total
+                || e.reserved_disk + want_disk > self.config.retain_disk_total
                 || known(e) >= self.config.max_known_processes
         };
         if !over(entries) {
@@ -306,6 +325,12 @@ impl ProcessTable {
                 entries.reserved, self.config.retain_total
             )));
         }
+        if entries.reserved_disk + want_disk > self.config.retain_disk_total {
+            return Err(ApiError::RetentionExhausted(format!(
+                "{want_disk} bytes of disk wanted, {} of {} (--retain-disk-total) reserved by running processes",
+                entries.reserved_disk, self.config.retain_disk_total
+            )));
+        }
         if known(entries) >= self.config.max_known_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_known_processes));
         }
@@ -315,6 +340,9 @@ impl ProcessTable {
     fn forget_locked(entries: &mut Entries, id: &str) {
         if let Some(process) = entries.processes.remove(id) {
             entries.reserved = entries.reserved.saturating_sub(process.reserved_bytes);
+            entries.reserved_disk = entries
+                .reserved_disk
+                .saturating_sub(process.reserved_disk_bytes);
             entries.idempotency.retain(|_, (_, pid)| pid != id);
         }
     }
@@ -350,6 +378,24 @@ impl ProcessTable {
         drop(exit);
         tokio::time::sleep(self.config.exited_ttl()).await;
         self.forget(&id);
+    }
+
+    /// Lists the processes an earlier run left in the data directory, as
+    /// exited, and forgets them after the exited TTL.
+    pub fn recover(self: &Arc<Self>) {
+        let Some(dir) = &self.data_dir else { return };
+        for recovered in dir.recover() {
+            let process = Process::recovered(recovered, &self.config, self.metrics.clone());
+            tracing::info!(id = %process.id, reason = ?process.info().reason, "recovered from the data directory");
+            {
+                let mut entries = self.entries();
+                entries.reserved_disk += process.reserved_disk_bytes;
+                entries
+                    .processes
+                    .insert(process.id.clone(), process.clone());
+            }
+            tokio::spawn(self.clone().retire(process));
+        }
     }
 
     /// Kills every running process (reason `killed`) and waits, at most
@@ -416,6 +462,13 @@ impl ProcessTable {
             return bad("retain_bytes must be at least 1".into());
         }
         let retain = retain.min(self.config.max_retain_bytes);
+        let window = retain.min(self.config.retain_memory_bytes.max(1));
+        // Memory only, the window is all of the retention.
+        let retain = if self.data_dir.is_some() {
+            retain
+        } else {
+            window
+        };
         Ok(SpawnPlan {
             argv,
             env: request.env,
@@ -428,6 +481,8 @@ impl ProcessTable {
             stdin: request.stdin,
             overflow: request.overflow,
             retain_bytes: usize::try_from(retain).unwrap_or(usize::MAX),
+            retain_memory_bytes: usize::try_from(window).unwrap_or(usize::MAX),
+            data_dir: self.data_dir.clone(),
             kubernetes: None,
         })
     }

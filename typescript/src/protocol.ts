@@ -24,8 +24,8 @@ export const PROTOCOL_VERSION = 1;
 export type StreamName = "stdout" | "stderr";
 /** `exited` means reaped *and* output fully captured. */
 export type ProcessStatus = "running" | "exited";
-/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for DELETE and shutdown. */
-export type ExitReason = "exit" | "signal" | "timeout" | "killed";
+/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for DELETE and shutdown, `lost` when a restarted server read it back from its data directory. */
+export type ExitReason = "exit" | "signal" | "timeout" | "killed" | "lost";
 /** What a full retention does: evict the oldest bytes (`drop`) or pace the program (`block`). */
 export type Overflow = "drop" | "block";
 
@@ -205,7 +205,7 @@ export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
     started_at: str(kind, "started_at", p.started_at),
     exit_code: nullable(p.exit_code, (v) => int(kind, "exit_code", v)),
     signal: nullable(p.signal, (v) => str(kind, "signal", v)),
-    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed"] as const)),
+    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed", "lost"] as const)),
     finished_at: nullable(p.finished_at, (v) => str(kind, "finished_at", v)),
     duration_ms: nullable(p.duration_ms, (v) => u64(kind, "duration_ms", v)),
     stdout_bytes: u64(kind, "stdout_bytes", p.stdout_bytes),

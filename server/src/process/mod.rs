@@ -10,6 +10,7 @@
 //! serves signals and kills, and publishes the exit.
 
 pub mod capture;
+pub mod recovered;
 pub mod spawn;
 pub mod stdin;
 pub mod supervise;
@@ -47,6 +48,8 @@ pub struct Process {
     pub started_at: SystemTime,
     /// Retention reserved against `--retain-total`.
     pub reserved_bytes: u64,
+    /// Disk retention reserved against `--retain-disk-total`.
+    pub reserved_disk_bytes: u64,
     /// Attachment slots (`--max-attachments-per-process`).
     pub attachment_slots: Slots,
     /// The server's counters.
@@ -115,6 +118,7 @@ impl Process {
             kubernetes: self.kubernetes.clone(),
             node: node_of(&self.id).map(str::to_string),
             containment: Some(self.contained.kind()),
+            retention_error: self.output.retention_error(),
         }
     }
 

@@ -17,6 +17,7 @@ use super::stdin::StdinQueue;
 use super::supervise::Supervisor;
 use super::Process;
 use crate::config::Config;
+use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::launch::{self, StartPlan, Started, StartedIo};
 use crate::metrics::Metrics;
@@ -39,17 +40,56 @@ pub struct SpawnPlan {
     /// A stdin pipe (always with a PTY).
     pub stdin: bool,
     pub overflow: Overflow,
-    /// Per-stream retention.
+    /// Per-stream retention (on disk with a data directory).
     pub retain_bytes: usize,
     /// The names of a Kubernetes exec (`server/src/kube/`), if it is one.
     pub kubernetes: Option<KubernetesNames>,
+    /// Per-stream memory window (all of the retention without a data
+    /// directory).
+    pub retain_memory_bytes: usize,
+    /// Where the disk logs go; memory only without.
+    pub data_dir: Option<Arc<DataDir>>,
 }
 
 impl SpawnPlan {
-    /// Retention this process reserves against `--retain-total`.
+    fn streams(&self) -> u64 {
+        if self.tty.is_some() {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Memory this process reserves against `--retain-total`.
     pub fn reserved_bytes(&self) -> u64 {
-        let streams = if self.tty.is_some() { 1 } else { 2 };
-        RetainedOutput::reservation(self.retain_bytes, self.overflow, streams)
+        RetainedOutput::reservation(self.retain_memory_bytes, self.overflow, self.streams())
+    }
+
+    /// Disk this process reserves against `--retain-disk-total`.
+    pub fn reserved_disk_bytes(&self) -> u64 {
+        match self.data_dir {
+            Some(_) => {
+                RetainedOutput::reservation(self.retain_bytes, self.overflow, self.streams())
+            }
+            None => 0,
+        }
+    }
+
+    /// The retained output: disk logs behind memory windows, or memory.
+    fn output(&self, id: &str) -> RetainedOutput {
+        let Some(dir) = &self.data_dir else {
+            return RetainedOutput::new(self.retain_memory_bytes, self.overflow);
+        };
+        // The file has room for block mode's exit slack from the start.
+        let physical = RetainedOutput::reservation(self.retain_bytes, self.overflow, 1);
+        let logs = dir.logs(
+            id,
+            self.streams() as usize,
+            self.retain_memory_bytes,
+            self.retain_bytes as u64,
+            physical,
+        );
+        RetainedOutput::with_logs(logs, self.overflow, Some(dir.record(id)))
     }
 }
 
@@ -88,13 +128,14 @@ pub fn spawn(
             return Err(e);
         }
     };
-    let output = Arc::new(RetainedOutput::new(plan.retain_bytes, plan.overflow));
+    let output = Arc::new(plan.output(&id));
     let (control, control_rx) = mpsc::channel(8);
     let (exit_tx, exit) = watch::channel(None);
     let process = Arc::new(Process {
         id,
         pid,
         reserved_bytes: plan.reserved_bytes(),
+        reserved_disk_bytes: plan.reserved_disk_bytes(),
         argv: plan.argv,
         tty: pty.is_some(),
         started_at: SystemTime::now(),
@@ -110,6 +151,7 @@ pub fn spawn(
         contained: contained.clone(),
     });
 
+    output.record(&process.info());
     let span = tracing::info_span!("process", id = %process.id);
     let (reaped, reaped_rx) = watch::channel(None);
     let captures = sources

@@ -105,8 +105,10 @@ impl Supervisor {
             stdout_bytes,
             stderr_bytes,
             output_incomplete: !complete,
+            retention_error: self.output.retention_error(),
             ..self.birth
         };
+        self.output.record(&info);
         self.exit.send_replace(Some(Exited { info, finished_at }));
     }
 

@@ -145,7 +145,10 @@ impl RingFile {
             let part = &data[part.0 as usize..part.1 as usize];
             let mut done = 0usize;
             while done < part.len() {
-                match self.file.write_at(&part[done..], HEADER + position + done as u64) {
+                match self
+                    .file
+                    .write_at(&part[done..], HEADER + position + done as u64)
+                {
                     Ok(0) => {
                         return Err(WriteFault {
                             written,
@@ -167,8 +170,10 @@ impl RingFile {
     /// Reads the bytes at absolute offsets `offset..offset + buf.len()`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         for (position, part) in self.spans(offset, buf.len() as u64) {
-            self.file
-                .read_exact_at(&mut buf[part.0 as usize..part.1 as usize], HEADER + position)?;
+            self.file.read_exact_at(
+                &mut buf[part.0 as usize..part.1 as usize],
+                HEADER + position,
+            )?;
         }
         Ok(())
     }
@@ -239,7 +244,10 @@ mod tests {
         assert!(RingFile::open_existing(&dir.join("b"), keep()).is_err());
         let gone = dir.join("c");
         drop(RingFile::create(&gone, 4, Arc::new(AtomicBool::new(false))).unwrap());
-        assert!(!gone.exists(), "a file nobody keeps is removed with its last handle");
+        assert!(
+            !gone.exists(),
+            "a file nobody keeps is removed with its last handle"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -142,10 +142,11 @@ impl StreamLog {
     }
 
     /// A stream of an earlier run, read back from its file: complete, with
-    /// `start..end` on disk and nothing in memory.
-    pub fn recovered(file: RingFile, start: u64, end: u64) -> StreamLog {
+    /// `start..end` on disk, nothing in memory, and `total` bytes written
+    /// (bytes past `end` were lost with the earlier run's memory).
+    pub fn recovered(file: RingFile, start: u64, end: u64, total: u64) -> StreamLog {
         let mut log = StreamLog {
-            window: StreamBuffer::resume_at(0, end),
+            window: StreamBuffer::resume_at(0, total.max(end)),
             window_capacity: 0,
             capacity: file.capacity(),
             disk: Some(Disk {
@@ -157,7 +158,7 @@ impl StreamLog {
             }),
             fault: None,
             floors: HashMap::new(),
-            idle_floor: end,
+            idle_floor: total.max(end),
         };
         log.complete();
         log
@@ -293,7 +294,12 @@ impl StreamLog {
     /// Block mode: how many bytes capture may read now without evicting
     /// anything an attachment still needs.
     pub fn block_room(&self) -> usize {
-        let floor = self.floors.values().copied().min().unwrap_or(self.idle_floor);
+        let floor = self
+            .floors
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(self.idle_floor);
         let end = self.end();
         let room = match &self.disk {
             Some(d) if !d.failed => self.capacity - (end - floor.max(d.start)).min(self.capacity),
@@ -354,12 +360,8 @@ mod tests {
     }
 
     fn log(dir: &Dir, window: usize, capacity: u64) -> StreamLog {
-        let file = RingFile::create(
-            &dir.0.join("s"),
-            capacity,
-            Arc::new(AtomicBool::new(false)),
-        )
-        .unwrap();
+        let file =
+            RingFile::create(&dir.0.join("s"), capacity, Arc::new(AtomicBool::new(false))).unwrap();
         StreamLog::on_disk(window, capacity, file)
     }
 
@@ -539,8 +541,8 @@ mod tests {
         push(&mut log, b"hello world");
         drop(log);
         let (file, start, end) = RingFile::open_existing(&path, keep).unwrap();
-        let log = StreamLog::recovered(file, start, end);
-        assert_eq!(read_all(&log, 0), (b"hello world".to_vec(), vec![]));
-        assert_eq!(read(&log, 11, 10), Next::End);
+        let log = StreamLog::recovered(file, start, end, end + 3);
+        assert_eq!(read_all(&log, 0), (b"hello world".to_vec(), vec![(11, 3)]));
+        assert_eq!(read(&log, 14, 10), Next::End);
     }
 }

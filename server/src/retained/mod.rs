@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tether_protocol::{Overflow, StreamName};
 use tokio::sync::{watch, Notify};
 
+use crate::datadir::Record;
 use log::{Read, StreamLog};
 pub use ring::Next;
 use ring::ReaderId;
@@ -39,6 +40,8 @@ pub struct RetainedOutput {
     appended: watch::Sender<()>,
     /// Block mode: a capture waiting for room in a stream.
     room_freed: [Notify; 2],
+    /// The process record beside the disk logs, for a restart.
+    record: Option<Record>,
 }
 
 #[derive(Debug)]
@@ -72,11 +75,17 @@ impl RetainedOutput {
         RetainedOutput::with_logs(
             [StreamLog::memory(capacity), StreamLog::memory(capacity)],
             overflow,
+            None,
         )
     }
 
-    /// Streams retained in these logs (stdout, stderr).
-    pub fn with_logs(logs: [StreamLog; 2], overflow: Overflow) -> RetainedOutput {
+    /// Streams retained in these logs (stdout, stderr), with the process
+    /// record kept beside them, if any.
+    pub fn with_logs(
+        logs: [StreamLog; 2],
+        overflow: Overflow,
+        record: Option<Record>,
+    ) -> RetainedOutput {
         RetainedOutput {
             overflow,
             state: Mutex::new(Streams {
@@ -85,6 +94,15 @@ impl RetainedOutput {
             }),
             appended: watch::Sender::new(()),
             room_freed: [Notify::new(), Notify::new()],
+            record,
+        }
+    }
+
+    /// Writes the process object to the record beside the disk logs (at
+    /// spawn and at the exit), so a restarted server can list it.
+    pub fn record(&self, info: &tether_protocol::ProcessInfo) {
+        if let Some(record) = &self.record {
+            record.write(info);
         }
     }
 
@@ -236,10 +254,7 @@ impl RetainedOutput {
     ) -> Next {
         let mut encode = Some(encode);
         let mut encode_once = |offset: u64, parts: &[&[u8]]| {
-            encode
-                .take()
-                .map(|f| f(offset, parts))
-                .unwrap_or_default()
+            encode.take().map(|f| f(offset, parts)).unwrap_or_default()
         };
         loop {
             let read = self.lock().buffers[stream.index()].next(cursor, max, &mut encode_once);
