@@ -72,6 +72,7 @@ impl DataDir {
                 (path.clone(), false)
             }
             None => {
+                remove_stale_private_dirs();
                 let path = std::env::temp_dir().join(format!(
                     "tetherd-{}-{}",
                     std::process::id(),
@@ -220,6 +221,30 @@ impl DataDir {
             }
         } else {
             self.keep.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A server killed (SIGKILL, a crash) cannot remove its private
+/// directory: the next one removes those whose server is gone, recognised
+/// by their exact name, `tetherd-PID-` and 32 hex digits.
+fn remove_stale_private_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("tetherd-")) else {
+            continue;
+        };
+        let Some((pid, suffix)) = rest.split_once('-') else {
+            continue;
+        };
+        let ours = pid.parse::<u32>().is_ok()
+            && suffix.len() == 32
+            && suffix.bytes().all(|b| b.is_ascii_hexdigit());
+        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
     }
 }

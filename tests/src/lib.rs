@@ -52,9 +52,12 @@ pub fn binary(name: &str) -> PathBuf {
     exe.parent().unwrap().parent().unwrap().join(name)
 }
 
-/// A running `tetherd` on an ephemeral port; killed on drop.
+/// A running `tetherd` on an ephemeral port; killed on drop. Unless the
+/// flags name one (or `--memory-only`), it gets a `--data-dir` of its own,
+/// removed on drop: a killed server cannot remove its private one.
 pub struct TestServer {
     child: Child,
+    data_dir: Option<PathBuf>,
     /// `http://127.0.0.1:PORT`
     pub base: String,
     pub http: reqwest::Client,
@@ -103,6 +106,13 @@ impl TestServer {
             }
             None => Command::new(&tetherd),
         };
+        let data_dir = (!args
+            .iter()
+            .any(|a| *a == "--data-dir" || *a == "--memory-only"))
+        .then(fresh_dir);
+        if let Some(dir) = &data_dir {
+            command.arg("--data-dir").arg(dir);
+        }
         let mut child = command
             .args(["--listen", listen])
             .args(args)
@@ -123,6 +133,7 @@ impl TestServer {
             .to_string();
         TestServer {
             child,
+            data_dir,
             base: addr,
             http: reqwest::Client::new(),
         }
@@ -224,7 +235,17 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.data_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
+}
+
+/// A new, not yet existing, path under the system's temporary directory.
+pub fn fresh_dir() -> PathBuf {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("tether-test-{}-{n}", std::process::id()))
 }
 
 /// Everything an attachment received until the exit frame.
