@@ -25,8 +25,7 @@ use std::time::SystemTime;
 use tether_protocol::{ExitReason, ProcessInfo, ProcessStatus, StreamName};
 
 use crate::config::Config;
-use crate::process::supervise::timestamp;
-use crate::retained::disk::{describe, RingFile};
+use crate::retained::disk::{describe, Record, RingFile};
 use crate::retained::log::StreamLog;
 
 /// The directory of disk logs and records.
@@ -36,14 +35,6 @@ pub struct DataDir {
     /// Made by this run, removed at its clean exit.
     private: bool,
     /// Set at a clean exit with `--data-dir`: files outlive their handles.
-    keep: Arc<AtomicBool>,
-}
-
-/// A process record (`ID.json`), removed on drop unless the directory is
-/// being kept.
-#[derive(Debug)]
-pub struct Record {
-    path: PathBuf,
     keep: Arc<AtomicBool>,
 }
 
@@ -127,10 +118,7 @@ impl DataDir {
 
     /// The record of process `id` (written by [`Record::write`]).
     pub fn record(&self, id: &str) -> Record {
-        Record {
-            path: self.path.join(format!("{id}.json")),
-            keep: self.keep.clone(),
-        }
+        Record::new(self.path.join(format!("{id}.json")), self.keep.clone())
     }
 
     /// Reads back the processes an earlier run left here.
@@ -194,7 +182,7 @@ impl DataDir {
                 exit_code: None,
                 signal: None,
                 reason: Some(ExitReason::Lost),
-                finished_at: Some(timestamp(SystemTime::now())),
+                finished_at: Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
                 duration_ms: None,
                 stdout_bytes: ends[0],
                 stderr_bytes: ends[1],
@@ -245,40 +233,6 @@ fn remove_stale_private_dirs() {
             && suffix.bytes().all(|b| b.is_ascii_hexdigit());
         if ours && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-}
-
-impl Record {
-    /// Writes the process object (whole, by rename). A failure is logged:
-    /// the record only matters to a restart.
-    pub fn write(&self, info: &ProcessInfo) {
-        let temporary = self.path.with_extension("json.tmp");
-        let written = serde_json::to_vec(info)
-            .map_err(io::Error::other)
-            .and_then(|body| {
-                use std::io::Write;
-                use std::os::unix::fs::OpenOptionsExt;
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(&temporary)?
-                    .write_all(&body)
-            })
-            .and_then(|()| std::fs::rename(&temporary, &self.path));
-        if let Err(e) = written {
-            tracing::warn!(path = %self.path.display(), error = %e, "process record not written");
-            let _ = std::fs::remove_file(&temporary);
-        }
-    }
-}
-
-impl Drop for Record {
-    fn drop(&mut self) {
-        if !self.keep.load(Ordering::SeqCst) {
-            let _ = std::fs::remove_file(&self.path);
         }
     }
 }

@@ -201,6 +201,53 @@ impl RingFile {
     }
 }
 
+/// A process record (`ID.json`, see `crate::datadir`), removed on drop unless the directory is
+/// being kept.
+#[derive(Debug)]
+pub struct Record {
+    path: PathBuf,
+    keep: Arc<AtomicBool>,
+}
+
+impl Record {
+    /// The record at `path`, kept past its drop while `keep` is set.
+    pub fn new(path: PathBuf, keep: Arc<AtomicBool>) -> Record {
+        Record { path, keep }
+    }
+
+    /// Writes the process object (whole, by rename). A failure is logged:
+    /// the record only matters to a restart.
+    pub fn write(&self, info: &tether_protocol::ProcessInfo) {
+        let temporary = self.path.with_extension("json.tmp");
+        let written = serde_json::to_vec(info)
+            .map_err(io::Error::other)
+            .and_then(|body| {
+                use std::io::Write;
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(&temporary)?
+                    .write_all(&body)
+            })
+            .and_then(|()| std::fs::rename(&temporary, &self.path));
+        if let Err(e) = written {
+            tracing::warn!(path = %self.path.display(), error = %e, "process record not written");
+            let _ = std::fs::remove_file(&temporary);
+        }
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if !self.keep.load(Ordering::SeqCst) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

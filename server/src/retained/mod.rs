@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tether_protocol::{Overflow, StreamName};
 use tokio::sync::{watch, Notify};
 
-use crate::datadir::Record;
+use disk::Record;
 use log::{Read, StreamLog};
 pub use ring::Next;
 use ring::ReaderId;
