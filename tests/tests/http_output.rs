@@ -297,3 +297,39 @@ async fn output_refuses_bad_queries_with_a_json_error() {
     let (status, _) = server.get("/v1/processes/nope/output").await;
     assert_eq!(status, 404);
 }
+
+/// The process of the only exec request so far (the list has just it).
+async fn only_process(server: &TestServer) -> String {
+    let (_, list) = server.get("/v1/processes").await;
+    let list = list.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{list:?}");
+    list[0]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn an_exec_client_that_goes_away_leaves_the_command_running_unless_it_asked() {
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let server = TestServer::start();
+    let gone = impatient
+        .post(server.url("/v1/exec"))
+        .json(&json!({"command": "sleep 1; echo done"}))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the client gave up first");
+    let exited = server.wait_exit(&only_process(&server).await).await;
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Exit));
+    assert_eq!(exited.stdout_bytes, 5);
+
+    let server = TestServer::start();
+    let gone = impatient
+        .post(server.url("/v1/exec"))
+        .json(&json!({"command": "exec sleep 30", "kill_on_disconnect": true}))
+        .send()
+        .await;
+    assert!(gone.is_err());
+    let exited = server.wait_exit(&only_process(&server).await).await;
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
+}
