@@ -455,6 +455,10 @@ test("an EventSource resumes after a cut connection with no gap and no repeat", 
     const spawned = await fetch(`${baseUrl}/v1/processes`, {
       method: "POST",
       body: JSON.stringify({ command: "for i in $(seq 1 60); do echo line-$i; sleep 0.03; done; printf '\\377'" }),
+      body: JSON.stringify({
+        command: "for i in $(seq 1 30); do echo line-$i; done; read go; for i in $(seq 31 60); do echo line-$i; sleep 0.02; done; printf '\\377'",
+        stdin: true,
+      }),
     }).then((r) => r.json());
     const page = await browser.newPage();
     // Any document of the proxy's origin will do.
@@ -473,6 +477,11 @@ test("an EventSource resumes after a cut connection with no gap and no repeat", 
     await page.waitForFunction(() => /line-5\n/.test(window.seen.text), null, { timeout: TIMEOUT });
     proxy.cut();
     // The browser notices and retries (refused until restore()).
+    await page.waitForFunction(() => /line-30\n/.test(window.seen.text), null, { timeout: TIMEOUT });
+    proxy.cut();
+    // The program prints on while the browser is cut off and retrying.
+    const go = await fetch(`${baseUrl}/v1/processes/${spawned.id}/stdin`, { method: "POST", body: "go\n" });
+    assert.equal(go.status, 204);
     await page.waitForFunction(() => window.es.readyState === EventSource.CONNECTING, null, { timeout: TIMEOUT });
     proxy.restore();
     await page.waitForFunction(() => window.seen.exit !== null, null, { timeout: TIMEOUT });
