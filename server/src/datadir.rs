@@ -133,6 +133,7 @@ impl DataDir {
                 .file_name()
                 .and_then(|n| n.to_str())
                 .and_then(|n| n.strip_suffix(".json"))
+                .filter(|id| is_process_id(id))
             else {
                 continue;
             };
@@ -143,7 +144,29 @@ impl DataDir {
                 }
             }
         }
+        self.remove_strays(&found);
         found
+    }
+
+    /// Removes files of processes with no readable record (a crash between
+    /// creating a log and writing its record, a temporary record). Only
+    /// names of the form `ID.stdout`, `ID.stderr`, `ID.json`, `ID.json.tmp`.
+    fn remove_strays(&self, found: &[Recovered]) {
+        let Ok(entries) = std::fs::read_dir(&self.path) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let Some((id, suffix)) = name.split_once('.') else {
+                continue;
+            };
+            let ours =
+                is_process_id(id) && ["stdout", "stderr", "json", "json.tmp"].contains(&suffix);
+            if ours && !found.iter().any(|r| r.info.id == id) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 
     fn recover_one(&self, id: &str, path: &Path) -> io::Result<Recovered> {
@@ -213,6 +236,12 @@ impl DataDir {
     }
 }
 
+/// Process ids are 32 hex digits: files named otherwise in `--data-dir`
+/// are never read or removed.
+fn is_process_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A server killed (SIGKILL, a crash) cannot remove its private
 /// directory: the next one removes those whose server is gone, recognised
 /// by their exact name, `tetherd-PID-` and 32 hex digits.
@@ -228,11 +257,62 @@ fn remove_stale_private_dirs() {
         let Some((pid, suffix)) = rest.split_once('-') else {
             continue;
         };
-        let ours = pid.parse::<u32>().is_ok()
-            && suffix.len() == 32
-            && suffix.bytes().all(|b| b.is_ascii_hexdigit());
+        let ours = pid.parse::<u32>().is_ok() && is_process_id(suffix);
         if ours && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(id: &str, status: &str) -> ProcessInfo {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "pid": 1, "argv": ["x"], "tty": false, "overflow": "drop",
+            "status": status, "started_at": "2026-01-01T00:00:00.000Z", "exit_code": null,
+            "signal": null, "reason": null, "finished_at": null, "duration_ms": null,
+            "stdout_bytes": 0, "stderr_bytes": 0, "output_incomplete": false
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn recovery_reads_back_records_and_logs_and_touches_nothing_else() {
+        let path = std::env::temp_dir().join(format!("tether-datadir-{}", uuid::Uuid::new_v4()));
+        let mut config = Config::defaults();
+        config.data_dir = Some(path.clone());
+        let dir = DataDir::open(&config).unwrap().unwrap();
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let [mut stdout, _] = dir.logs(&id, 2, 4, 64, 64);
+        if let Some(write) = stdout.push(b"hello") {
+            let outcome = write.perform(b"hello");
+            stdout.written(&write, outcome);
+        }
+        let record = dir.record(&id);
+        record.write(&info(&id, "running"));
+        // What a crash leaves: files nobody removed.
+        dir.close();
+        drop((stdout, record));
+        let stray = uuid::Uuid::new_v4().simple().to_string();
+        std::fs::write(path.join(format!("{stray}.stdout")), b"half made").unwrap();
+        std::fs::write(path.join("notes.json"), b"{}").unwrap();
+
+        let dir = DataDir::open(&config).unwrap().unwrap();
+        let found = dir.recover();
+        assert_eq!(found.len(), 1);
+        let recovered = &found[0];
+        assert_eq!(recovered.info.reason, Some(ExitReason::Lost));
+        assert_eq!(recovered.info.stdout_bytes, 5);
+        assert!(recovered.info.is_exited());
+        assert!(!path.join(format!("{stray}.stdout")).exists(), "strays go");
+        assert!(path.join("notes.json").exists(), "what is not ours stays");
+        drop(found);
+        assert!(
+            !path.join(format!("{id}.stdout")).exists(),
+            "forgotten: removed"
+        );
+        std::fs::remove_dir_all(&path).unwrap();
     }
 }

@@ -386,6 +386,15 @@ impl ProcessTable {
         let Some(dir) = &self.data_dir else { return };
         for recovered in dir.recover() {
             let process = Process::recovered(recovered, &self.config, self.metrics.clone());
+            let age = process
+                .finished_at()
+                .and_then(|at| at.elapsed().ok())
+                .unwrap_or_default();
+            if age >= self.config.exited_ttl() {
+                // Its time to be forgotten passed while no server ran:
+                // dropping it removes its files.
+                continue;
+            }
             tracing::info!(id = %process.id, reason = ?process.info().reason, "recovered from the data directory");
             {
                 let mut entries = self.entries();
