@@ -110,14 +110,15 @@ impl RingFile {
             u64::from_le_bytes(bytes)
         };
         let (capacity, start, end) = (word(8), word(16), word(24));
-        if &header[..8] != MAGIC || capacity == 0 || start > end {
+        if &header[..8] != MAGIC || capacity == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{} is not a tether log", path.display()),
             ));
         }
-        // Never claim more than the ring can hold.
-        let start = start.max(end.saturating_sub(capacity));
+        // Never claim more than the ring can hold (a start past the end,
+        // from a crash between raising it and writing, claims nothing).
+        let start = start.max(end.saturating_sub(capacity)).min(end);
         let ring = RingFile {
             file,
             path: path.to_path_buf(),

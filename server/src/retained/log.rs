@@ -25,6 +25,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::disk::{RingFile, WriteFault};
+
+/// The header's start is raised ahead by up to a mebibyte (an eighth of
+/// the ring if that is less) at a time, so a wrapped ring costs one header
+/// write per step rather than one per append; a restart reads back up to a
+/// step less.
+const HEADER_START_STEP: u64 = 1 << 20;
 use super::ring::{Next, ReaderId, StreamBuffer};
 
 /// One output stream's retained bytes, in memory and on disk.
@@ -53,6 +59,10 @@ struct Disk {
     end: u64,
     /// End of the write capture is performing now, if any.
     writing: Option<u64>,
+    /// The start recorded in the file's header (for a restart): raised in
+    /// steps of [`HEADER_START_STEP`], always at or above the lowest
+    /// offset already overwritten.
+    header_start: u64,
     /// A write failed: nothing more goes to the file.
     failed: bool,
 }
@@ -136,6 +146,7 @@ impl StreamLog {
                 end: 0,
                 writing: None,
                 failed: false,
+                header_start: 0,
             }),
             ..StreamLog::memory(window)
         }
@@ -155,6 +166,7 @@ impl StreamLog {
                 end,
                 writing: None,
                 failed: true,
+                header_start: start,
             }),
             fault: None,
             floors: HashMap::new(),
@@ -186,13 +198,21 @@ impl StreamLog {
         // Raised before the bytes below are overwritten, so a reader of the
         // file re-checks and finds them gone.
         disk.start = disk.start.max(end.saturating_sub(capacity));
-        let overwrites = end > disk.file.capacity();
+        // Bytes below this are overwritten by the write: the header must
+        // stop claiming them first.
+        let overwritten = end.saturating_sub(disk.file.capacity());
+        let raise_start = (overwritten > disk.header_start).then(|| {
+            let step = (disk.file.capacity() / 8).clamp(1, HEADER_START_STEP);
+            let ahead = overwritten.div_ceil(step) * step;
+            disk.header_start = ahead.min(end);
+            disk.header_start
+        });
         disk.writing = Some(end);
         Some(DiskWrite {
             file: disk.file.clone(),
             offset: end - length,
             length,
-            raise_start: overwrites.then_some(disk.start),
+            raise_start,
         })
     }
 
@@ -477,6 +497,29 @@ mod tests {
         assert_eq!(read(&log, 0, 10), Next::Pending);
         log.written(&write, write.perform(b"abcdefgh"));
         assert_eq!(read_all(&log, 0), (b"abcdefgh".to_vec(), vec![]));
+    }
+
+    #[test]
+    fn a_wrapped_ring_file_tells_a_restart_only_bytes_it_really_holds() {
+        let dir = dir();
+        let path = dir.0.join("s");
+        let keep = Arc::new(AtomicBool::new(true));
+        let capacity = 3 * HEADER_START_STEP;
+        let file = RingFile::create(&path, capacity, keep.clone()).unwrap();
+        let mut log = StreamLog::on_disk(1024, capacity, file);
+        let all: Vec<u8> = (0..(7 * HEADER_START_STEP + 12345) as usize)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        for chunk in all.chunks(65536) {
+            push(&mut log, chunk);
+        }
+        drop(log);
+        let (file, start, end) = RingFile::open_existing(&path, keep).unwrap();
+        assert_eq!(end, all.len() as u64);
+        assert!(start >= end - capacity && start <= end - capacity + HEADER_START_STEP);
+        let mut bytes = vec![0; (end - start) as usize];
+        file.read(start, &mut bytes).unwrap();
+        assert!(bytes == all[start as usize..]);
     }
 
     #[test]
