@@ -1,6 +1,6 @@
 //! One stream's retention: a bounded log on disk ([`RingFile`]) behind a
 //! bounded window of its newest bytes in memory (the pure ring,
-//! [`StreamBuffer`]), both addressed by the same absolute offsets.
+//! `StreamBuffer`), both addressed by the same absolute offsets.
 //!
 //! Readers at the front are served from the window; a reader behind it
 //! (late, resuming) is told to read the file ([`Read::Disk`]), which the
