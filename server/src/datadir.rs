@@ -132,8 +132,8 @@ impl DataDir {
             let Some(id) = path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".json"))
-                .filter(|id| is_process_id(id))
+                .and_then(split_name)
+                .and_then(|(id, suffix)| (suffix == "json").then_some(id))
             else {
                 continue;
             };
@@ -158,12 +158,10 @@ impl DataDir {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
-            let Some((id, suffix)) = name.split_once('.') else {
+            let Some((id, _)) = split_name(name) else {
                 continue;
             };
-            let ours =
-                is_process_id(id) && ["stdout", "stderr", "json", "json.tmp"].contains(&suffix);
-            if ours && !found.iter().any(|r| r.info.id == id) {
+            if !found.iter().any(|r| r.info.id == id) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
@@ -236,10 +234,22 @@ impl DataDir {
     }
 }
 
-/// Process ids are 32 hex digits: files named otherwise in `--data-dir`
-/// are never read or removed.
+/// Process ids are 32 hex digits, after `NODE.` with `--node`: files
+/// named otherwise in `--data-dir` are never read or removed.
 fn is_process_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
+    let random = id.rsplit_once('.').map_or(id, |(_, random)| random);
+    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The process id and suffix of a file of ours (`ID.stdout`, `ID.stderr`,
+/// `ID.json`, `ID.json.tmp`).
+fn split_name(name: &str) -> Option<(&str, &str)> {
+    ["json.tmp", "stdout", "stderr", "json"]
+        .into_iter()
+        .find_map(|suffix| {
+            let id = name.strip_suffix(suffix)?.strip_suffix('.')?;
+            is_process_id(id).then_some((id, suffix))
+        })
 }
 
 /// A server killed (SIGKILL, a crash) cannot remove its private
@@ -257,7 +267,9 @@ fn remove_stale_private_dirs() {
         let Some((pid, suffix)) = rest.split_once('-') else {
             continue;
         };
-        let ours = pid.parse::<u32>().is_ok() && is_process_id(suffix);
+        let ours = pid.parse::<u32>().is_ok()
+            && suffix.len() == 32
+            && suffix.bytes().all(|b| b.is_ascii_hexdigit());
         if ours && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
@@ -295,7 +307,7 @@ mod tests {
         // What a crash leaves: files nobody removed.
         dir.close();
         drop((stdout, record));
-        let stray = uuid::Uuid::new_v4().simple().to_string();
+        let stray = format!("node-1.{}", uuid::Uuid::new_v4().simple());
         std::fs::write(path.join(format!("{stray}.stdout")), b"half made").unwrap();
         std::fs::write(path.join("notes.json"), b"{}").unwrap();
 

@@ -111,7 +111,7 @@ pub async fn exec(
                 let within = cap.saturating_sub(offset).min(length);
                 dropped[stream.index()] += within;
             }
-            Some(Chunk::Exit(info)) => break info,
+            Some(Chunk::Exit(info)) => break *info,
             None => break follower.process().info(),
         }
     };

@@ -33,7 +33,7 @@ pub enum Chunk {
         length: u64,
     },
     /// The process has exited and every stream followed was read: last.
-    Exit(ProcessInfo),
+    Exit(Box<ProcessInfo>),
 }
 
 /// Reads streams of one process from offsets, in turn (so neither starves).
@@ -130,7 +130,7 @@ impl Follower {
             }
             if complete && exited {
                 self.exit_sent = true;
-                return Some(Chunk::Exit(self.process.info()));
+                return Some(Chunk::Exit(Box::new(self.process.info())));
             }
             if !follow {
                 return None;

@@ -180,7 +180,7 @@ fn raw_body(follower: Follower, follow: bool) -> Body {
                     return Some((Ok::<_, Infallible>(Frame::data(bytes)), state))
                 }
                 Some(Chunk::Dropped { length, .. }) => state.dropped += length,
-                Some(Chunk::Exit(info)) => state.exit = Some(info),
+                Some(Chunk::Exit(info)) => state.exit = Some(*info),
                 None => break,
             }
         }

@@ -118,6 +118,9 @@ impl Status {
             ExitReason::Killed => format!(
                 "command killed by tetherd (DELETE or shutdown): command {command}, exit code {code}"
             ),
+            ExitReason::Lost => format!(
+                "command lost: tetherd restarted while command {command} ran; its exit is unknown"
+            ),
         };
         let mut message = how;
         if process.output_incomplete {
@@ -231,6 +234,7 @@ mod tests {
             stdout_bytes: 0,
             stderr_bytes: 0,
             output_incomplete: false,
+            retention_error: None,
             kubernetes: None,
             node: None,
             containment: None,

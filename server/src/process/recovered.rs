@@ -12,6 +12,7 @@ use super::stdin::StdinQueue;
 use super::supervise::{Control, Exited};
 use super::Process;
 use crate::config::Config;
+use crate::contain::Contained;
 use crate::datadir::Recovered;
 use crate::metrics::Metrics;
 use crate::retained::RetainedOutput;
@@ -69,6 +70,14 @@ impl Process {
             stdin: StdinQueue::none(),
             pty: None,
             kill_grace: config.kill_grace(),
+            kubernetes: info.kubernetes,
+            // No cell and no session (0 names none): nothing of the old run
+            // is ever signalled, and kill requests are answered above.
+            contained: {
+                let contained = Contained::new(None, 0, info.tty);
+                contained.set_reaped();
+                Arc::new(contained)
+            },
         })
     }
 }
