@@ -69,6 +69,12 @@ pub enum ApiError {
     /// The request body is larger than `--max-body-bytes`.
     #[error("request body too large (limit {0} bytes)")]
     BodyTooLarge(usize),
+    /// The request body did not arrive within `--body-timeout-ms`.
+    #[error("request body did not arrive within {0} ms (--body-timeout-ms)")]
+    BodyTimeout(u64),
+    /// Every connection slot is busy (`--max-connections`): retry shortly.
+    #[error("too many open connections (limit {0}, --max-connections)")]
+    TooManyConnections(usize),
     /// The server is shutting down.
     #[error("server is shutting down")]
     ShuttingDown,
@@ -107,6 +113,10 @@ impl ApiError {
             ApiError::ForbiddenOrigin(_) => (StatusCode::FORBIDDEN, "forbidden_origin"),
             ApiError::ForbiddenHost(_) => (StatusCode::FORBIDDEN, "forbidden_host"),
             ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
+            ApiError::TooManyConnections(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "too_many_connections")
+            }
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }

@@ -22,6 +22,7 @@ use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 
 use crate::attach::{self, AttachOptions};
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::table::ProcessTable;
 
@@ -52,7 +53,10 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics));
     app = match &config.web_root {
-        Some(root) => app.fallback_service(tower_http::services::ServeDir::new(root)),
+        Some(root) => {
+            let files = crate::web::StaticFiles::new(root);
+            app.fallback(move |request: Request| files.clone().serve(request))
+        }
         None => app.fallback(no_route),
     };
     app.layer(middleware::from_fn(trace_errors))
@@ -98,12 +102,23 @@ async fn method_not_allowed(request: Request) -> Response {
     response
 }
 
-/// Parses a JSON body with a message that says what is wrong.
-fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>, max: usize) -> ApiResult<T> {
-    let body = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(max),
+/// The body, or why it could not be read: too large (413), too slow (408).
+fn body_bytes(body: Result<Bytes, BytesRejection>, config: &Config) -> ApiResult<Bytes> {
+    body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(e) if crate::listen::is_body_timeout(&e) => {
+            ApiError::BodyTimeout(config.body_timeout_ms)
+        }
+        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(config.max_body_bytes),
         other => ApiError::InvalidRequest(other.body_text()),
-    })?;
+    })
+}
+
+/// Parses a JSON body with a message that says what is wrong.
+fn json_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    config: &Config,
+) -> ApiResult<T> {
+    let body = body_bytes(body, config)?;
     serde_json::from_slice(&body)
         .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))
 }
@@ -113,7 +128,7 @@ async fn spawn(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<ProcessInfo>)> {
-    let request: SpawnRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: SpawnRequest = json_body(body, table.config())?;
     let key = match headers.get("idempotency-key") {
         Some(value) => Some(
             value
@@ -174,6 +189,22 @@ fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u6
         .transpose()
 }
 
+/// Parses an optional boolean query parameter: `1`/`true` or `0`/`false`,
+/// anything else is a 400 (a misspelt `readonly=yes` must not silently mean
+/// read-write).
+fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<bool>> {
+    query
+        .get(name)
+        .map(|v| match v.as_str() {
+            "1" | "true" => Ok(true),
+            "0" | "false" => Ok(false),
+            _ => Err(ApiError::InvalidRequest(format!(
+                "{name} must be 1, 0, true or false, got {v:?}"
+            ))),
+        })
+        .transpose()
+}
+
 async fn wait(
     State(table): State<AppState>,
     Path(id): Path<String>,
@@ -195,7 +226,7 @@ async fn signal(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessInfo>> {
-    let request: SignalRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: SignalRequest = json_body(body, table.config())?;
     let process = table.get(&id)?;
     process.signal(Signal::parse(&request.signal)?).await?;
     Ok(Json(process.info()))
@@ -206,8 +237,7 @@ async fn stdin(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
-    let max = table.config().max_body_bytes;
-    let body = body.map_err(|_| ApiError::BodyTooLarge(max))?;
+    let body = body_bytes(body, table.config())?;
     table.get(&id)?.write_stdin(body.to_vec()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -225,7 +255,7 @@ async fn resize(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
-    let request: ResizeRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: ResizeRequest = json_body(body, table.config())?;
     table.get(&id)?.resize(request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -265,10 +295,7 @@ async fn attach(
             "window must be at least 1 (omit it to turn flow control off)".into(),
         ));
     }
-    let readonly = matches!(
-        query.get("readonly").map(String::as_str),
-        Some("1" | "true")
-    );
+    let readonly = query_bool(&query, "readonly")?.unwrap_or(false);
     let admission = attach::admit(&table, &process)?;
     let options = AttachOptions {
         start,
