@@ -214,8 +214,10 @@ impl Config {
     /// every process to be killed and every attachment to get its exit
     /// frame and close handshake.
     pub(crate) fn shutdown_timeout(&self) -> Duration {
-        let needed =
-            self.kill_grace() + self.drain_timeout() + self.close_timeout() + Duration::from_secs(1);
+        let needed = self.kill_grace()
+            + self.drain_timeout()
+            + self.close_timeout()
+            + Duration::from_secs(1);
         Duration::from_millis(self.shutdown_timeout_ms).max(needed)
     }
 }

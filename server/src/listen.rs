@@ -257,8 +257,7 @@ pub async fn serve(
                 continue;
             }
         };
-        if connections.len() >= settings.max_connections && !connections.displace_oldest_waiting()
-        {
+        if connections.len() >= settings.max_connections && !connections.displace_oldest_waiting() {
             refuse(tcp, &connections, settings.max_connections);
             continue;
         }
@@ -503,9 +502,7 @@ impl HttpBody for DeadlineBody {
                     .sleep
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
                 match sleep.as_mut().poll(cx) {
-                    Poll::Ready(()) => {
-                        Poll::Ready(Some(Err(Box::new(BodyTimedOut(this.timeout)))))
-                    }
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut(this.timeout))))),
                     Poll::Pending => Poll::Pending,
                 }
             }
@@ -560,7 +557,11 @@ impl GuardedIo {
         stall.as_mut().poll(cx).is_ready()
     }
 
-    fn write_result<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+    fn write_result<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
         match poll {
             Poll::Pending if self.stalled(cx) => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,

@@ -1,6 +1,7 @@
 //! The `tetherd` binary: flags, the token, the open-file limit, logging,
 //! listening, signals.
 
+use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -109,11 +110,18 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    // Tests and scripts read this line to learn the port.
-    println!("tetherd listening on http://{addr}");
+    // Tests and scripts read this line to learn the port. Whoever started
+    // us may stop reading stdout after it: a closed pipe is no error.
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "tetherd listening on http://{addr}");
     if let Some(root) = &config.web_root {
-        println!("web terminal: http://{addr}/ (from {})", root.display());
+        let _ = writeln!(
+            stdout,
+            "web terminal: http://{addr}/ (from {})",
+            root.display()
+        );
     }
+    let _ = stdout.flush();
     let mut term = signal(SignalKind::terminate())?;
     let shutdown = async move {
         tokio::select! {

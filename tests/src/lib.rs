@@ -49,6 +49,28 @@ pub fn binary(name: &str) -> PathBuf {
     exe.parent().unwrap().parent().unwrap().join(name)
 }
 
+/// The tetherd under test: `TETHER_TEST_TETHERD` if set (to show that a
+/// test fails against another build), else this workspace's.
+pub fn tetherd_binary() -> PathBuf {
+    match std::env::var_os("TETHER_TEST_TETHERD") {
+        Some(path) => PathBuf::from(path),
+        None => binary("tetherd"),
+    }
+}
+
+/// Raises this test process's own open-file limit to at least `want`
+/// (as root, the hard limit too), for tests that open many sockets.
+pub fn raise_own_fd_limit(want: u64) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if soft >= want {
+        return;
+    }
+    let hard = hard.max(want);
+    setrlimit(Resource::RLIMIT_NOFILE, want, hard)
+        .expect("raise the test's own open-file limit (needs root past the hard limit)");
+}
+
 /// A running `tetherd` on an ephemeral port; killed on drop.
 pub struct TestServer {
     child: Child,
@@ -70,16 +92,41 @@ impl TestServer {
 
     /// Starts tetherd with extra flags and environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        let mut child = Command::new(binary("tetherd"))
+        TestServer::launch(args, env, None)
+    }
+
+    /// Starts tetherd under an open-file limit of `soft` (and `hard`), as
+    /// systemd's default of 1024 would.
+    pub fn start_with_fd_limit(args: &[&str], soft: u64, hard: u64) -> TestServer {
+        TestServer::launch(args, &[], Some((soft, hard)))
+    }
+
+    fn launch(args: &[&str], env: &[(&str, &str)], fd_limit: Option<(u64, u64)>) -> TestServer {
+        let mut command = Command::new(tetherd_binary());
+        command
             .args(["--listen", "127.0.0.1:0"])
             .args(args)
             .env_remove("TETHER_TOKEN")
             .envs(env.iter().copied())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start tetherd");
+            .stderr(Stdio::inherit());
+        if let Some((soft, hard)) = fd_limit {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches no memory
+            // of the parent.
+            unsafe {
+                command.pre_exec(move || {
+                    nix::sys::resource::setrlimit(
+                        nix::sys::resource::Resource::RLIMIT_NOFILE,
+                        soft,
+                        hard,
+                    )
+                    .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let mut child = command.spawn().expect("start tetherd");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).unwrap();
@@ -481,8 +528,18 @@ impl TestServer {
     /// Sends SIGTERM and waits (bounded) for the server to exit; returns
     /// its exit code.
     pub async fn terminate(&mut self) -> Option<i32> {
+        self.send_sigterm();
+        self.exited().await
+    }
+
+    /// Sends SIGTERM and returns at once.
+    pub fn send_sigterm(&self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    }
+
+    /// Waits (bounded by [`WAIT`]) for the server to exit; its exit code.
+    pub async fn exited(&mut self) -> Option<i32> {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
