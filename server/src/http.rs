@@ -147,8 +147,67 @@ async fn spawn(
     Ok((status, Json(process.info())))
 }
 
-async fn list(State(table): State<AppState>) -> Json<Vec<ProcessInfo>> {
-    Json(table.list().iter().map(|p| p.info()).collect())
+/// Most processes in one `GET /v1/processes` answer, and the default.
+pub const LIST_MAX_ITEMS: usize = 1000;
+/// An answer stops growing past this many bytes of JSON (it always holds
+/// at least one process), so its size is bounded whatever the argv.
+pub const LIST_MAX_BYTES: usize = 4 << 20;
+/// Names the last process of a page that is not the last one: pass it as
+/// `after=` for the next page.
+pub const NEXT_PAGE_HEADER: &str = "tether-next-after";
+
+/// Known processes, oldest first, a page at a time: `limit` (1 to
+/// [`LIST_MAX_ITEMS`]) and `after=ID` (the processes started after that
+/// one). A page cut short by the count or the byte bound carries
+/// [`NEXT_PAGE_HEADER`].
+async fn list(
+    State(table): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let limit = match query_u64(&query, "limit")? {
+        None => LIST_MAX_ITEMS,
+        Some(n) if (1..=LIST_MAX_ITEMS as u64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "limit must be 1 to {LIST_MAX_ITEMS}, got {n}"
+            )))
+        }
+    };
+    let all = table.list();
+    let start = match query.get("after") {
+        None => 0,
+        Some(id) => match all.iter().position(|p| &p.id == id) {
+            Some(i) => i + 1,
+            None => return Err(ApiError::NotFound(id.clone())),
+        },
+    };
+    let mut body = Vec::from(*b"[");
+    let mut last = None;
+    let mut listed = 0;
+    for process in &all[start..] {
+        if listed == limit || (listed > 0 && body.len() >= LIST_MAX_BYTES) {
+            break;
+        }
+        if listed > 0 {
+            body.push(b',');
+        }
+        serde_json::to_writer(&mut body, &process.info())
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        last = Some(process.id.clone());
+        listed += 1;
+    }
+    body.push(b']');
+    let mut response = (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response();
+    if start + listed < all.len() {
+        if let Some(value) = last.and_then(|id| id.parse().ok()) {
+            response.headers_mut().insert(NEXT_PAGE_HEADER, value);
+        }
+    }
+    Ok(response)
 }
 
 async fn status(

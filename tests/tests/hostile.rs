@@ -417,3 +417,12 @@ async fn a_symlink_out_of_the_web_root_is_404_and_one_inside_is_served() {
     }
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[tokio::test]
+async fn an_attachment_is_not_closed_by_the_http_header_timeout() {
+    let server = TestServer::start_with(&["--header-timeout-ms", "200"]);
+    let process = server.sh("sleep 1; echo late", json!({})).await;
+    let mut attachment = server.attach(&process.id, "").await;
+    let received = attachment.until_exit().await;
+    assert_eq!(received.stdout, b"late\n");
+}
