@@ -291,13 +291,35 @@ async fn signal(
     Ok(Json(process.info()))
 }
 
+/// Raw bytes for stdin. The process's HTTP stdin budget is reserved for
+/// the declared length before the body is read, so requests parked on a
+/// process that does not read hold at most that budget (429 past it).
 async fn stdin(
     State(table): State<AppState>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    headers: HeaderMap,
+    body: axum::body::Body,
 ) -> ApiResult<StatusCode> {
-    let body = body_bytes(body, table.config())?;
-    table.get(&id)?.write_stdin(body.to_vec()).await?;
+    let config = table.config();
+    let process = table.get(&id)?;
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > config.max_body_bytes) {
+        return Err(ApiError::BodyTooLarge(config.max_body_bytes));
+    }
+    let permit = process.reserve_http_stdin(declared.unwrap_or(config.max_body_bytes))?;
+    let body = axum::body::to_bytes(body, config.max_body_bytes)
+        .await
+        .map_err(|e| {
+            if crate::listen::is_body_timeout(&e) {
+                ApiError::BodyTimeout(config.body_timeout_ms)
+            } else {
+                ApiError::BodyTooLarge(config.max_body_bytes)
+            }
+        })?;
+    process.write_http_stdin(body.to_vec(), permit).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

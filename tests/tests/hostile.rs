@@ -298,6 +298,10 @@ async fn four_hundred_processes_fit_under_a_1024_soft_limit_with_a_higher_hard_l
             .await;
         assert_eq!(status, 201, "spawn {i}: {body}");
     }
+    // Children get the limit tetherd was started with back.
+    let child = server.sh("ulimit -n", json!({})).await;
+    let mut attachment = server.attach(&child.id, "").await;
+    assert_eq!(attachment.until_exit().await.stdout, b"1024\n");
     assert_eq!(server.terminate().await, Some(0));
 }
 
@@ -309,7 +313,7 @@ async fn parents_proc_entries(server: &TestServer, token: &str) -> String {
             .post(server.url("/v1/processes"))
             .bearer_auth(token)
             .json(&json!({
-                "command": "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; tr '\\0' ' ' < /proc/$PPID/environ; echo; ps -o args= -p $PPID"
+                "command": "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; tr '\\0' ' ' < /proc/$PPID/environ"
             }))
             .send()
             .await
@@ -425,4 +429,123 @@ async fn an_attachment_is_not_closed_by_the_http_header_timeout() {
     let mut attachment = server.attach(&process.id, "").await;
     let received = attachment.until_exit().await;
     assert_eq!(received.stdout, b"late\n");
+}
+
+/// A masked client WebSocket frame (binary, FIN) carrying `payload`.
+fn client_ws_frame(payload: &[u8]) -> Vec<u8> {
+    let mut frame = vec![0x82];
+    match payload.len() {
+        n if n < 126 => frame.push(0x80 | n as u8),
+        n if n <= u16::MAX as usize => {
+            frame.push(0x80 | 126);
+            frame.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            frame.push(0x80 | 127);
+            frame.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    let mask = [0x11, 0x22, 0x33, 0x44];
+    frame.extend_from_slice(&mask);
+    frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    frame
+}
+
+#[tokio::test]
+async fn a_silent_client_is_closed_for_idleness_even_with_its_stdin_budget_spent() {
+    let server =
+        TestServer::start_with(&["--ping-interval-ms", "200", "--idle-timeout-ms", "1000"]);
+    // Never reads stdin: whatever is sent stays queued.
+    let process = server.sh("sleep 60", json!({"stdin": true})).await;
+    let tcp = send_raw(
+        &server,
+        format!(
+            "GET /v1/processes/{}/attach HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Version: 13\r\n\r\n",
+            process.id,
+            addr(&server)
+        )
+        .as_bytes(),
+    )
+    .await;
+    let (mut read, mut write) = tcp.into_split();
+    // Just enough stdin to spend the attachment's budget, then silence
+    // (raw reads never answer a ping). With ~1 MiB frames: one in the
+    // writer, 16 in the process's queue (README: 16 messages), 4 in the
+    // attachment's 4 MiB budget; the 22nd waits for the budget. (One more
+    // would be a message held for the process: not silence.)
+    let flood = tokio::spawn(async move {
+        let frame = client_ws_frame(
+            &ClientFrame::Stdin {
+                data: vec![b'x'; 1_048_000],
+            }
+            .encode(),
+        );
+        for _ in 0..22 {
+            if write.write_all(&frame).await.is_err() {
+                return;
+            }
+        }
+        // Keep the write side open: silence, not a close.
+        std::future::pending::<()>().await;
+    });
+    // Closed: an end of file, or a reset (the server closes with our
+    // flood unread).
+    let mut all = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        let read = tokio::time::timeout(WAIT, read.read(&mut buf))
+            .await
+            .expect("the silent client was never closed");
+        match read {
+            Ok(0) => break,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    flood.abort();
+    let text = String::from_utf8_lossy(&all);
+    assert!(text.starts_with("HTTP/1.1 101"), "{text}");
+    assert!(!server.status(&process.id).await.is_exited());
+    delete(&server, &process.id).await;
+}
+
+#[tokio::test]
+async fn with_user_children_run_as_that_user_and_cannot_read_the_servers_proc() {
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "this test needs root, as CI runs it"
+    );
+    let nobody = nix::unistd::User::from_name("nobody")
+        .unwrap()
+        .expect("user nobody");
+    let token = "token-kept-from-nobody";
+    let server = TestServer::start_with(&["--token", token, "--user", "nobody"]);
+    let response = server
+        .http
+        .post(server.url("/v1/processes"))
+        .bearer_auth(token)
+        .json(&json!({
+            "command": "id -u; id -g; cat /proc/$PPID/environ >/dev/null 2>&1 && echo environ readable; \
+                        head -c 1 /proc/$PPID/mem >/dev/null 2>&1 && echo mem readable; ulimit -n",
+            "cwd": "/"
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 201);
+    let process: tether_tests::tether_protocol::ProcessInfo = response.json().await.unwrap();
+    let url = format!(
+        "{}&access_token={token}",
+        server.ws_url(&process.id, "readonly=1")
+    );
+    let received = Attachment::connect(&url).await.until_exit().await;
+    let out = String::from_utf8_lossy(&received.stdout).into_owned();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], nobody.uid.to_string(), "{out}");
+    assert_eq!(lines[1], nobody.gid.to_string(), "{out}");
+    assert!(!out.contains("readable"), "{out}");
+    assert!(!out.contains(token), "{out}");
 }

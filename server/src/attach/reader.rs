@@ -31,12 +31,25 @@ pub struct SocketReader {
     pub liveness: Arc<Liveness>,
 }
 
+/// A message read from the socket (`None`: the socket ended).
+type Incoming = Option<Result<Message, axum::Error>>;
+
 impl SocketReader {
     /// Reads until the client closes or the connection breaks.
     pub async fn run(mut self) {
         let mut failed = false;
-        while let Some(message) = self.stream.next().await {
-            self.liveness.heard();
+        // A message read while a push waited, to be handled next.
+        let mut held: Option<Incoming> = None;
+        loop {
+            let message = match held.take() {
+                Some(message) => message,
+                None => {
+                    let message = self.stream.next().await;
+                    self.liveness.heard();
+                    message
+                }
+            };
+            let Some(message) = message else { break };
             let event = match message {
                 // After a protocol error, only the client's Close matters.
                 Ok(Message::Close(_)) => break,
@@ -50,14 +63,11 @@ impl SocketReader {
                         None
                     }
                     Ok(frame) => {
-                        // With the budget spent we wait for the process; the
-                        // client is not silent then, we are not listening.
-                        self.liveness.waiting_on_process(true);
-                        let queued = self.queue.push(frame).await;
-                        self.liveness.waiting_on_process(false);
+                        let (queued, next) = self.push_listening(frame).await;
                         if !queued {
                             return;
                         }
+                        held = next;
                         None
                     }
                     Err(e) => Some(ReaderEvent::Fatal(e.into())),
@@ -78,6 +88,48 @@ impl SocketReader {
             }
         }
         let _ = self.events.send(ReaderEvent::Gone).await;
+    }
+
+    /// Queues a frame for the process. While the stdin budget is spent it
+    /// goes on reading what needs no queue (pings, pongs, credit), so a
+    /// live client is heard, credit flows, and a client that has gone
+    /// silent is closed for idleness all the same. The first message that
+    /// does need the queue (or ends the socket) is held and returned, and
+    /// reading stops there, so what waits for the process is bounded by one
+    /// message; while one is held the client is not taken for dead (it has
+    /// said more than the process takes, and its pongs wait behind that).
+    async fn push_listening(&mut self, frame: ClientFrame) -> (bool, Option<Incoming>) {
+        let push = self.queue.push(frame);
+        tokio::pin!(push);
+        let mut held = None;
+        loop {
+            tokio::select! {
+                queued = &mut push => {
+                    if held.is_some() {
+                        self.liveness.waiting_on_process(false);
+                    }
+                    return (queued, held);
+                }
+                message = self.stream.next(), if held.is_none() => {
+                    self.liveness.heard();
+                    match &message {
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                        Some(Ok(Message::Binary(bytes))) if bytes.len() <= self.max_frame => {
+                            match ClientFrame::decode(bytes) {
+                                Ok(ClientFrame::Credit { stream, bytes }) => {
+                                    self.credit.grant(stream, bytes);
+                                }
+                                _ => held = Some(message),
+                            }
+                        }
+                        _ => held = Some(message),
+                    }
+                    if held.is_some() {
+                        self.liveness.waiting_on_process(true);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -23,6 +23,7 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::pty::{self, PtyMaster};
 use crate::retained::RetainedOutput;
+use crate::secret::Identity;
 use crate::slots::Slots;
 
 /// Environment variables of the server that children never inherit.
@@ -42,13 +43,30 @@ pub struct SpawnPlan {
     pub overflow: Overflow,
     /// Per-stream retention.
     pub retain_bytes: usize,
+    /// What the server keeps for this process besides its output, counted
+    /// against `--retain-total` as well: see [`SpawnPlan::metadata_of`],
+    /// plus, with an idempotency key, the key and the request it answers.
+    pub metadata_bytes: u64,
 }
 
+/// What a known process costs besides its argv and output: the process
+/// object, its tasks and channels, its published exit.
+const PROCESS_OVERHEAD: u64 = 4 << 10;
+
 impl SpawnPlan {
-    /// Retention this process reserves against `--retain-total`.
+    /// Retention and metadata this process reserves against
+    /// `--retain-total` while it is known.
     pub fn reserved_bytes(&self) -> u64 {
         let streams = if self.tty.is_some() { 1 } else { 2 };
-        RetainedOutput::reservation(self.retain_bytes, self.overflow, streams)
+        RetainedOutput::reservation(self.retain_bytes, self.overflow, streams) + self.metadata_bytes
+    }
+
+    /// The fixed overhead plus argv twice (the process keeps it, and so
+    /// does its published exit). `env` and `cwd` are not kept past the
+    /// spawn.
+    pub fn metadata_of(argv: &[String]) -> u64 {
+        let argv: usize = argv.iter().map(|a| a.len() + 1).sum();
+        PROCESS_OVERHEAD + 2 * argv as u64
     }
 }
 
@@ -62,7 +80,7 @@ pub fn spawn(
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Process>, ApiError> {
     check_cwd(plan.cwd.as_deref())?;
-    let (mut command, pty) = command(&plan)?;
+    let (mut command, pty) = command(&plan, config.spawn_identity.as_ref())?;
     let mut child = command.spawn().map_err(|e| spawn_error(&plan.argv[0], e))?;
     // Closes the parent's copies of the PTY slave, so the master reports
     // end of output once the child side is closed.
@@ -137,10 +155,20 @@ fn check_cwd(cwd: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-/// The command to execute, in its own session; with a PTY, the master side
-/// too (the slave is the child's stdin, stdout and stderr).
-fn command(plan: &SpawnPlan) -> Result<(Command, Option<Arc<PtyMaster>>), ApiError> {
+/// The command to execute, in its own session, as `--user` if given, with
+/// the open-file limit tetherd was started with; with a PTY, the master
+/// side too (the slave is the child's stdin, stdout and stderr).
+fn command(
+    plan: &SpawnPlan,
+    identity: Option<&Identity>,
+) -> Result<(Command, Option<Arc<PtyMaster>>), ApiError> {
     let mut cmd = Command::new(&plan.argv[0]);
+    if let Some(identity) = identity {
+        // As root with no groups given, std drops every supplementary group
+        // too (setgroups(0)) before setgid and setuid.
+        cmd.uid(identity.uid).gid(identity.gid);
+    }
+    let limit = crate::limits::inherited_limit();
     cmd.args(&plan.argv[1..]);
     for key in SECRET_ENV {
         cmd.env_remove(key);
@@ -159,11 +187,12 @@ fn command(plan: &SpawnPlan) -> Result<(Command, Option<Arc<PtyMaster>>), ApiErr
         });
         cmd.stdout(Stdio::piped());
         cmd.stderr(Stdio::piped());
-        // SAFETY: setsid is async-signal-safe and touches no parent memory.
+        // SAFETY: setsid and setrlimit are async-signal-safe and touch no
+        // parent memory.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 nix::unistd::setsid()?;
-                Ok(())
+                restore_open_file_limit(limit)
             });
         }
         return Ok((cmd, None));
@@ -181,19 +210,29 @@ fn command(plan: &SpawnPlan) -> Result<(Command, Option<Arc<PtyMaster>>), ApiErr
         cmd.env("TERM", "xterm-256color");
     }
     // SAFETY: between fork and exec only async-signal-safe calls are made
-    // (setsid, ioctl), touching no memory of the parent.
+    // (setsid, ioctl, setrlimit), touching no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             nix::unistd::setsid()?;
             // Make the PTY (now fd 0) the controlling terminal, so job
             // control and Ctrl-C work as in a local terminal.
             if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            Ok(())
+            restore_open_file_limit(limit)
         });
     }
     Ok((cmd, Some(Arc::new(master))))
+}
+
+/// In the child: tetherd raised its own soft open-file limit; programs get
+/// the one it was started with (some loop over every possible descriptor,
+/// or use `select`).
+fn restore_open_file_limit(limit: Option<(u64, u64)>) -> io::Result<()> {
+    if let Some((soft, hard)) = limit {
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, soft, hard)?;
+    }
+    Ok(())
 }
 
 /// What capture reads: the PTY master as `stdout`, or both pipes.
