@@ -13,7 +13,7 @@
 //!   (hyper's header read timeout, which also bounds an idle keep-alive
 //!   connection waiting for its next request), the body within
 //!   `--body-timeout-ms` of the head ([`DeadlineBody`]), and a response
-//!   write may stall at most `--send-timeout-ms` ([`GuardedIo`]). Once
+//!   write may stall at most `--send-timeout-ms` (`GuardedIo`). Once
 //!   upgraded to a WebSocket none of these apply: the attachment keeps
 //!   itself alive with pings and bounds its own writes.
 //! - **Shutdown**: [`Phase::Draining`] stops accepting, closes connections
@@ -45,6 +45,7 @@ use tower::ServiceExt;
 
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::metrics::Metrics;
 
 /// Where the server is in its life, as the connections see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +110,7 @@ struct ConnState {
 
 /// Every open connection, for the cap, displacement and shutdown.
 pub struct Connections {
+    metrics: Arc<Metrics>,
     epoch: Instant,
     open: Mutex<HashMap<u64, Arc<ConnState>>>,
     next_id: AtomicU64,
@@ -117,8 +119,9 @@ pub struct Connections {
 }
 
 impl Connections {
-    pub fn new() -> Arc<Connections> {
+    pub fn new(metrics: Arc<Metrics>) -> Arc<Connections> {
         Arc::new(Connections {
+            metrics,
             epoch: Instant::now(),
             open: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(0),
@@ -151,6 +154,13 @@ impl Connections {
         let _ = count.wait_for(|n| *n == 0).await;
     }
 
+    fn counted(&self, open: usize) {
+        self.count.send_replace(open);
+        self.metrics
+            .connections_open
+            .store(open as u64, Ordering::Relaxed);
+    }
+
     fn register(self: &Arc<Self>) -> (Arc<ConnState>, Registration) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(ConnState {
@@ -160,7 +170,7 @@ impl Connections {
         });
         let mut open = self.open();
         open.insert(id, state.clone());
-        self.count.send_replace(open.len());
+        self.counted(open.len());
         drop(open);
         let registration = Registration {
             connections: self.clone(),
@@ -186,6 +196,9 @@ impl Connections {
             .is_ok();
         if displaced {
             oldest.displaced.notify_one();
+            self.metrics
+                .connections_displaced
+                .fetch_add(1, Ordering::Relaxed);
         }
         displaced
     }
@@ -225,7 +238,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         let mut open = self.connections.open();
         open.remove(&self.id);
-        self.connections.count.send_replace(open.len());
+        self.connections.counted(open.len());
     }
 }
 
@@ -309,6 +322,10 @@ impl AcceptErrors {
 /// the kernel does not answer unread data with a reset that destroys the
 /// 503 before the client reads it.
 fn refuse(mut tcp: TcpStream, connections: &Arc<Connections>, limit: usize) {
+    connections
+        .metrics
+        .connections_refused
+        .fetch_add(1, Ordering::Relaxed);
     let error = ApiError::TooManyConnections(limit);
     let body = serde_json::to_string(&error.body()).unwrap_or_default();
     let response = format!(

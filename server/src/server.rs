@@ -32,7 +32,7 @@ pub async fn run(
     let config = Arc::new(config);
     let table = ProcessTable::new(config.clone());
     let app = crate::http::router(table.clone());
-    let connections = Connections::new();
+    let connections = Connections::new(table.metrics.clone());
     let (phase, phase_rx) = watch::channel(Phase::Serving);
     let accept = tokio::spawn(listen::serve(
         listener,

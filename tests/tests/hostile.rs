@@ -82,6 +82,14 @@ async fn delete(server: &TestServer, id: &str) {
     assert_eq!(response.status(), 200);
 }
 
+/// The value of an unlabelled metric in a Prometheus text answer.
+fn counter(metrics: &str, name: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {metrics}"))
+}
+
 async fn healthz(server: &TestServer) -> u16 {
     let response = tokio::time::timeout(WAIT, server.http.get(server.url("/healthz")).send())
         .await
@@ -136,6 +144,17 @@ async fn past_the_connection_cap_the_longest_waiting_connection_makes_room() {
     assert_eq!(healthz(&server).await, 200);
     // The oldest dawdler was closed to make room.
     assert_eq!(read_to_close(&mut first).await, "");
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap();
+    let metrics = metrics.text().await.unwrap();
+    assert!(
+        counter(&metrics, "tether_connections_displaced_total") >= 1,
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -151,6 +170,7 @@ async fn past_the_connection_cap_with_every_connection_busy_a_newcomer_gets_503(
     assert_eq!(status, 503, "{body}");
     let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["error"]["code"], "too_many_connections");
+    drop(newcomer);
     // An attachment that ends gives its slot back.
     attachments.pop().unwrap().ws.close(None).await.unwrap();
     let answered = settle(
@@ -172,6 +192,17 @@ async fn past_the_connection_cap_with_every_connection_busy_a_newcomer_gets_503(
     )
     .await;
     assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    let metrics = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap();
+    let metrics = metrics.text().await.unwrap();
+    assert!(
+        counter(&metrics, "tether_connections_refused_total") >= 1,
+        "{metrics}"
+    );
     delete(&server, &process.id).await;
 }
 
