@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
-# tests need (Chromium and nginx from Debian, the npm packages of the
-# TypeScript client and the web demo),
-# checks formatting and lints, runs the Rust tests, the browser tests, and
-# the benchmark harness once in quick mode. Fails when anything fails.
+# tests need (Chromium, nginx, tmux, python3-venv and openssl from Debian,
+# the npm packages of the TypeScript client and the web demo, the Python
+# client's test packages and the Kubernetes Python client in venvs; kubectl
+# must be on the PATH), checks formatting and lints, runs the Rust tests,
+# the TypeScript and Python clients' tests, the browser tests, and the
+# benchmark harness once in quick mode. Fails when anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux)"
+step "system packages (chromium, nginx, tmux, python3-venv, openssl)"
 need=()
-for pkg in chromium nginx tmux; do
+for pkg in chromium nginx tmux python3-venv openssl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+step "kubectl (the Kubernetes tests run the real one)"
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "kubectl is not on the PATH. tests/tests/kube.rs runs the real kubectl against tetherd;" >&2
+  echo "install it (https://kubernetes.io/docs/tasks/tools/) and run this script again." >&2
+  exit 1
+fi
+kubectl version --client
+
+step "Kubernetes Python client in target/kube-venv"
+# tests/tests/kube.rs runs tests/kube/python_client.py with this venv.
+KUBE_PYTHON_CLIENT="kubernetes==37.0.2"
+if ! target/kube-venv/bin/python -c 'import kubernetes, sys; sys.exit(kubernetes.__version__ != "37.0.2")' 2>/dev/null; then
+  python3 -m venv target/kube-venv
+  target/kube-venv/bin/pip install -q --disable-pip-version-check --root-user-action=ignore "$KUBE_PYTHON_CLIENT"
 fi
 
 step "npm packages (typescript client, web demo)"
@@ -41,6 +59,14 @@ cargo test --workspace
 
 step "typescript client: build, protocol vectors, tests against tetherd"
 (cd typescript && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)
+
+step "python client: venv, mypy --strict, pytest against target/debug/tetherd"
+python3 -m venv target/py-venv
+target/py-venv/bin/pip install --quiet --disable-pip-version-check --root-user-action=ignore './python[test]'
+(cd python && ../target/py-venv/bin/mypy)
+# pytest exits non-zero on any failure, and with 5 when it collected no test:
+# either fails this script.
+(cd python && TETHERD_BIN="$PWD/../target/debug/tetherd" ../target/py-venv/bin/pytest -q -p no:cacheprovider)
 
 step "web demo: typecheck and browser tests (Chromium)"
 (cd web-demo && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)

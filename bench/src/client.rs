@@ -220,6 +220,7 @@ fn empty_info() -> ProcessInfo {
         stdout_bytes: 0,
         stderr_bytes: 0,
         output_incomplete: false,
+        kubernetes: None,
     }
 }
 

@@ -18,7 +18,7 @@ pub mod signal;
 
 pub use api::TermSize;
 pub use frame::{ClientFrame, DecodeError, ServerFrame, StreamName};
-pub use process::{ExitReason, Overflow, ProcessInfo, ProcessStatus};
+pub use process::{ExitReason, KubernetesNames, Overflow, ProcessInfo, ProcessStatus};
 pub use signal::Signal;
 
 /// The WebSocket subprotocol name. Bump the suffix for incompatible changes.

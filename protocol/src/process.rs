@@ -79,6 +79,24 @@ pub struct ProcessInfo {
     /// True when a descendant kept an output open past the drain bound and
     /// capture stopped before end of file.
     pub output_incomplete: bool,
+    /// Set only on processes started by Kubernetes exec
+    /// (`GET /api/v1/namespaces/{ns}/pods/{pod}/exec`): the names the client
+    /// used. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesNames>,
+}
+
+/// The namespace, pod and container a Kubernetes client named when it
+/// started a process with exec. tetherd has no pods: these are labels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KubernetesNames {
+    /// The namespace of the exec URL.
+    pub namespace: String,
+    /// The pod of the exec URL.
+    pub pod: String,
+    /// The `container` query parameter, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 impl ProcessInfo {

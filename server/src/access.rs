@@ -10,6 +10,7 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::table::ProcessTable;
 
@@ -28,7 +29,15 @@ pub async fn check(
     request: Request,
     next: Next,
 ) -> Response {
-    let config = table.config();
+    match admit(table.config(), &request) {
+        Ok(()) => next.run(request).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+/// The decision of [`check`], for routes that answer in another error
+/// format (the Kubernetes routes answer with a `Status`).
+pub fn admit(config: &Config, request: &Request) -> Result<(), ApiError> {
     let host = request
         .headers()
         .get(header::HOST)
@@ -36,13 +45,13 @@ pub async fn check(
         .unwrap_or("");
     match &config.token {
         None if !host.is_empty() && !is_local_host(host) => {
-            return ApiError::ForbiddenHost(host.to_string()).into_response();
+            return Err(ApiError::ForbiddenHost(host.to_string()));
         }
         Some(token)
-            if !presented_token(&request)
+            if !presented_token(request)
                 .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes())) =>
         {
-            return ApiError::Unauthorized.into_response();
+            return Err(ApiError::Unauthorized);
         }
         _ => {}
     }
@@ -53,10 +62,10 @@ pub async fn check(
             .or_else(|| origin.strip_prefix("https://"))
             .is_some_and(|rest| rest.eq_ignore_ascii_case(host));
         if !same && !config.allow_origins.iter().any(|o| o == origin) {
-            return ApiError::ForbiddenOrigin(origin.to_string()).into_response();
+            return Err(ApiError::ForbiddenOrigin(origin.to_string()));
         }
     }
-    next.run(request).await
+    Ok(())
 }
 
 /// True for an IP address or `localhost` (with or without a port): names

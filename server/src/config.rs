@@ -172,6 +172,13 @@ pub struct Config {
     #[arg(long, default_value_t = 10_000)]
     pub shutdown_timeout_ms: u64,
 
+    /// Deadline of processes started by Kubernetes exec
+    /// (`/api/v1/namespaces/{ns}/pods/{pod}/exec`), in milliseconds; 0:
+    /// none. Kubernetes exec has no deadline of its own: this is the
+    /// platform's policy, reported to the client as a timeout, exit code 124.
+    #[arg(long, default_value_t = 0)]
+    pub kube_exec_timeout_ms: u64,
+
     /// Log as JSON lines instead of text.
     #[arg(long)]
     pub log_json: bool,

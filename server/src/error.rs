@@ -171,6 +171,9 @@ pub enum AttachError {
     /// The client's messages could not be read (a broken WebSocket).
     #[error("websocket error: {0}")]
     Socket(String),
+    /// A Kubernetes client message that does not decode.
+    #[error(transparent)]
+    Kube(#[from] KubeError),
 }
 
 impl AttachError {
@@ -180,7 +183,7 @@ impl AttachError {
             AttachError::Decode(e) => e.code(),
             AttachError::TextMessage => "text_message",
             AttachError::TooLarge(_) => "frame_too_large",
-            AttachError::Socket(_) => "protocol_error",
+            AttachError::Socket(_) | AttachError::Kube(_) => "protocol_error",
         }
     }
 
@@ -191,6 +194,80 @@ impl AttachError {
             AttachError::TextMessage => 1003,
             AttachError::TooLarge(_) => 1009,
             AttachError::Socket(_) => 1002,
+            AttachError::Kube(e) => e.close_code(),
+        }
+    }
+}
+
+impl ApiError {
+    /// The Kubernetes `Status` reason for this error, for the routes under
+    /// `/api` (`server/src/kube/`), whose clients read `Status` documents.
+    pub fn kube_reason(&self) -> &'static str {
+        match self.status_and_code().0 {
+            StatusCode::BAD_REQUEST => "BadRequest",
+            StatusCode::UNAUTHORIZED => "Unauthorized",
+            StatusCode::FORBIDDEN => "Forbidden",
+            StatusCode::NOT_FOUND => "NotFound",
+            StatusCode::METHOD_NOT_ALLOWED => "MethodNotAllowed",
+            StatusCode::CONFLICT => "Conflict",
+            StatusCode::PAYLOAD_TOO_LARGE => "RequestEntityTooLarge",
+            StatusCode::UNPROCESSABLE_ENTITY => "Invalid",
+            StatusCode::TOO_MANY_REQUESTS => "TooManyRequests",
+            StatusCode::SERVICE_UNAVAILABLE => "ServiceUnavailable",
+            _ => "InternalError",
+        }
+    }
+}
+
+/// What goes wrong on the Kubernetes exec and attach routes
+/// (`server/src/kube/`): before the upgrade an HTTP `Status` response,
+/// after it a `Failure` status on channel 3 and a close code.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// The client offered none of the subprotocols tetherd speaks.
+    #[error("none of the offered WebSocket subprotocols ({0:?}) is spoken here; offer v5.channel.k8s.io, v4.channel.k8s.io, v4.base64.channel.k8s.io or channel.k8s.io")]
+    NoSubprotocol(String),
+    /// The request is not a WebSocket upgrade (SPDY is not served).
+    #[error("{0}")]
+    NotUpgrade(String),
+    /// The query string is invalid (no command, no stream).
+    #[error("{0}")]
+    InvalidQuery(String),
+    /// A method other than GET (SPDY's POST is not served).
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// A client message that does not decode (bad base64, channel byte,
+    /// close message or resize JSON).
+    #[error("{0}")]
+    Malformed(String),
+    /// A message over `--max-frame-bytes`.
+    #[error("message exceeds the maximum frame size of {0} bytes")]
+    TooLarge(usize),
+    /// The same failure as on `/v1`.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+impl KubeError {
+    /// HTTP status and Kubernetes `Status` reason, before the upgrade.
+    pub fn status_and_reason(&self) -> (StatusCode, &'static str) {
+        match self {
+            KubeError::NoSubprotocol(_)
+            | KubeError::NotUpgrade(_)
+            | KubeError::InvalidQuery(_)
+            | KubeError::Malformed(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
+            KubeError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"),
+            KubeError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge"),
+            KubeError::Api(e) => (e.status_and_code().0, e.kube_reason()),
+        }
+    }
+
+    /// WebSocket close code, after the upgrade.
+    pub fn close_code(&self) -> u16 {
+        match self {
+            KubeError::Malformed(_) => 1007,
+            KubeError::TooLarge(_) => 1009,
+            _ => 1008,
         }
     }
 }

@@ -51,7 +51,8 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
     let mut app = Router::new()
         .nest("/v1", v1)
         .route("/healthz", get(|| async { "ok\n" }))
-        .route("/metrics", get(metrics));
+        .route("/metrics", get(metrics))
+        .merge(crate::kube::router(table.clone()));
     app = match &config.web_root {
         Some(root) => {
             let files = crate::web::StaticFiles::new(root);

@@ -17,6 +17,8 @@
 //!   time, and shutdown's drain.
 //! - [`http`], [`access`]: routes, token and Origin checks; [`web`]: the
 //!   web terminal's files, never from outside `--web-root`.
+//! - [`kube`]: the Kubernetes exec/attach protocol and the documents
+//!   kubectl reads first.
 //! - [`slots`]: bounded counts of attachments.
 //! - [`secret`]: the token kept from children; [`limits`]: the open-file
 //!   limit and the defaults sized to it.
@@ -29,6 +31,7 @@ pub mod attach;
 pub mod config;
 pub mod error;
 pub mod http;
+pub mod kube;
 pub mod limits;
 pub mod listen;
 pub mod metrics;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tether_protocol::api::SpawnRequest;
-use tether_protocol::{ExitReason, TermSize};
+use tether_protocol::{ExitReason, KubernetesNames, TermSize};
 use tokio::sync::Notify;
 
 use crate::config::Config;
@@ -122,7 +122,20 @@ impl ProcessTable {
         request: SpawnRequest,
         idempotency_key: Option<String>,
     ) -> Result<(Arc<Process>, bool), ApiError> {
-        let result = self.admit_and_spawn(request, idempotency_key).await;
+        self.spawn_named(request, idempotency_key, None).await
+    }
+
+    /// [`ProcessTable::spawn`], recording the Kubernetes names of an exec
+    /// on the process (`server/src/kube/`).
+    pub async fn spawn_named(
+        self: &Arc<Self>,
+        request: SpawnRequest,
+        idempotency_key: Option<String>,
+        kubernetes: Option<KubernetesNames>,
+    ) -> Result<(Arc<Process>, bool), ApiError> {
+        let result = self
+            .admit_and_spawn(request, idempotency_key, kubernetes)
+            .await;
         match &result {
             Ok((_, true)) => self.metrics.spawns.fetch_add(1, Ordering::Relaxed),
             Ok((_, false)) => 0,
@@ -135,6 +148,7 @@ impl ProcessTable {
         self: &Arc<Self>,
         request: SpawnRequest,
         key: Option<String>,
+        kubernetes: Option<KubernetesNames>,
     ) -> Result<(Arc<Process>, bool), ApiError> {
         let canonical = serde_json::to_string(&request).unwrap_or_default();
         // A replay answers before the request is even validated.
@@ -145,7 +159,10 @@ impl ProcessTable {
                 Admission::Replay(process) => return Ok((process, false)),
                 Admission::Wait => spawned.await,
                 Admission::Validate => {
-                    let mut planned = self.plan(request.clone())?;
+                    let mut planned = SpawnPlan {
+                        kubernetes: kubernetes.clone(),
+                        ..self.plan(request.clone())?
+                    };
                     // With a key, the table keeps the key and the request it
                     // answers for as long as the process is known.
                     if let Some(key) = &key {
@@ -386,6 +403,7 @@ impl ProcessTable {
             stdin: request.stdin,
             overflow: request.overflow,
             retain_bytes: usize::try_from(retain).unwrap_or(usize::MAX),
+            kubernetes: None,
         })
     }
 }

@@ -8,6 +8,7 @@
 //! only its own attachment: capture never waits for it (drop mode) or waits
 //! at most the send timeout (block mode).
 
+pub mod framing;
 pub mod input;
 pub mod reader;
 pub mod state;
@@ -26,6 +27,7 @@ use crate::process::Process;
 use crate::retained::Cursor;
 use crate::slots::Slot;
 use crate::table::ProcessTable;
+use framing::{Decoder, Framing};
 use input::{ProcessQueue, STDIN_BUDGET};
 use reader::SocketReader;
 use state::{Credit, Liveness};
@@ -73,9 +75,21 @@ pub fn admit(table: &Arc<ProcessTable>, process: &Arc<Process>) -> Result<Admiss
     })
 }
 
-/// Serves one admitted attachment until the exit frame has been sent and
-/// the connection closed, or the client goes away.
+/// Serves one admitted `tether.v1` attachment until the exit frame has
+/// been sent and the connection closed, or the client goes away.
 pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptions) {
+    serve_framed(socket, admission, options, Framing::Tether, Decoder::Tether).await
+}
+
+/// Serves one admitted attachment in the given wire format (tether.v1 or
+/// a Kubernetes subprotocol): the same writer, reader and input queue.
+pub async fn serve_framed(
+    socket: WebSocket,
+    admission: Admission,
+    options: AttachOptions,
+    framing: Framing,
+    decoder: Decoder,
+) {
     let process = admission.process.clone();
     let config = admission.table.config().clone();
     process.metrics.attaches.fetch_add(1, Ordering::Relaxed);
@@ -97,6 +111,8 @@ pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptio
         credit: credit.clone(),
         max_frame: config.max_frame_bytes,
         liveness: liveness.clone(),
+        decoder,
+        held: None,
     };
     let mut reader_task = tokio::spawn(reader.run());
     let mut writer = Writer {
@@ -109,6 +125,7 @@ pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptio
         cursors: options.start.map(Cursor::at),
         credit,
         unflushed: 0,
+        framing,
     };
     let keepalive = Keepalive {
         liveness,

@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use tether_protocol::ClientFrame;
 use tokio::sync::mpsc;
 
+use super::framing::Decoder;
 use super::input::ProcessQueue;
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::error::AttachError;
@@ -29,19 +30,21 @@ pub struct SocketReader {
     pub max_frame: usize,
     /// Told about every message.
     pub liveness: Arc<Liveness>,
+    /// The wire format of client messages.
+    pub decoder: Decoder,
+    /// A message read while a push waited for the process, handled next.
+    pub held: Option<Incoming>,
 }
 
 /// A message read from the socket (`None`: the socket ended).
-type Incoming = Option<Result<Message, axum::Error>>;
+pub type Incoming = Option<Result<Message, axum::Error>>;
 
 impl SocketReader {
     /// Reads until the client closes or the connection breaks.
     pub async fn run(mut self) {
         let mut failed = false;
-        // A message read while a push waited, to be handled next.
-        let mut held: Option<Incoming> = None;
         loop {
-            let message = match held.take() {
+            let message = match self.held.take() {
                 Some(message) => message,
                 None => {
                     let message = self.stream.next().await;
@@ -57,22 +60,14 @@ impl SocketReader {
                 Ok(Message::Binary(bytes)) if bytes.len() > self.max_frame => {
                     Some(ReaderEvent::Fatal(AttachError::TooLarge(self.max_frame)))
                 }
-                Ok(Message::Binary(bytes)) => match ClientFrame::decode(&bytes) {
-                    Ok(ClientFrame::Credit { stream, bytes }) => {
-                        self.credit.grant(stream, bytes);
-                        None
-                    }
-                    Ok(frame) => {
-                        let (queued, next) = self.push_listening(frame).await;
-                        if !queued {
-                            return;
-                        }
-                        held = next;
-                        None
-                    }
-                    Err(e) => Some(ReaderEvent::Fatal(e.into())),
+                Ok(Message::Binary(bytes)) => match self.handle(&bytes, false).await {
+                    Some(event) => event,
+                    None => return,
                 },
-                Ok(Message::Text(_)) => Some(ReaderEvent::Fatal(AttachError::TextMessage)),
+                Ok(Message::Text(text)) => match self.handle(text.as_bytes(), true).await {
+                    Some(event) => event,
+                    None => return,
+                },
                 Ok(Message::Ping(_) | Message::Pong(_)) => None,
                 Err(e) => {
                     let error = socket_error(e, self.max_frame);
@@ -89,32 +84,57 @@ impl SocketReader {
         }
         let _ = self.events.send(ReaderEvent::Gone).await;
     }
+}
+
+impl SocketReader {
+    /// Decodes one message and acts on its frames: credit at once, the
+    /// rest through the queue. `None` when the queue is gone.
+    async fn handle(&mut self, payload: &[u8], text: bool) -> Option<Option<ReaderEvent>> {
+        let frames = match self.decoder.decode(payload, text) {
+            Ok(frames) => frames,
+            Err(e) => return Some(Some(ReaderEvent::Fatal(e))),
+        };
+        for frame in frames {
+            if let ClientFrame::Credit { stream, bytes } = frame {
+                self.credit.grant(stream, bytes);
+                continue;
+            }
+            let queued = if self.held.is_none() {
+                self.push_listening(frame).await
+            } else {
+                self.queue.push(frame).await
+            };
+            if !queued {
+                return None;
+            }
+        }
+        Some(None)
+    }
 
     /// Queues a frame for the process. While the stdin budget is spent it
     /// goes on reading what needs no queue (pings, pongs, credit), so a
     /// live client is heard, credit flows, and a client that has gone
     /// silent is closed for idleness all the same. The first message that
-    /// does need the queue (or ends the socket) is held and returned, and
+    /// does need the queue (or ends the socket) is held in `self.held`, and
     /// reading stops there, so what waits for the process is bounded by one
     /// message; while one is held the client is not taken for dead (it has
     /// said more than the process takes, and its pongs wait behind that).
-    async fn push_listening(&mut self, frame: ClientFrame) -> (bool, Option<Incoming>) {
+    async fn push_listening(&mut self, frame: ClientFrame) -> bool {
         let push = self.queue.push(frame);
         tokio::pin!(push);
-        let mut held = None;
-        loop {
+        let mut held: Option<Incoming> = None;
+        let queued = loop {
             tokio::select! {
-                queued = &mut push => {
-                    if held.is_some() {
-                        self.liveness.waiting_on_process(false);
-                    }
-                    return (queued, held);
-                }
+                queued = &mut push => break queued,
                 message = self.stream.next(), if held.is_none() => {
                     self.liveness.heard();
                     match &message {
                         Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                        Some(Ok(Message::Binary(bytes))) if bytes.len() <= self.max_frame => {
+                        // tether.v1 frames decode alone: credit goes at once.
+                        Some(Ok(Message::Binary(bytes)))
+                            if matches!(self.decoder, Decoder::Tether)
+                                && bytes.len() <= self.max_frame =>
+                        {
                             match ClientFrame::decode(bytes) {
                                 Ok(ClientFrame::Credit { stream, bytes }) => {
                                     self.credit.grant(stream, bytes);
@@ -129,7 +149,12 @@ impl SocketReader {
                     }
                 }
             }
+        };
+        if held.is_some() {
+            self.liveness.waiting_on_process(false);
         }
+        self.held = held;
+        queued
     }
 }
 

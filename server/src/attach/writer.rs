@@ -11,10 +11,11 @@ use std::time::Duration;
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::stream::SplitSink;
 use futures_util::SinkExt;
-use tether_protocol::{ServerFrame, StreamName, PROTOCOL_VERSION};
+use tether_protocol::StreamName;
 use tokio::sync::mpsc;
 use tokio::time::{timeout, MissedTickBehavior};
 
+use super::framing::Framing;
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::metrics::Metrics;
 use crate::process::Process;
@@ -44,6 +45,8 @@ pub struct Writer {
     pub credit: Arc<Credit>,
     /// Bytes fed since the last flush.
     pub unflushed: usize,
+    /// The wire format.
+    pub framing: Framing,
 }
 
 /// What [`Writer::send_available`] left behind.
@@ -80,14 +83,11 @@ impl Writer {
     ) -> Close {
         let mut output = self.process.output().watch();
         let mut exit = self.process.watch_exit();
-        let hello = ServerFrame::Hello {
-            version: PROTOCOL_VERSION,
-            process: self.process.info(),
-            stdout: self.cursors[0].next,
-            stderr: self.cursors[1].next,
-        };
-        if self.send_frame(&hello).await.is_err() {
-            return None;
+        let start = [self.cursors[0].next, self.cursors[1].next];
+        if let Some(hello) = self.framing.hello(self.process.info(), start) {
+            if self.send(hello).await.is_err() {
+                return None;
+            }
         }
         let every = keepalive.ping_every;
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -99,11 +99,10 @@ impl Writer {
             match sent {
                 Err(()) => return None,
                 Ok(Progress::Complete) if exited => {
-                    let frame = ServerFrame::Exit {
-                        process: self.process.info(),
-                    };
-                    if self.send_frame(&frame).await.is_err() {
-                        return None;
+                    if let Some(exit) = self.framing.exit(self.process.info()) {
+                        if self.send(exit).await.is_err() {
+                            return None;
+                        }
                     }
                     return Some((1000, "process exited".into()));
                 }
@@ -116,14 +115,17 @@ impl Writer {
                 biased;
                 event = events.recv() => match event {
                     Some(ReaderEvent::Rejected(error)) => {
-                        let (_, code) = error.status_and_code();
-                        if self.send_error(code, &error.to_string()).await.is_err() {
-                            return None;
+                        if let Some(message) = self.framing.rejected(&error) {
+                            if self.send(message).await.is_err() {
+                                return None;
+                            }
                         }
                     }
                     Some(ReaderEvent::Fatal(error)) => {
-                        if self.send_error(error.code(), &error.to_string()).await.is_err() {
-                            return None;
+                        if let Some(message) = self.framing.fatal(&error) {
+                            if self.send(message).await.is_err() {
+                                return None;
+                            }
                         }
                         return Some((error.close_code(), error.code().into()));
                     }
@@ -170,12 +172,20 @@ impl Writer {
                 let max = usize::try_from(allowance)
                     .unwrap_or(usize::MAX)
                     .min(self.max_data);
+                let wanted = self.framing.wants(stream);
+                let framing = &self.framing;
+                let mut message = None;
                 let next = self
                     .output
                     .next(stream, &mut self.cursors[i], max, |offset, parts| {
-                        ServerFrame::encode_data_parts(stream, offset, parts)
+                        // A stream the client does not read is moved
+                        // through unsent, so it paces nothing.
+                        if wanted {
+                            message = Some(framing.data(stream, offset, parts));
+                        }
+                        Vec::new()
                     });
-                let frame = match next {
+                let message = match next {
                     Next::End => continue,
                     Next::Pending => {
                         done = false;
@@ -183,22 +193,32 @@ impl Writer {
                     }
                     Next::Dropped { offset, length } => {
                         Metrics::add(&self.process.metrics.dropped, stream, length);
-                        ServerFrame::Dropped {
-                            stream,
-                            offset,
-                            length,
+                        if wanted {
+                            self.framing.dropped(stream, offset, length)
+                        } else {
+                            None
                         }
-                        .encode()
                     }
-                    Next::Data { length, frame, .. } => {
-                        Metrics::add(&self.process.metrics.sent, stream, length);
-                        frame
+                    Next::Data { length, .. } => {
+                        if wanted {
+                            Metrics::add(&self.process.metrics.sent, stream, length);
+                        }
+                        message
                     }
                 };
                 done = false;
                 sent_any = true;
-                self.unflushed += frame.len();
-                self.feed(Message::Binary(frame.into())).await?;
+                let Some(message) = message else {
+                    continue;
+                };
+                done = false;
+                sent_any = true;
+                self.unflushed += match &message {
+                    Message::Binary(bytes) => bytes.len(),
+                    Message::Text(text) => text.len(),
+                    _ => 0,
+                };
+                self.feed(message).await?;
                 if self.unflushed >= FLUSH_BYTES {
                     self.flush().await?;
                     return Ok(Progress::More);
@@ -223,18 +243,6 @@ impl Writer {
     fn release_sent(&self) {
         let credited = self.window.map(|_| self.credit.granted());
         self.output.release(&self.cursors, credited);
-    }
-
-    async fn send_error(&mut self, code: &str, message: &str) -> Result<(), ()> {
-        let frame = ServerFrame::Error {
-            code: code.to_string(),
-            message: message.to_string(),
-        };
-        self.send_frame(&frame).await
-    }
-
-    async fn send_frame(&mut self, frame: &ServerFrame) -> Result<(), ()> {
-        self.send(Message::Binary(frame.encode().into())).await
     }
 
     async fn feed(&mut self, message: Message) -> Result<(), ()> {

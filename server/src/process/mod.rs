@@ -17,7 +17,9 @@ pub mod supervise;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tether_protocol::{ExitReason, Overflow, ProcessInfo, ProcessStatus, Signal, TermSize};
+use tether_protocol::{
+    ExitReason, KubernetesNames, Overflow, ProcessInfo, ProcessStatus, Signal, TermSize,
+};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::error::ApiError;
@@ -53,6 +55,8 @@ pub struct Process {
     pub attachment_slots: Slots,
     /// The server's counters.
     pub metrics: Arc<Metrics>,
+    /// The names of a Kubernetes exec, if it is one.
+    pub kubernetes: Option<KubernetesNames>,
     output: Arc<RetainedOutput>,
     exit: watch::Receiver<Option<Exited>>,
     control: mpsc::Sender<Control>,
@@ -110,6 +114,7 @@ impl Process {
             stdout_bytes,
             stderr_bytes,
             output_incomplete: false,
+            kubernetes: self.kubernetes.clone(),
         }
     }
 

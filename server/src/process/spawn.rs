@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tether_protocol::{Overflow, StreamName, TermSize};
+use tether_protocol::{KubernetesNames, Overflow, StreamName, TermSize};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
@@ -47,6 +47,8 @@ pub struct SpawnPlan {
     /// against `--retain-total` as well: see [`SpawnPlan::metadata_of`],
     /// plus, with an idempotency key, the key and the request it answers.
     pub metadata_bytes: u64,
+    /// The names of a Kubernetes exec (`server/src/kube/`), if it is one.
+    pub kubernetes: Option<KubernetesNames>,
 }
 
 /// What a known process costs besides its argv and output: the process
@@ -81,6 +83,7 @@ pub fn spawn(
 ) -> Result<Arc<Process>, ApiError> {
     check_cwd(plan.cwd.as_deref())?;
     let (mut command, pty) = command(&plan, config.spawn_identity.as_ref())?;
+    let started = tokio::time::Instant::now();
     let mut child = command.spawn().map_err(|e| spawn_error(&plan.argv[0], e))?;
     // Closes the parent's copies of the PTY slave, so the master reports
     // end of output once the child side is closed.
@@ -110,6 +113,7 @@ pub fn spawn(
         stdin,
         pty,
         kill_grace: config.kill_grace(),
+        kubernetes: plan.kubernetes,
     });
 
     let span = tracing::info_span!("process", id = %process.id);
@@ -131,6 +135,7 @@ pub fn spawn(
     let supervisor = Supervisor {
         child,
         birth: process.info(),
+        started,
         timeout: plan.timeout,
         kill_grace: config.kill_grace(),
         control: control_rx,

@@ -48,6 +48,9 @@ pub struct Supervisor {
     pub child: Child,
     /// The process object at birth; the exit fields are filled in at exit.
     pub birth: ProcessInfo,
+    /// When the OS process was created: `duration_ms` counts from here, not
+    /// from when this task first ran.
+    pub started: Instant,
     /// `timeout_ms`, if any.
     pub timeout: Option<Duration>,
     /// How long a killed session has between TERM and KILL.
@@ -69,9 +72,8 @@ pub struct Supervisor {
 impl Supervisor {
     /// Runs the process's life to its published exit.
     pub async fn run(mut self) {
-        let started = Instant::now();
         let (status, killed) = self.until_reaped().await;
-        let duration_ms = started.elapsed().as_millis() as u64;
+        let duration_ms = self.started.elapsed().as_millis() as u64;
         // Requests still queued find the process reaped: dropping their
         // reply senders makes them report `not_running`.
         drop(self.control);
@@ -104,7 +106,7 @@ impl Supervisor {
     /// Serves requests and the deadline until the child is reaped. Returns
     /// its status and the reason the server killed it, if it did.
     async fn until_reaped(&mut self) -> (io::Result<ExitStatus>, Option<ExitReason>) {
-        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let deadline = self.timeout.map(|t| self.started + t);
         let pid = self.birth.pid;
         let tty = self.birth.tty;
         let mut killed: Option<ExitReason> = None;

@@ -1,0 +1,104 @@
+"""``tether_client``: the Python client of tetherd.
+
+Run a command and get its output, exit code and reason, never hanging and
+never losing the tail::
+
+    from tether_client import Client
+
+    with Client("http://127.0.0.1:7420") as client:
+        result = client.exec("echo out; echo err >&2; exit 3", timeout=60)
+        print(result.exit_code, result.reason, result.stdout_text, result.stderr_text)
+
+- :class:`AsyncClient` (asyncio) and :class:`Client` (blocking, for scripts
+  and notebooks): spawn, get, list, wait (across long-poll expiries and
+  transient errors), signal, kill, stdin, resize.
+- ``exec`` runs to completion; ``exec_stream`` streams the output chunk by
+  chunk with bounded memory; ``attach`` gives an :class:`Attachment` with a
+  reader per stream, credit flow control, automatic resume from the saved
+  offsets, and ``dropped`` notices; ``terminal`` drives a PTY
+  (:class:`Terminal`: write, expect, resize, wait, interact).
+- Errors are :class:`TetherError` subclasses carrying the server's code.
+"""
+
+from .attach import AttachContext, Attachment, AttachOptions, Chunk, OutputReader
+from .output import Utf8Decoder
+from .client import DEFAULT_SERVER, AsyncClient, spawn_body
+from .errors import (
+    AttachmentClosed,
+    BodyTooLarge,
+    ExpectTimeout,
+    Forbidden,
+    IdempotencyConflict,
+    InvalidArgument,
+    InvalidRequest,
+    NotFound,
+    NotRunning,
+    OutputEnded,
+    Overloaded,
+    ProtocolError,
+    RetriesExhausted,
+    ServerError,
+    SpawnFailed,
+    StdinUnavailable,
+    TetherError,
+    TransportError,
+    Unauthorized,
+    Unreachable,
+)
+from .protocol import Data, Dropped, ExitReason, Overflow, ProcessInfo, StreamName
+from .retry import RetryPolicy
+from .run import ExecResult, ExitStatus, Run, RunContext
+from .sync import Client, SyncAttachment, SyncReader, SyncRun, SyncTerminal
+from .terminal import Terminal, TerminalContext
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_SERVER",
+    "AsyncClient",
+    "AttachContext",
+    "AttachOptions",
+    "Attachment",
+    "AttachmentClosed",
+    "BodyTooLarge",
+    "Chunk",
+    "Client",
+    "Data",
+    "Dropped",
+    "ExecResult",
+    "ExitReason",
+    "ExitStatus",
+    "ExpectTimeout",
+    "Forbidden",
+    "IdempotencyConflict",
+    "InvalidArgument",
+    "InvalidRequest",
+    "NotFound",
+    "NotRunning",
+    "OutputEnded",
+    "OutputReader",
+    "Overflow",
+    "Overloaded",
+    "ProcessInfo",
+    "ProtocolError",
+    "RetriesExhausted",
+    "RetryPolicy",
+    "Run",
+    "RunContext",
+    "ServerError",
+    "SpawnFailed",
+    "StdinUnavailable",
+    "StreamName",
+    "SyncAttachment",
+    "SyncReader",
+    "SyncRun",
+    "SyncTerminal",
+    "Terminal",
+    "TerminalContext",
+    "TetherError",
+    "TransportError",
+    "Unauthorized",
+    "Unreachable",
+    "Utf8Decoder",
+    "spawn_body",
+]

@@ -1,0 +1,451 @@
+"""The ``tether.v1`` wire vocabulary: the process object and the WebSocket frames.
+
+Every binary WebSocket message is one MessagePack map whose first key is the
+string ``type``. Bytes travel as MessagePack ``bin``; offsets and counts are
+unsigned 64-bit integers, encoded in the smallest width. This module holds no
+IO: :func:`decode_server_frame` and :func:`decode_client_frame` turn bytes
+into frame objects, and each frame's :meth:`encode` turns it back into the
+exact bytes the Rust encoder produces (pinned by ``protocol/vectors``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import msgpack
+
+_Bytes = bytes  # `Credit.bytes` shadows the builtin inside that class
+
+SUBPROTOCOL = "tether.v1"
+"""The WebSocket subprotocol offered on every attach."""
+
+PROTOCOL_VERSION = 1
+"""The protocol version carried in the ``hello`` frame."""
+
+MAX_TERMINAL_SIZE = 4096
+"""The largest accepted terminal width or height."""
+
+_U64_MAX = (1 << 64) - 1
+_U32_MAX = (1 << 32) - 1
+
+StreamName = Literal["stdout", "stderr"]
+"""An output stream of a process. A PTY has only ``stdout``."""
+
+STREAMS: tuple[StreamName, StreamName] = ("stdout", "stderr")
+"""Both streams, in the order the server serves them."""
+
+ExitReason = Literal["exit", "signal", "timeout", "killed"]
+"""Why a process ended: by itself, by a signal the server did not send for a
+deadline, by the server's ``timeout_ms`` deadline (exit code 124), or by
+``DELETE`` / server shutdown."""
+
+Overflow = Literal["drop", "block"]
+"""What a full retention does: evict the oldest bytes, or pace the program."""
+
+ProcessStatus = Literal["running", "exited"]
+"""``exited`` means reaped *and* output capture complete."""
+
+# The one shape MessagePack values take after decoding with raw=False.
+Wire = dict[str, Any]
+
+
+class FrameDecodeError(ValueError):
+    """Bytes that are not a valid frame.
+
+    ``code`` tells the three cases apart as the server does:
+    ``malformed_frame`` (not a MessagePack map with a string ``type``),
+    ``unknown_type`` and ``invalid_frame`` (missing or mistyped fields).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """The process object, as every HTTP endpoint and the ``hello`` and ``exit`` frames report it.
+
+    ``exit_code``, ``signal``, ``reason``, ``finished_at`` and ``duration_ms``
+    are ``None`` while the process runs. ``exit_code`` is the program's own
+    code, 128+N after signal N, and 124 when the server's deadline fired.
+    """
+
+    id: str
+    pid: int
+    argv: tuple[str, ...]
+    tty: bool
+    overflow: Overflow
+    status: ProcessStatus
+    started_at: str
+    exit_code: int | None
+    signal: str | None
+    reason: ExitReason | None
+    finished_at: str | None
+    duration_ms: int | None
+    stdout_bytes: int
+    stderr_bytes: int
+    output_incomplete: bool
+
+    @property
+    def exited(self) -> bool:
+        """True once the process has been reaped and its output capture has completed."""
+        return self.status == "exited"
+
+    @classmethod
+    def from_wire(cls, value: object) -> ProcessInfo:
+        """Builds a process object from decoded JSON or MessagePack; raises ``ValueError`` when a field is missing or mistyped."""
+        if not isinstance(value, dict):
+            raise ValueError(f"a process object must be a map, not {type(value).__name__}")
+        v = cast(Wire, value)
+        argv = _field(v, "argv", list)
+        if not all(isinstance(a, str) for a in argv):
+            raise ValueError("argv must be a list of strings")
+        return cls(
+            id=_field(v, "id", str),
+            pid=_uint(v, "pid", _U32_MAX),
+            argv=tuple(argv),
+            tty=_field(v, "tty", bool),
+            overflow=cast(Overflow, _field(v, "overflow", str)),
+            status=cast(ProcessStatus, _field(v, "status", str)),
+            started_at=_field(v, "started_at", str),
+            exit_code=_optional(v, "exit_code", int),
+            signal=_optional(v, "signal", str),
+            reason=cast("ExitReason | None", _optional(v, "reason", str)),
+            finished_at=_optional(v, "finished_at", str),
+            duration_ms=_optional(v, "duration_ms", int),
+            stdout_bytes=_uint(v, "stdout_bytes"),
+            stderr_bytes=_uint(v, "stderr_bytes"),
+            output_incomplete=_field(v, "output_incomplete", bool),
+        )
+
+    def to_wire(self) -> Wire:
+        """The process object as a map, with the server's field order."""
+        return {
+            "id": self.id,
+            "pid": self.pid,
+            "argv": list(self.argv),
+            "tty": self.tty,
+            "overflow": self.overflow,
+            "status": self.status,
+            "started_at": self.started_at,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "reason": self.reason,
+            "finished_at": self.finished_at,
+            "duration_ms": self.duration_ms,
+            "stdout_bytes": self.stdout_bytes,
+            "stderr_bytes": self.stderr_bytes,
+            "output_incomplete": self.output_incomplete,
+        }
+
+
+def _field(v: Wire, name: str, kind: type[Any]) -> Any:
+    if name not in v:
+        raise ValueError(f"missing field {name!r}")
+    value = v[name]
+    # bool is an int in Python: keep them apart both ways.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"field {name!r} must be {kind.__name__}, not {type(value).__name__}")
+    return value
+
+
+def _optional(v: Wire, name: str, kind: type[Any]) -> Any:
+    if v.get(name) is None:
+        return None
+    return _field(v, name, kind)
+
+
+def _uint(v: Wire, name: str, limit: int = _U64_MAX) -> int:
+    value = cast(int, _field(v, name, int))
+    if not 0 <= value <= limit:
+        raise ValueError(f"field {name!r} is out of range: {value}")
+    return value
+
+
+def _pack(value: Wire) -> bytes:
+    # use_bin_type keeps bytes as `bin` and str as `str`; dicts keep their
+    # insertion order, so the bytes match the Rust encoder's named maps.
+    return cast(bytes, msgpack.packb(value, use_bin_type=True))
+
+
+# ---------------------------------------------------------------- server frames
+
+
+@dataclass(frozen=True)
+class Hello:
+    """First frame of every attachment: the process now, and the offsets this attachment starts from."""
+
+    version: int
+    process: ProcessInfo
+    stdout: int
+    stderr: int
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {
+            "type": "hello",
+            "version": self.version,
+            "process": self.process.to_wire(),
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+        }
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
+class Data:
+    """Bytes of ``stream``; ``offset`` is that of ``data[0]`` since spawn."""
+
+    stream: StreamName
+    offset: int
+    data: bytes
+
+    @property
+    def end(self) -> int:
+        """The offset just past this chunk."""
+        return self.offset + len(self.data)
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": self.stream, "offset": self.offset, "data": self.data}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
+class Dropped:
+    """Bytes ``offset .. offset+length`` of ``stream`` were evicted before this attachment was sent them."""
+
+    stream: StreamName
+    offset: int
+    length: int
+
+    @property
+    def end(self) -> int:
+        """The offset just past the lost range."""
+        return self.offset + self.length
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "dropped", "stream": self.stream, "offset": self.offset, "length": self.length}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
+class Exit:
+    """The last frame: the exited process, sent once all of its output has been sent."""
+
+    process: ProcessInfo
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "exit", "process": self.process.to_wire()}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
+class ErrorFrame:
+    """A refused request (the attachment continues) or a protocol error (a Close follows)."""
+
+    code: str
+    message: str
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "error", "code": self.code, "message": self.message}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+ServerFrame = Hello | Data | Dropped | Exit | ErrorFrame
+"""A frame the server sends."""
+
+# ---------------------------------------------------------------- client frames
+
+
+@dataclass(frozen=True)
+class Stdin:
+    """Bytes for the process's stdin."""
+
+    data: bytes
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "stdin", "data": self.data}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
+class StdinEof:
+    """Close stdin (on a PTY: type the terminal's EOF character)."""
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "stdin_eof"}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
+class Signal:
+    """Send a signal, by name such as ``INT``, to the process group."""
+
+    signal: str
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "signal", "signal": self.signal}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
+class Resize:
+    """Set the PTY window size (ignored for pipes); both 1 to 4096."""
+
+    cols: int
+    rows: int
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "resize", "cols": self.cols, "rows": self.rows}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
+class Credit:
+    """Grant ``bytes`` more of ``stream`` (with ``window=`` flow control)."""
+
+    stream: StreamName
+    bytes: int
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "credit", "stream": self.stream, "bytes": self.bytes}
+
+    def encode(self) -> _Bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+ClientFrame = Stdin | StdinEof | Signal | Resize | Credit
+"""A frame a client sends."""
+
+# ---------------------------------------------------------------- decoding
+
+
+def _map_with_type(payload: bytes) -> tuple[str, Wire]:
+    """Step one: a MessagePack map with a string ``type``, or ``malformed_frame``."""
+    try:
+        value = msgpack.unpackb(payload, raw=False, strict_map_key=True)
+    except Exception as e:  # msgpack raises several unrelated classes
+        raise FrameDecodeError("malformed_frame", f"not MessagePack: {e}") from None
+    if not isinstance(value, dict):
+        raise FrameDecodeError("malformed_frame", "a frame must be a map")
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        raise FrameDecodeError("malformed_frame", "a frame needs a string field 'type'")
+    return kind, cast(Wire, value)
+
+
+def _stream(v: Wire, name: str = "stream") -> StreamName:
+    value = _field(v, name, str)
+    if value == "stdout" or value == "stderr":
+        return "stdout" if value == "stdout" else "stderr"
+    raise ValueError(f"field {name!r} must be 'stdout' or 'stderr', not {value!r}")
+
+
+def decode_server_frame(payload: bytes) -> ServerFrame:
+    """Decodes a frame sent by a server; raises :class:`FrameDecodeError`."""
+    kind, v = _map_with_type(payload)
+    try:
+        if kind == "hello":
+            return Hello(
+                version=_uint(v, "version", _U32_MAX),
+                process=ProcessInfo.from_wire(_field(v, "process", dict)),
+                stdout=_uint(v, "stdout"),
+                stderr=_uint(v, "stderr"),
+            )
+        if kind == "stdout" or kind == "stderr":
+            return Data(
+                stream=_stream({"stream": kind}), offset=_uint(v, "offset"), data=_field(v, "data", bytes)
+            )
+        if kind == "dropped":
+            return Dropped(stream=_stream(v), offset=_uint(v, "offset"), length=_uint(v, "length"))
+        if kind == "exit":
+            return Exit(process=ProcessInfo.from_wire(_field(v, "process", dict)))
+        if kind == "error":
+            return ErrorFrame(code=_field(v, "code", str), message=_field(v, "message", str))
+    except ValueError as e:
+        raise FrameDecodeError("invalid_frame", f"invalid {kind} frame: {e}") from None
+    raise FrameDecodeError("unknown_type", f"unknown frame type {kind!r}")
+
+
+def decode_client_frame(payload: bytes) -> ClientFrame:
+    """Decodes a frame sent by a client (as the server does); raises :class:`FrameDecodeError`."""
+    kind, v = _map_with_type(payload)
+    try:
+        if kind == "stdin":
+            return Stdin(data=_field(v, "data", bytes))
+        if kind == "stdin_eof":
+            return StdinEof()
+        if kind == "signal":
+            return Signal(signal=_field(v, "signal", str))
+        if kind == "resize":
+            return Resize(cols=_uint(v, "cols", _U32_MAX), rows=_uint(v, "rows", _U32_MAX))
+        if kind == "credit":
+            return Credit(stream=_stream(v), bytes=_uint(v, "bytes"))
+    except ValueError as e:
+        raise FrameDecodeError("invalid_frame", f"invalid {kind} frame: {e}") from None
+    raise FrameDecodeError("unknown_type", f"unknown frame type {kind!r}")
+
+
+SIGNALS: dict[str, int] = {
+    "HUP": 1,
+    "INT": 2,
+    "QUIT": 3,
+    "KILL": 9,
+    "USR1": 10,
+    "USR2": 12,
+    "TERM": 15,
+    "CONT": 18,
+    "STOP": 19,
+    "WINCH": 28,
+}
+"""Every signal the API accepts, with its number on Linux."""
+
+
+def parse_signal(text: str) -> str | None:
+    """The canonical name of a signal (``"TERM"``, ``"sigterm"`` and ``"15"`` all give ``"TERM"``), or ``None`` if the API does not accept it."""
+    upper = text.strip().upper()
+    name = upper[3:] if upper.startswith("SIG") else upper
+    if name.isdigit():
+        number = int(name)
+        return next((n for n, k in SIGNALS.items() if k == number), None)
+    return name if name in SIGNALS else None

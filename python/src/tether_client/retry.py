@@ -1,0 +1,79 @@
+"""Retries of transient failures: exponential backoff with jitter, within a time budget."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+
+from .errors import RetriesExhausted, TetherError, TransportError, Unreachable
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How transient failures are retried.
+
+    Pauses start at ``initial_backoff`` seconds and double up to
+    ``max_backoff`` (each shortened by up to a quarter at random, so many
+    clients do not retry in lockstep), until ``budget`` seconds have passed
+    since the first failure of a run of consecutive failures. Any answer from
+    the server starts the budget afresh, so a ``wait`` of many hours survives
+    many blips. Until a client has had its first answer from the server,
+    transport failures (refused, reset) get only ``unreachable_budget``
+    seconds, so a server that is not running is reported quickly.
+    """
+
+    budget: float = 30.0
+    initial_backoff: float = 0.1
+    max_backoff: float = 2.0
+    unreachable_budget: float = 5.0
+
+    @classmethod
+    def none(cls) -> RetryPolicy:
+        """No retries: the first failure is final."""
+        return cls(budget=0.0, unreachable_budget=0.0)
+
+
+class Backoff:
+    """One run of consecutive transient failures, measured against a policy."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._policy = policy
+        self._first: float | None = None
+        self._attempts = 0
+        self._pause = policy.initial_backoff
+
+    def reset(self) -> None:
+        """After a success: the next failure starts a new budget."""
+        self._first = None
+        self._attempts = 0
+        self._pause = self._policy.initial_backoff
+
+    async def failed(self, error: TetherError, *, contacted: bool = True) -> None:
+        """After a failure: sleeps and returns when another attempt fits in the budget, else raises.
+
+        A non-transient ``error`` is raised at once. When the budget is spent,
+        raises :class:`Unreachable` (the last failure was a transport failure)
+        or :class:`RetriesExhausted`. ``contacted`` is whether the server has
+        ever answered this client; if not, a transport failure gets only the
+        policy's ``unreachable_budget``.
+        """
+        if not error.transient:
+            raise error
+        now = time.monotonic()
+        if self._first is None:
+            self._first = now
+        self._attempts += 1
+        elapsed = now - self._first
+        budget = self._policy.budget
+        if not contacted and isinstance(error, TransportError):
+            budget = min(budget, self._policy.unreachable_budget)
+        remaining = budget - elapsed
+        if remaining <= 0:
+            if isinstance(error, TransportError):
+                raise Unreachable(self._attempts, elapsed, error) from error
+            raise RetriesExhausted(self._attempts, elapsed, error) from error
+        pause = min(self._pause * (1 - random.random() / 4), remaining)
+        self._pause = min(self._pause * 2, self._policy.max_backoff)
+        await asyncio.sleep(pause)
