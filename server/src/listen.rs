@@ -183,10 +183,12 @@ impl Connections {
     /// close. False when no connection is waiting.
     fn displace_oldest_waiting(&self) -> bool {
         let open = self.open();
+        // Ties within a millisecond go to the one accepted first.
         let oldest = open
-            .values()
-            .filter(|c| c.state.load(Ordering::Relaxed) == WAITING)
-            .min_by_key(|c| c.waiting_since.load(Ordering::Relaxed));
+            .iter()
+            .filter(|(_, c)| c.state.load(Ordering::Relaxed) == WAITING)
+            .min_by_key(|(id, c)| (c.waiting_since.load(Ordering::Relaxed), **id))
+            .map(|(_, c)| c);
         let Some(oldest) = oldest else {
             return false;
         };
