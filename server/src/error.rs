@@ -69,6 +69,16 @@ pub enum ApiError {
     /// The request body is larger than `--max-body-bytes`.
     #[error("request body too large (limit {0} bytes)")]
     BodyTooLarge(usize),
+    /// The process already has its HTTP stdin budget queued (it is not
+    /// reading): retry once it has read some.
+    #[error("process {0} has {1} bytes of stdin queued over HTTP already (the limit); retry when it reads")]
+    StdinBusy(String, usize),
+    /// The request body did not arrive within `--body-timeout-ms`.
+    #[error("request body did not arrive within {0} ms (--body-timeout-ms)")]
+    BodyTimeout(u64),
+    /// Every connection slot is busy (`--max-connections`): retry shortly.
+    #[error("too many open connections (limit {0}, --max-connections)")]
+    TooManyConnections(usize),
     /// The server is shutting down.
     #[error("server is shutting down")]
     ShuttingDown,
@@ -116,6 +126,11 @@ impl ApiError {
             ApiError::ForbiddenOrigin(_) => (StatusCode::FORBIDDEN, "forbidden_origin"),
             ApiError::ForbiddenHost(_) => (StatusCode::FORBIDDEN, "forbidden_host"),
             ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            ApiError::StdinBusy(..) => (StatusCode::TOO_MANY_REQUESTS, "stdin_busy"),
+            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
+            ApiError::TooManyConnections(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "too_many_connections")
+            }
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
             ApiError::WrongNode(..) => (StatusCode::MISDIRECTED_REQUEST, "wrong_node"),
@@ -138,9 +153,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, _) = self.status_and_code();
         let mut response = (status, Json(self.body())).into_response();
-        if matches!(self, ApiError::Draining) {
-            // Long enough for a proxy to notice; a client's retry through
-            // it lands on another host.
+        // A client's retry through a proxy lands on another host (draining)
+        // or finds room (stdin, connections).
+        if matches!(
+            self,
+            ApiError::Draining | ApiError::StdinBusy(..) | ApiError::TooManyConnections(_)
+        ) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

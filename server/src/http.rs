@@ -22,6 +22,7 @@ use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 
 use crate::attach::{self, AttachOptions};
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::table::ProcessTable;
 
@@ -53,7 +54,10 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/metrics", get(metrics))
         .merge(crate::kube::router(table.clone()));
     app = match &config.web_root {
-        Some(root) => app.fallback_service(tower_http::services::ServeDir::new(root)),
+        Some(root) => {
+            let files = crate::web::StaticFiles::new(root);
+            app.fallback(move |request: Request| files.clone().serve(request))
+        }
         None => app.fallback(no_route),
     };
     app.layer(middleware::from_fn(trace_errors))
@@ -112,12 +116,23 @@ async fn method_not_allowed(request: Request) -> Response {
     response
 }
 
-/// Parses a JSON body with a message that says what is wrong.
-fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>, max: usize) -> ApiResult<T> {
-    let body = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(max),
+/// The body, or why it could not be read: too large (413), too slow (408).
+fn body_bytes(body: Result<Bytes, BytesRejection>, config: &Config) -> ApiResult<Bytes> {
+    body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(e) if crate::listen::is_body_timeout(&e) => {
+            ApiError::BodyTimeout(config.body_timeout_ms)
+        }
+        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(config.max_body_bytes),
         other => ApiError::InvalidRequest(other.body_text()),
-    })?;
+    })
+}
+
+/// Parses a JSON body with a message that says what is wrong.
+fn json_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    config: &Config,
+) -> ApiResult<T> {
+    let body = body_bytes(body, config)?;
     serde_json::from_slice(&body)
         .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))
 }
@@ -127,7 +142,7 @@ async fn spawn(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<ProcessInfo>)> {
-    let request: SpawnRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: SpawnRequest = json_body(body, table.config())?;
     let key = match headers.get("idempotency-key") {
         Some(value) => Some(
             value
@@ -146,8 +161,67 @@ async fn spawn(
     Ok((status, Json(process.info())))
 }
 
-async fn list(State(table): State<AppState>) -> Json<Vec<ProcessInfo>> {
-    Json(table.list().iter().map(|p| p.info()).collect())
+/// Most processes in one `GET /v1/processes` answer, and the default.
+pub const LIST_MAX_ITEMS: usize = 1000;
+/// An answer stops growing past this many bytes of JSON (it always holds
+/// at least one process), so its size is bounded whatever the argv.
+pub const LIST_MAX_BYTES: usize = 4 << 20;
+/// Names the last process of a page that is not the last one: pass it as
+/// `after=` for the next page.
+pub const NEXT_PAGE_HEADER: &str = "tether-next-after";
+
+/// Known processes, oldest first, a page at a time: `limit` (1 to
+/// [`LIST_MAX_ITEMS`]) and `after=ID` (the processes started after that
+/// one). A page cut short by the count or the byte bound carries
+/// [`NEXT_PAGE_HEADER`].
+async fn list(
+    State(table): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let limit = match query_u64(&query, "limit")? {
+        None => LIST_MAX_ITEMS,
+        Some(n) if (1..=LIST_MAX_ITEMS as u64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "limit must be 1 to {LIST_MAX_ITEMS}, got {n}"
+            )))
+        }
+    };
+    let all = table.list();
+    let start = match query.get("after") {
+        None => 0,
+        Some(id) => match all.iter().position(|p| &p.id == id) {
+            Some(i) => i + 1,
+            None => return Err(ApiError::NotFound(id.clone())),
+        },
+    };
+    let mut body = Vec::from(*b"[");
+    let mut last = None;
+    let mut listed = 0;
+    for process in &all[start..] {
+        if listed == limit || (listed > 0 && body.len() >= LIST_MAX_BYTES) {
+            break;
+        }
+        if listed > 0 {
+            body.push(b',');
+        }
+        serde_json::to_writer(&mut body, &process.info())
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        last = Some(process.id.clone());
+        listed += 1;
+    }
+    body.push(b']');
+    let mut response = (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response();
+    if start + listed < all.len() {
+        if let Some(value) = last.and_then(|id| id.parse().ok()) {
+            response.headers_mut().insert(NEXT_PAGE_HEADER, value);
+        }
+    }
+    Ok(response)
 }
 
 async fn status(
@@ -188,6 +262,22 @@ fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u6
         .transpose()
 }
 
+/// Parses an optional boolean query parameter: `1`/`true` or `0`/`false`,
+/// anything else is a 400 (a misspelt `readonly=yes` must not silently mean
+/// read-write).
+fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<bool>> {
+    query
+        .get(name)
+        .map(|v| match v.as_str() {
+            "1" | "true" => Ok(true),
+            "0" | "false" => Ok(false),
+            _ => Err(ApiError::InvalidRequest(format!(
+                "{name} must be 1, 0, true or false, got {v:?}"
+            ))),
+        })
+        .transpose()
+}
+
 async fn wait(
     State(table): State<AppState>,
     Path(id): Path<String>,
@@ -209,20 +299,41 @@ async fn signal(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessInfo>> {
-    let request: SignalRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: SignalRequest = json_body(body, table.config())?;
     let process = table.get(&id)?;
     process.signal(Signal::parse(&request.signal)?).await?;
     Ok(Json(process.info()))
 }
 
+/// Raw bytes for stdin. The process's HTTP stdin budget is reserved for
+/// the declared length before the body is read, so requests parked on a
+/// process that does not read hold at most that budget (429 past it).
 async fn stdin(
     State(table): State<AppState>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    headers: HeaderMap,
+    body: axum::body::Body,
 ) -> ApiResult<StatusCode> {
-    let max = table.config().max_body_bytes;
-    let body = body.map_err(|_| ApiError::BodyTooLarge(max))?;
-    table.get(&id)?.write_stdin(body.to_vec()).await?;
+    let config = table.config();
+    let process = table.get(&id)?;
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > config.max_body_bytes) {
+        return Err(ApiError::BodyTooLarge(config.max_body_bytes));
+    }
+    let permit = process.reserve_http_stdin(declared.unwrap_or(config.max_body_bytes))?;
+    let body = axum::body::to_bytes(body, config.max_body_bytes)
+        .await
+        .map_err(|e| {
+            if crate::listen::is_body_timeout(&e) {
+                ApiError::BodyTimeout(config.body_timeout_ms)
+            } else {
+                ApiError::BodyTooLarge(config.max_body_bytes)
+            }
+        })?;
+    process.write_http_stdin(body.to_vec(), permit).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -239,7 +350,7 @@ async fn resize(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
-    let request: ResizeRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: ResizeRequest = json_body(body, table.config())?;
     table.get(&id)?.resize(request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -279,10 +390,7 @@ async fn attach(
             "window must be at least 1 (omit it to turn flow control off)".into(),
         ));
     }
-    let readonly = matches!(
-        query.get("readonly").map(String::as_str),
-        Some("1" | "true")
-    );
+    let readonly = query_bool(&query, "readonly")?.unwrap_or(false);
     let admission = attach::admit(&table, &process)?;
     let options = AttachOptions {
         start,

@@ -33,6 +33,13 @@ pub struct Metrics {
     pub dropped: [AtomicU64; 2],
     /// Exits by reason: exit, signal, timeout, killed.
     pub exits: [AtomicU64; 4],
+    /// Open TCP connections, attachments included (kept by the listener).
+    pub connections_open: AtomicU64,
+    /// Connections answered 503 at the `--max-connections` cap.
+    pub connections_refused: AtomicU64,
+    /// Connections closed to make room for a newer one (they had waited
+    /// longest for a request head).
+    pub connections_displaced: AtomicU64,
 }
 
 fn reason_index(reason: ExitReason) -> usize {
@@ -86,6 +93,24 @@ impl Metrics {
             "gauge",
             "Open attachments.",
             &[(String::new(), gauges.attachments)],
+        );
+        metric(
+            "tether_connections",
+            "gauge",
+            "Open TCP connections, attachments included.",
+            &[(String::new(), get(&self.connections_open))],
+        );
+        metric(
+            "tether_connections_refused_total",
+            "counter",
+            "Connections answered 503 at the --max-connections cap.",
+            &[(String::new(), get(&self.connections_refused))],
+        );
+        metric(
+            "tether_connections_displaced_total",
+            "counter",
+            "Connections closed to make room, having waited longest for a request.",
+            &[(String::new(), get(&self.connections_displaced))],
         );
         metric(
             "tether_spawns_total",

@@ -192,10 +192,16 @@ impl ProcessTable {
                 Admission::Replay(process) => return Ok((process, false)),
                 Admission::Wait => spawned.await,
                 Admission::Validate => {
-                    plan = Some(SpawnPlan {
+                    let mut planned = SpawnPlan {
                         kubernetes: kubernetes.clone(),
                         ..self.plan(request.clone())?
-                    })
+                    };
+                    // With a key, the table keeps the key and the request it
+                    // answers for as long as the process is known.
+                    if let Some(key) = &key {
+                        planned.metadata_bytes += (key.len() + canonical.len()) as u64;
+                    }
+                    plan = Some(planned);
                 }
                 Admission::Start(id) => break id,
             }
@@ -312,10 +318,17 @@ impl ProcessTable {
         Ok(())
     }
 
+    /// The budget counts a forgotten process's retention free, so its
+    /// buffers are freed here too, whoever still holds the process (an
+    /// attachment withholding credit, a pending wait): they learn the bytes
+    /// they had not been sent as dropped.
     fn forget_locked(entries: &mut Entries, id: &str) {
         if let Some(process) = entries.processes.remove(id) {
             entries.reserved = entries.reserved.saturating_sub(process.reserved_bytes);
             entries.idempotency.retain(|_, (_, pid)| pid != id);
+            if !process.is_running() {
+                process.output().discard();
+            }
         }
     }
 
@@ -416,7 +429,9 @@ impl ProcessTable {
             return bad("retain_bytes must be at least 1".into());
         }
         let retain = retain.min(self.config.max_retain_bytes);
+        let metadata_bytes = SpawnPlan::metadata_of(&argv);
         Ok(SpawnPlan {
+            metadata_bytes,
             argv,
             env: request.env,
             cwd: request.cwd,

@@ -112,6 +112,7 @@ pub async fn serve_framed(
         max_frame: config.max_frame_bytes,
         liveness: liveness.clone(),
         decoder,
+        held: None,
     };
     let mut reader_task = tokio::spawn(reader.run());
     let mut writer = Writer {

@@ -33,6 +33,10 @@ use supervise::{timestamp, Control, Exited};
 
 pub use spawn::{spawn, SpawnPlan};
 
+/// A share of a process's HTTP stdin budget, held from before the body is
+/// read until its bytes are written.
+pub struct HttpStdinPermit(tokio::sync::OwnedSemaphorePermit);
+
 /// A process known to the server.
 pub struct Process {
     /// Server-assigned id.
@@ -151,11 +155,41 @@ impl Process {
 
     /// Queues bytes for stdin; waits while the stdin queue is full.
     pub async fn write_stdin(&self, data: Vec<u8>) -> Result<(), ApiError> {
+        self.queue_stdin(data, None).await
+    }
+
+    /// Reserves `bytes` of this process's HTTP stdin budget before a POST
+    /// body is read: 429 `stdin_busy` when it is spent.
+    pub fn reserve_http_stdin(&self, bytes: usize) -> Result<HttpStdinPermit, ApiError> {
         if !self.is_running() {
             return Err(self.not_running());
         }
         self.stdin
-            .write(data)
+            .reserve_http(bytes)
+            .map(HttpStdinPermit)
+            .map_err(|stdin::StdinBusy(limit)| ApiError::StdinBusy(self.id.clone(), limit))
+    }
+
+    /// Queues bytes read under an HTTP stdin reservation, which is given
+    /// back once they are written to the process.
+    pub async fn write_http_stdin(
+        &self,
+        data: Vec<u8>,
+        permit: HttpStdinPermit,
+    ) -> Result<(), ApiError> {
+        self.queue_stdin(data, Some(permit.0)).await
+    }
+
+    async fn queue_stdin(
+        &self,
+        data: Vec<u8>,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<(), ApiError> {
+        if !self.is_running() {
+            return Err(self.not_running());
+        }
+        self.stdin
+            .write(data, permit)
             .await
             .map_err(|_| ApiError::StdinUnavailable(self.id.clone()))
     }

@@ -41,15 +41,32 @@ pub struct SpawnPlan {
     pub overflow: Overflow,
     /// Per-stream retention.
     pub retain_bytes: usize,
+    /// What the server keeps for this process besides its output, counted
+    /// against `--retain-total` as well: see [`SpawnPlan::metadata_of`],
+    /// plus, with an idempotency key, the key and the request it answers.
+    pub metadata_bytes: u64,
     /// The names of a Kubernetes exec (`server/src/kube/`), if it is one.
     pub kubernetes: Option<KubernetesNames>,
 }
 
+/// What a known process costs besides its argv and output: the process
+/// object, its tasks and channels, its published exit.
+const PROCESS_OVERHEAD: u64 = 4 << 10;
+
 impl SpawnPlan {
-    /// Retention this process reserves against `--retain-total`.
+    /// Retention and metadata this process reserves against
+    /// `--retain-total` while it is known.
     pub fn reserved_bytes(&self) -> u64 {
         let streams = if self.tty.is_some() { 1 } else { 2 };
-        RetainedOutput::reservation(self.retain_bytes, self.overflow, streams)
+        RetainedOutput::reservation(self.retain_bytes, self.overflow, streams) + self.metadata_bytes
+    }
+
+    /// The fixed overhead plus argv twice (the process keeps it, and so
+    /// does its published exit). `env` and `cwd` are not kept past the
+    /// spawn.
+    pub fn metadata_of(argv: &[String]) -> u64 {
+        let argv: usize = argv.iter().map(|a| a.len() + 1).sum();
+        PROCESS_OVERHEAD + 2 * argv as u64
     }
 }
 
@@ -78,6 +95,8 @@ pub fn spawn(
             tty: plan.tty,
             stdin: plan.stdin,
             secret_env: SECRET_ENV,
+            identity: config.spawn_identity.as_ref().map(|i| (i.uid, i.gid)),
+            open_file_limit: crate::limits::inherited_limit(),
         },
         crate::contain::current(),
     )?;

@@ -128,6 +128,22 @@ impl RetainedOutput {
         totals
     }
 
+    /// Frees the retained bytes of both streams now: their process is
+    /// forgotten, and the retention budget counts them free. Readers still
+    /// attached wake to find what they had not been sent reported as
+    /// dropped, then the end; so no reader keeps the memory alive past the
+    /// budget, and nothing is lost silently.
+    pub fn discard(&self) {
+        {
+            let mut state = self.lock();
+            for buffer in &mut state.buffers {
+                buffer.discard();
+            }
+        }
+        self.appended.send_replace(());
+        self.wake_capture();
+    }
+
     /// Bytes written to each stream since spawn (retained or not).
     pub fn totals(&self) -> [u64; 2] {
         self.lock().buffers.each_ref().map(StreamBuffer::end)
@@ -312,6 +328,28 @@ mod tests {
             reader.next(StreamName::Stdout, &mut cursor, 10, concat),
             Next::End
         );
+    }
+
+    #[test]
+    fn discarding_frees_the_bytes_and_reports_them_dropped() {
+        let output = Arc::new(RetainedOutput::new(16, Overflow::Block));
+        let reader = output.reader([0, 0]);
+        output.append(StreamName::Stdout, b"abcdef");
+        let mut cursor = Cursor::at(0);
+        reader.next(StreamName::Stdout, &mut cursor, 2, concat);
+        output.discard();
+        assert_eq!(
+            reader.next(StreamName::Stdout, &mut cursor, 0, concat),
+            Next::Dropped {
+                offset: 2,
+                length: 4
+            }
+        );
+        assert_eq!(
+            reader.next(StreamName::Stdout, &mut cursor, 10, concat),
+            Next::End
+        );
+        assert_eq!(output.totals(), [6, 0]);
     }
 
     #[tokio::test]
