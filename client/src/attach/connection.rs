@@ -37,6 +37,8 @@ enum Outcome {
     Fatal(Error),
 }
 
+/// The connection task's own state: what it needs to open (and reopen)
+/// the WebSocket, and what it must remember across connections.
 pub(crate) struct Conn {
     client: Client,
     id: String,
