@@ -23,6 +23,7 @@ use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 
 use crate::attach::{self, AttachOptions};
 use crate::error::ApiError;
+use crate::process::Process;
 use crate::table::ProcessTable;
 
 type AppState = Arc<ProcessTable>;
@@ -35,6 +36,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes", post(spawn).get(list))
         .route("/processes/{id}", get(status).delete(delete))
         .route("/processes/{id}/wait", get(wait))
+        .route("/processes/{id}/kill", post(kill))
         .route("/processes/{id}/signal", post(signal))
         .route("/processes/{id}/stdin", post(stdin))
         .route("/processes/{id}/stdin/close", post(stdin_close))
@@ -49,7 +51,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .layer(DefaultBodyLimit::max(config.max_body_bytes));
     let mut app = Router::new()
         .nest("/v1", v1)
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .merge(crate::kube::router(table.clone()));
     app = match &config.web_root {
@@ -58,6 +60,16 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
     };
     app.layer(middleware::from_fn(trace_errors))
         .with_state(table)
+}
+
+/// 200 while serving, 503 once shutting down (so a client whose process
+/// was killed can tell a shutdown from a kill request).
+async fn healthz(State(table): State<AppState>) -> (StatusCode, &'static str) {
+    if table.is_shutting_down() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else {
+        (StatusCode::OK, "ok\n")
+    }
 }
 
 async fn metrics(State(table): State<AppState>) -> impl IntoResponse {
@@ -93,10 +105,8 @@ async fn no_route(request: Request) -> ApiError {
 }
 
 async fn method_not_allowed(request: Request) -> Response {
-    let error = ApiError::NoRoute(format!("{} {}", request.method(), full_path(&request)));
-    let mut response = error.into_response();
-    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    response
+    ApiError::MethodNotAllowed(format!("{} {}", request.method(), full_path(&request)))
+        .into_response()
 }
 
 /// Parses a JSON body with a message that says what is wrong.
@@ -144,19 +154,63 @@ async fn status(
     Ok(Json(table.get(&id)?.info()))
 }
 
+/// How long a kill with this grace may take to end a process: the grace
+/// (then SIGKILL), the drain bound after the reap, and a margin.
+fn kill_bound(table: &ProcessTable, grace: Duration) -> Duration {
+    grace + table.config().drain_timeout() + Duration::from_secs(1)
+}
+
+/// Kills and waits (bounded) until the process counts as exited.
+async fn kill_and_wait(table: &ProcessTable, process: &Process, grace: Duration) {
+    process.kill_with_grace(ExitReason::Killed, grace).await;
+    let mut exit = process.watch_exit();
+    let _ = tokio::time::timeout(kill_bound(table, grace), exit.wait_for(|e| e.is_some())).await;
+}
+
+/// `POST .../kill[?grace_ms=N]`: kills the whole session (reason `killed`)
+/// and keeps the process, like any exited one, until its TTL or DELETE.
+/// Answers once it has exited (bounded). Killing an exited process is a
+/// no-op that answers its object.
+async fn kill(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<ProcessInfo>> {
+    let grace = query_u64(&query, "grace_ms")?
+        .map(Duration::from_millis)
+        .unwrap_or(table.config().kill_grace());
+    let process = table.get(&id)?;
+    if process.is_running() {
+        kill_and_wait(&table, &process, grace).await;
+    }
+    Ok(Json(process.info()))
+}
+
+/// `DELETE ...[?force=1]`: forgets a process, its output and its exit. A
+/// running one is refused (409 `still_running`) unless forced: then it is
+/// killed first, and forgotten once it has exited (until then it still
+/// counts against the process limit and the retention budget).
 async fn delete(
     State(table): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
+    let force = match query.get("force").map(String::as_str) {
+        None | Some("0" | "false") => false,
+        Some("1" | "true") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "force must be 1 or 0, got {other:?}"
+            )))
+        }
+    };
     let process = table.get(&id)?;
-    process.kill(ExitReason::Killed).await;
-    // Forget it only once it has exited: until then it still counts against
-    // the process limit and the retention budget. Bounded by the kill grace
-    // (after which it is SIGKILLed) plus the drain bound.
-    let config = table.config();
-    let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
-    let mut exit = process.watch_exit();
-    let _ = tokio::time::timeout(bound, exit.wait_for(|e| e.is_some())).await;
+    if process.is_running() {
+        if !force {
+            return Err(ApiError::StillRunning(process.id.clone()));
+        }
+        kill_and_wait(&table, &process, table.config().kill_grace()).await;
+    }
     table.forget_when_exited(&process);
     Ok(Json(process.info()))
 }

@@ -1,5 +1,7 @@
 //! The `tetherd` binary: flags, logging, listening, signals.
 
+use std::io::IsTerminal;
+
 use anyhow::{bail, Context};
 use clap::Parser;
 use tether_server::Config;
@@ -17,9 +19,11 @@ async fn main() -> anyhow::Result<()> {
             .with_writer(std::io::stderr)
             .init();
     } else {
+        // Colour only for a person at a terminal, not in a log file.
         tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
             .init();
     }
     if !config.listen.ip().is_loopback() && config.token.is_none() && !config.insecure_no_token {

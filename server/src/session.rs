@@ -10,7 +10,8 @@ use nix::unistd::Pid;
 
 /// TERM (and HUP on a PTY, as closing a terminal does: an interactive shell
 /// ignores TERM) to every member of the session now, KILL to whatever is
-/// left after the grace. Runs the /proc scans off the runtime's workers.
+/// left after the grace; with no grace, KILL at once. Runs the /proc scans
+/// off the runtime's workers.
 pub fn kill_session(sid: u32, tty: bool, grace: Duration) {
     kill_with(sid, tty, grace, signal_session);
 }
@@ -22,6 +23,18 @@ pub fn kill_orphans(sid: u32, tty: bool, grace: Duration) {
 }
 
 fn kill_with(sid: u32, tty: bool, grace: Duration, signal: fn(u32, Signal) -> usize) {
+    let kill_all = move || {
+        // Members may fork while being killed; a few rounds catch them.
+        for _ in 0..8 {
+            if signal(sid, Signal::SIGKILL) == 0 {
+                break;
+            }
+        }
+    };
+    if grace.is_zero() {
+        tokio::task::spawn_blocking(kill_all);
+        return;
+    }
     tokio::task::spawn_blocking(move || {
         if tty {
             signal(sid, Signal::SIGHUP);
@@ -30,15 +43,7 @@ fn kill_with(sid: u32, tty: bool, grace: Duration, signal: fn(u32, Signal) -> us
     });
     tokio::spawn(async move {
         tokio::time::sleep(grace).await;
-        let _ = tokio::task::spawn_blocking(move || {
-            // Members may fork while being killed; a few rounds catch them.
-            for _ in 0..8 {
-                if signal(sid, Signal::SIGKILL) == 0 {
-                    break;
-                }
-            }
-        })
-        .await;
+        let _ = tokio::task::spawn_blocking(kill_all).await;
     });
 }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
 use tether_tests::{binary, TestServer, WAIT};
 
 /// `tether ARGS` against `server`, with `stdin` fed to it.
@@ -228,7 +229,16 @@ fn subcommands_detach_wait_logs_ps_signal_kill() {
     let status = tether(base, &["status", &id], b"");
     let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(info["exit_code"], 3);
+    // Killing an exited process changes nothing; `rm` forgets it.
     let out = tether(base, &["kill", &id], b"");
+    assert_eq!(out.status.code(), Some(0));
+    let status = tether(base, &["status", &id], b"");
+    let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        (&info["exit_code"], &info["reason"]),
+        (&json!(3), &json!("exit"))
+    );
+    let out = tether(base, &["rm", &id], b"");
     assert_eq!(out.status.code(), Some(0));
     let out = tether(base, &["status", &id], b"");
     assert_eq!(out.status.code(), Some(125));
@@ -646,8 +656,9 @@ fn an_end_other_than_exit_is_explained_on_stderr() {
         .unwrap();
     let out = tether(base, &["kill", &id], b"");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // `tether kill` is `docker kill`: SIGKILL.
     let out = wait_output(child);
-    assert_eq!(out.status.code(), Some(143));
+    assert_eq!(out.status.code(), Some(137));
     let stderr = text(&out.stderr);
     assert!(
         stderr.contains("tether: killed: a kill request"),
@@ -772,5 +783,153 @@ fn detach_keys_leave_the_process_running_and_attach_resumes_it() {
         wait_file(&dir.join("before")),
         wait_file(&dir.join("after")),
         "terminal mode restored"
+    );
+}
+
+#[test]
+fn a_program_found_but_not_runnable_exits_126_and_one_not_found_127() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    for args in [
+        &["run", "--", "/etc/passwd"][..],
+        &["run", "--", "/tmp"][..],
+        &["run", "--cwd", "/nonexistent", "--", "true"][..],
+    ] {
+        let out = tether(base, args, b"");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(126), "{args:?}: {stderr}");
+        assert!(stderr.contains("cannot_execute"), "{args:?}: {stderr}");
+    }
+    let out = tether(base, &["run", "--", "no-such-program-anywhere"], b"");
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+}
+
+#[test]
+fn kill_keeps_the_process_for_wait_and_logs_until_rm_forgets_it() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(
+        base,
+        &["run", "-d", "--", "sh", "-c", "echo started; exec sleep 60"],
+        b"",
+    );
+    let id = text(&out.stdout).trim().to_string();
+    let deadline = Instant::now() + WAIT;
+    while text(&tether(base, &["logs", &id], b"").stdout) != "started\n" {
+        assert!(Instant::now() < deadline, "never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A running process is not forgotten without -f.
+    let out = tether(base, &["rm", &id], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("still_running"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = tether(base, &["kill", &id], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // As after `docker kill`: SIGKILL, and wait reports 137.
+    let out = tether(base, &["wait", &id], b"");
+    assert_eq!(
+        (text(&out.stdout).trim(), out.status.code()),
+        ("137", Some(137))
+    );
+    let out = tether(base, &["logs", &id], b"");
+    assert_eq!(text(&out.stdout), "started\n");
+    let status = tether(base, &["status", &id], b"");
+    let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        (info["reason"].as_str(), info["signal"].as_str()),
+        (Some("killed"), Some("KILL"))
+    );
+
+    let out = tether(base, &["rm", &id], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = tether(base, &["status", &id], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("not_found"));
+
+    // rm -f kills and forgets a running one.
+    let out = tether(base, &["run", "-d", "--", "sleep", "60"], b"");
+    let id = text(&out.stdout).trim().to_string();
+    let out = tether(base, &["rm", "-f", &id], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(ps(base).iter().all(|p| p["id"] != id.as_str()));
+}
+
+#[test]
+fn a_name_works_wherever_an_id_does() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(
+        base,
+        &[
+            "run",
+            "-d",
+            "--name",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "echo serving; exec sleep 60",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_string();
+    let status = tether(base, &["status", "web"], b"");
+    let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        (info["id"].as_str(), info["name"].as_str()),
+        (Some(id.as_str()), Some("web"))
+    );
+    let ps_text = text(&tether(base, &["ps"], b"").stdout);
+    assert!(
+        ps_text
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains(" web ")),
+        "{ps_text}"
+    );
+    // Unique among known processes.
+    let out = tether(base, &["run", "-d", "--name", "web", "--", "true"], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("name_taken"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = tether(base, &["kill", "web"], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = tether(base, &["wait", "web"], b"");
+    assert_eq!(out.status.code(), Some(137));
+    let out = tether(base, &["logs", "web"], b"");
+    assert_eq!(text(&out.stdout), "serving\n");
+    let out = tether(base, &["rm", "web"], b"");
+    assert_eq!(out.status.code(), Some(0));
+    // Forgotten, the name is free again.
+    let out = tether(base, &["run", "--name", "web", "--", "echo", "again"], b"");
+    assert_eq!(
+        (text(&out.stdout).as_str(), out.status.code()),
+        ("again\n", Some(0))
+    );
+}
+
+#[test]
+fn an_attached_run_says_when_the_server_shut_down() {
+    let mut server = TestServer::start();
+    let (child, lines) = tether_lines(
+        &server.base,
+        &["run", "--", "sh", "-c", "echo ready; exec sleep 60"],
+    );
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
+    assert_eq!(block_on(server.terminate()), Some(0));
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(143));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("tether: killed: the server shut down"),
+        "{stderr}"
     );
 }

@@ -37,6 +37,8 @@ pub use spawn::{spawn, SpawnPlan};
 pub struct Process {
     /// Server-assigned id.
     pub id: String,
+    /// The name given at spawn, unique among known processes.
+    pub name: Option<String>,
     /// OS pid of the session leader.
     pub pid: u32,
     /// What was executed.
@@ -96,6 +98,7 @@ impl Process {
         let [stdout_bytes, stderr_bytes] = self.output.totals();
         ProcessInfo {
             id: self.id.clone(),
+            name: self.name.clone(),
             pid: self.pid,
             argv: self.argv.clone(),
             tty: self.tty,
@@ -131,18 +134,26 @@ impl Process {
         rx.await.map_err(|_| self.not_running())
     }
 
-    /// Kills the whole session with `reason`. Once the leader has been
-    /// reaped (the exit may still be draining, or published), the reason
-    /// stays what it was, but descendants left in the session are killed
-    /// all the same: DELETE and shutdown leave nothing behind.
+    /// Kills the whole session with `reason`: TERM, then KILL after
+    /// `--kill-grace-ms`. Once the leader has been reaped (the exit may
+    /// still be draining, or published), the reason stays what it was, but
+    /// descendants left in the session are killed all the same: a kill,
+    /// DELETE and shutdown leave nothing behind.
     pub async fn kill(&self, reason: ExitReason) {
+        self.kill_with_grace(reason, self.kill_grace).await;
+    }
+
+    /// [`Process::kill`] with this grace between TERM and KILL (zero: KILL
+    /// at once).
+    pub async fn kill_with_grace(&self, reason: ExitReason, grace: Duration) {
         let (tx, rx) = oneshot::channel();
-        if self.control.send(Control::Kill(reason, tx)).await.is_ok() && rx.await.is_ok() {
+        let request = Control::Kill(reason, grace, tx);
+        if self.control.send(request).await.is_ok() && rx.await.is_ok() {
             return;
         }
         // The reaped leader's session id stays reserved while any member
         // lives, so this reaches only what is left of this session.
-        kill_orphans(self.pid, self.tty, self.kill_grace);
+        kill_orphans(self.pid, self.tty, grace);
     }
 
     /// Queues bytes for stdin; waits while the stdin queue is full.

@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use super::capture::{Capture, Source};
 use super::stdin::StdinQueue;
-use super::supervise::Supervisor;
+use super::supervise::{Supervisor, Unattached};
 use super::Process;
 use crate::config::Config;
 use crate::error::ApiError;
@@ -44,6 +44,10 @@ pub struct SpawnPlan {
     pub retain_bytes: usize,
     /// The names of a Kubernetes exec (`server/src/kube/`), if it is one.
     pub kubernetes: Option<KubernetesNames>,
+    /// Unique among known processes (the table checks).
+    pub name: Option<String>,
+    /// `unattached_timeout_ms`, if any.
+    pub unattached_timeout: Option<Duration>,
 }
 
 impl SpawnPlan {
@@ -84,6 +88,7 @@ pub fn spawn(
         id,
         pid: child.id().unwrap_or(0),
         reserved_bytes: plan.reserved_bytes(),
+        name: plan.name,
         argv: plan.argv,
         tty: pty.is_some(),
         started_at: SystemTime::now(),
@@ -120,6 +125,9 @@ pub fn spawn(
         started,
         timeout: plan.timeout,
         kill_grace: config.kill_grace(),
+        unattached: plan
+            .unattached_timeout
+            .map(|timeout| Unattached::new(timeout, process.attachment_slots.watch())),
         control: control_rx,
         reaped,
         captures,
@@ -135,10 +143,10 @@ fn check_cwd(cwd: Option<&str>) -> Result<(), ApiError> {
     let Some(cwd) = cwd else { return Ok(()) };
     match std::fs::metadata(cwd) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(ApiError::SpawnFailed(format!(
+        Ok(_) => Err(ApiError::CannotExecute(format!(
             "cwd {cwd:?} is not a directory"
         ))),
-        Err(e) => Err(ApiError::SpawnFailed(format!("cwd {cwd:?}: {e}"))),
+        Err(e) => Err(ApiError::CannotExecute(format!("cwd {cwd:?}: {e}"))),
     }
 }
 
@@ -233,7 +241,10 @@ fn spawn_error(program: &str, e: io::Error) -> ApiError {
             ApiError::SpawnFailed(format!("program {program:?} not found: {e}"))
         }
         io::ErrorKind::PermissionDenied => {
-            ApiError::SpawnFailed(format!("program {program:?} is not executable: {e}"))
+            ApiError::CannotExecute(format!("program {program:?} is not executable: {e}"))
+        }
+        _ if e.raw_os_error() == Some(libc::ENOEXEC) => {
+            ApiError::CannotExecute(format!("program {program:?} cannot be executed: {e}"))
         }
         _ => ApiError::SpawnFailed(format!("could not start {program:?}: {e}")),
     }

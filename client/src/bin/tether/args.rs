@@ -16,7 +16,8 @@ so you can detach, re-attach, and read it again later.
   tether run -t -- bash          an interactive shell on a PTY
                                  (Ctrl-P Ctrl-Q detaches, the shell runs on)
   tether attach ID               re-attach; ID may be any unique prefix
-  tether ps / logs / wait / kill
+  tether run --name web -d -- ./serve    start in the background, by name
+  tether ps / logs / wait / kill / rm
 
 Exit status: the remote exit code (124: its deadline fired, 128+N: signal
 N); 0 after a detach; 125 when tether itself fails (bad arguments, unknown
@@ -56,7 +57,7 @@ pub enum Command {
     Run(RunArgs),
     /// Attach to a running process (replays its retained output first).
     Attach {
-        /// Process id (or a unique prefix of it).
+        /// Process id, unique prefix or name.
         id: String,
         /// Forward local stdin (always on for a PTY process when stdin is a
         /// terminal).
@@ -70,7 +71,7 @@ pub enum Command {
     },
     /// Wait for a process to exit; print and exit with its exit code.
     Wait {
-        /// Process id (or a unique prefix of it).
+        /// Process id, unique prefix or name.
         id: String,
     },
     /// List processes.
@@ -81,18 +82,31 @@ pub enum Command {
     },
     /// Print one process object as JSON.
     Status {
-        /// Process id (or a unique prefix of it).
+        /// Process id, unique prefix or name.
         id: String,
     },
-    /// Kill a process (its whole session) and forget it.
+    /// Kill a process's whole session (SIGKILL, as `docker kill`); it stays
+    /// known (`wait`, `logs`, `status`) until `tether rm` or its TTL.
     Kill {
-        /// Process id (or a unique prefix of it).
+        /// Process id, unique prefix or name.
         id: String,
+        /// Send TERM first and KILL only after this long (`2s`, ...).
+        #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+        grace: Option<Duration>,
+    },
+    /// Forget an exited process (its output and exit); `-f` kills a running
+    /// one first.
+    Rm {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Kill it first if it is still running.
+        #[arg(short, long)]
+        force: bool,
     },
     /// Send a signal (TERM, INT, KILL, HUP, QUIT, USR1, USR2, CONT, STOP,
     /// WINCH) to a process group.
     Signal {
-        /// Process id (or a unique prefix of it).
+        /// Process id, unique prefix or name.
         id: String,
         /// Signal name or number.
         signal: String,
@@ -100,7 +114,7 @@ pub enum Command {
     /// Print a process's retained output (stdout to stdout, stderr to
     /// stderr).
     Logs {
-        /// Process id (or a unique prefix of it).
+        /// Process id, unique prefix or name.
         id: String,
         /// Keep printing until the process exits.
         #[arg(short, long)]
@@ -135,6 +149,10 @@ pub struct RunArgs {
     /// Print the process id and return at once, without attaching.
     #[arg(short, long)]
     pub detach: bool,
+    /// A name for the process, unique on the server, usable wherever its
+    /// id is.
+    #[arg(long)]
+    pub name: Option<String>,
     #[command(flatten)]
     pub detach_keys: DetachKeysArg,
     /// Program and arguments (after `--`).

@@ -184,8 +184,15 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             println!("{}", to_json(&info)?);
             Ok(0)
         }
-        Command::Kill { id } => {
-            quick.kill(&resolve(&quick, &id).await?).await?;
+        Command::Kill { id, grace } => {
+            let id = resolve(&quick, &id).await?;
+            quick
+                .kill_with_grace(&id, grace.unwrap_or(Duration::ZERO))
+                .await?;
+            Ok(0)
+        }
+        Command::Rm { id, force } => {
+            quick.remove(&resolve(&quick, &id).await?, force).await?;
             Ok(0)
         }
         Command::Signal { id, signal } => {
@@ -214,8 +221,8 @@ pub(crate) fn exit_code(info: &ProcessInfo) -> i32 {
 
 fn print_table(list: &[ProcessInfo]) {
     println!(
-        "{:<32} {:>8} {:<8} {:>5} {:<8} {:<24} COMMAND",
-        "ID", "PID", "STATUS", "EXIT", "REASON", "STARTED"
+        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} COMMAND",
+        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "STARTED"
     );
     for p in list {
         let status = if p.is_exited() { "exited" } else { "running" };
@@ -230,8 +237,15 @@ fn print_table(list: &[ProcessInfo]) {
             command = command.chars().take(57).collect::<String>() + "...";
         }
         println!(
-            "{:<32} {:>8} {:<8} {:>5} {:<8} {:<24} {}",
-            p.id, p.pid, status, exit, reason, p.started_at, command
+            "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} {}",
+            p.id,
+            p.name.as_deref().unwrap_or(""),
+            p.pid,
+            status,
+            exit,
+            reason,
+            p.started_at,
+            command
         );
     }
 }

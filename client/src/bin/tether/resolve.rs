@@ -1,5 +1,5 @@
-//! Naming processes on the command line: a full id, or any unique prefix
-//! of one (the web terminal shows 8-character prefixes).
+//! Naming processes on the command line: a full id, a name given at spawn,
+//! or any unique prefix of an id (the web terminal shows 8 characters).
 
 use tether_client::{Client, Error, ProcessInfo};
 
@@ -9,9 +9,9 @@ const ID_LEN: usize = 32;
 const MAX_LISTED: usize = 10;
 
 /// The id that `given` names. A full id is used as it is. Otherwise the
-/// processes are listed: an exact match wins, then a unique prefix; a
-/// prefix of several ids is an error that lists them; no match is left to
-/// the server to answer (404 `not_found`).
+/// processes are listed: an exact id or name wins, then a unique id
+/// prefix; a prefix of several ids is an error that lists them; no match
+/// is left to the server to answer (404 `not_found`).
 pub async fn resolve(client: &Client, given: &str) -> Result<String, Error> {
     if given.is_empty() {
         return Err(Error::InvalidArgument("the process id is empty".into()));
@@ -24,8 +24,11 @@ pub async fn resolve(client: &Client, given: &str) -> Result<String, Error> {
 }
 
 fn pick(list: &[ProcessInfo], given: &str) -> Result<String, Error> {
-    if list.iter().any(|p| p.id == given) {
-        return Ok(given.to_string());
+    if let Some(p) = list
+        .iter()
+        .find(|p| p.id == given || p.name.as_deref() == Some(given))
+    {
+        return Ok(p.id.clone());
     }
     let candidates: Vec<&ProcessInfo> = list.iter().filter(|p| p.id.starts_with(given)).collect();
     match candidates.as_slice() {

@@ -85,6 +85,9 @@ pub async fn run(
     if let Some(bytes) = args.retain {
         spec = spec.retain_bytes(bytes);
     }
+    if let Some(name) = args.name {
+        spec = spec.name(name);
+    }
     spec = spec.overflow(if args.drop {
         Overflow::Drop
     } else {
@@ -194,6 +197,9 @@ async fn why_it_ended(info: &ProcessInfo, client: &Client) -> Option<String> {
             format!("killed: the server shut down (exit {code})")
         }
         ExitReason::Killed => format!("killed: a kill request ended the session (exit {code})"),
+        ExitReason::Unattached => format!(
+            "unattached: the session had no attachment for its unattached_timeout_ms (exit {code})"
+        ),
     })
 }
 
