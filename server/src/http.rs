@@ -154,6 +154,9 @@ async fn status(
     Ok(Json(table.get(&id)?.info()))
 }
 
+/// Largest `grace_ms` of a kill (10 minutes): the request waits that long.
+const MAX_KILL_GRACE_MS: u64 = 600_000;
+
 /// How long a kill with this grace may take to end a process: the grace
 /// (then SIGKILL), the drain bound after the reap, and a margin.
 fn kill_bound(table: &ProcessTable, grace: Duration) -> Duration {
@@ -176,9 +179,15 @@ async fn kill(
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
-    let grace = query_u64(&query, "grace_ms")?
-        .map(Duration::from_millis)
-        .unwrap_or(table.config().kill_grace());
+    let grace = match query_u64(&query, "grace_ms")? {
+        Some(ms) if ms > MAX_KILL_GRACE_MS => {
+            return Err(ApiError::InvalidRequest(format!(
+                "grace_ms must be at most {MAX_KILL_GRACE_MS}, got {ms}"
+            )))
+        }
+        Some(ms) => Duration::from_millis(ms),
+        None => table.config().kill_grace(),
+    };
     let process = table.get(&id)?;
     if process.is_running() {
         kill_and_wait(&table, &process, grace).await;

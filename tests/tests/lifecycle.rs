@@ -393,16 +393,18 @@ async fn kill_with_no_grace_sends_sigkill_at_once() {
         "{:?}",
         started.elapsed()
     );
-    let (status, body) = server
-        .post(
-            &format!("/v1/processes/{}/kill?grace_ms=soon", process.id),
-            json!(null),
-        )
-        .await;
-    assert_eq!(
-        (status, &body["error"]["code"]),
-        (400, &json!("invalid_request"))
-    );
+    for bad in ["soon", "600001"] {
+        let (status, body) = server
+            .post(
+                &format!("/v1/processes/{}/kill?grace_ms={bad}", process.id),
+                json!(null),
+            )
+            .await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (400, &json!("invalid_request"))
+        );
+    }
 }
 
 /// DELETE forgets; a running process is refused (409 `still_running`)
