@@ -933,3 +933,29 @@ fn an_attached_run_says_when_the_server_shut_down() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_unattached_timeout_ends_a_process_nobody_attaches_to() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(
+        base,
+        &[
+            "run",
+            "-d",
+            "--unattached-timeout",
+            "300ms",
+            "--",
+            "sleep",
+            "30",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_string();
+    let out = tether(base, &["wait", &id], b"");
+    assert_eq!(out.status.code(), Some(143));
+    let status = tether(base, &["status", &id], b"");
+    let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(info["reason"], "unattached");
+}

@@ -153,6 +153,10 @@ pub struct RunArgs {
     /// id is.
     #[arg(long)]
     pub name: Option<String>,
+    /// End the process (reason `unattached`) once nobody has been attached
+    /// to it for this long (`10m`, ...), counted afresh from each detach.
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    pub unattached_timeout: Option<Duration>,
     #[command(flatten)]
     pub detach_keys: DetachKeysArg,
     /// Program and arguments (after `--`).

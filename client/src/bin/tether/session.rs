@@ -88,6 +88,9 @@ pub async fn run(
     if let Some(name) = args.name {
         spec = spec.name(name);
     }
+    if let Some(limit) = args.unattached_timeout {
+        spec = spec.unattached_timeout(limit);
+    }
     spec = spec.overflow(if args.drop {
         Overflow::Drop
     } else {
