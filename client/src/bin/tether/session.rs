@@ -44,7 +44,7 @@ impl Caught {
 /// How an attached session ended.
 pub enum Ending {
     /// The process exited (the object has its reason and code).
-    Exited(ProcessInfo),
+    Exited(Box<ProcessInfo>),
     /// The detach keys were typed: the process runs on.
     Detached,
 }
@@ -313,7 +313,7 @@ async fn session(
         }
     };
     tokio::select! {
-        result = finished => result.map(Ending::Exited),
+        result = finished => result.map(|info| Ending::Exited(Box::new(info))),
         () = detached => {
             for relay in relays {
                 relay.abort();
