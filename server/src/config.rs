@@ -95,8 +95,8 @@ pub struct Config {
     #[arg(long, default_value_t = 1000)]
     pub drain_timeout_ms: u64,
 
-    /// Between SIGTERM and SIGKILL when a deadline, DELETE or shutdown kills
-    /// a session, in milliseconds.
+    /// Between SIGTERM and SIGKILL when a deadline, the unattached timeout, a
+    /// kill, a forced DELETE or shutdown kills a session, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub kill_grace_ms: u64,
 

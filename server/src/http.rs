@@ -24,6 +24,7 @@ use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 use crate::attach::{self, AttachOptions};
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::process::Process;
 use crate::table::ProcessTable;
 
 type AppState = Arc<ProcessTable>;
@@ -36,6 +37,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes", post(spawn).get(list))
         .route("/processes/{id}", get(status).delete(delete))
         .route("/processes/{id}/wait", get(wait))
+        .route("/processes/{id}/kill", post(kill))
         .route("/processes/{id}/signal", post(signal))
         .route("/processes/{id}/stdin", post(stdin))
         .route("/processes/{id}/stdin/close", post(stdin_close))
@@ -64,14 +66,17 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .with_state(table)
 }
 
-/// Readiness: 200 while this host takes new processes, 503 `draining` from
-/// SIGTERM on, so a proxy or Kubernetes takes it out of rotation while its
-/// running processes finish.
-async fn healthz(State(table): State<AppState>) -> Response {
-    if table.is_draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
+/// Readiness: 200 while this host takes new processes; 503 `draining` from
+/// SIGTERM on (a proxy or Kubernetes takes it out of rotation while its
+/// running processes finish), `shutting down` once it kills them (so a
+/// client whose process was killed can tell a shutdown from a kill request).
+async fn healthz(State(table): State<AppState>) -> (StatusCode, &'static str) {
+    if table.is_shutting_down() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else if table.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
     } else {
-        "ok\n".into_response()
+        (StatusCode::OK, "ok\n")
     }
 }
 
@@ -110,10 +115,8 @@ async fn no_route(request: Request) -> ApiError {
 }
 
 async fn method_not_allowed(request: Request) -> Response {
-    let error = ApiError::NoRoute(format!("{} {}", request.method(), full_path(&request)));
-    let mut response = error.into_response();
-    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    response
+    ApiError::MethodNotAllowed(format!("{} {}", request.method(), full_path(&request)))
+        .into_response()
 }
 
 /// The body, or why it could not be read: too large (413), too slow (408).
@@ -231,19 +234,72 @@ async fn status(
     Ok(Json(table.get(&id)?.info()))
 }
 
+/// Largest `grace_ms` of a kill (10 minutes): the request waits that long.
+const MAX_KILL_GRACE_MS: u64 = 600_000;
+
+/// How long a kill with this grace may take to end a process: the grace
+/// (then SIGKILL), the drain bound after the reap, and a margin.
+fn kill_bound(table: &ProcessTable, grace: Duration) -> Duration {
+    grace + table.config().drain_timeout() + Duration::from_secs(1)
+}
+
+/// Kills and waits (bounded) until the process counts as exited.
+async fn kill_and_wait(table: &ProcessTable, process: &Process, grace: Duration) {
+    process.kill_with_grace(ExitReason::Killed, grace).await;
+    let mut exit = process.watch_exit();
+    let _ = tokio::time::timeout(kill_bound(table, grace), exit.wait_for(|e| e.is_some())).await;
+}
+
+/// `POST .../kill[?grace_ms=N]`: kills the whole session (reason `killed`)
+/// and keeps the process, like any exited one, until its TTL or DELETE.
+/// Answers once it has exited (bounded). Killing an exited process is a
+/// no-op that answers its object.
+async fn kill(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<ProcessInfo>> {
+    let grace = match query_u64(&query, "grace_ms")? {
+        Some(ms) if ms > MAX_KILL_GRACE_MS => {
+            return Err(ApiError::InvalidRequest(format!(
+                "grace_ms must be at most {MAX_KILL_GRACE_MS}, got {ms}"
+            )))
+        }
+        Some(ms) => Duration::from_millis(ms),
+        None => table.config().kill_grace(),
+    };
+    let process = table.get(&id)?;
+    if process.is_running() {
+        kill_and_wait(&table, &process, grace).await;
+    }
+    Ok(Json(process.info()))
+}
+
+/// `DELETE ...[?force=1]`: forgets a process, its output and its exit. A
+/// running one is refused (409 `still_running`) unless forced: then it is
+/// killed first, and forgotten once it has exited (until then it still
+/// counts against the process limit and the retention budget).
 async fn delete(
     State(table): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
+    let force = match query.get("force").map(String::as_str) {
+        None | Some("0" | "false") => false,
+        Some("1" | "true") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "force must be 1 or 0, got {other:?}"
+            )))
+        }
+    };
     let process = table.get(&id)?;
-    process.kill(ExitReason::Killed).await;
-    // Forget it only once it has exited: until then it still counts against
-    // the process limit and the retention budget. Bounded by the kill grace
-    // (after which it is SIGKILLed) plus the drain bound.
-    let config = table.config();
-    let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
-    let mut exit = process.watch_exit();
-    let _ = tokio::time::timeout(bound, exit.wait_for(|e| e.is_some())).await;
+    if process.is_running() {
+        if !force {
+            return Err(ApiError::StillRunning(process.id.clone()));
+        }
+        kill_and_wait(&table, &process, table.config().kill_grace()).await;
+    }
     table.forget_when_exited(&process);
     Ok(Json(process.info()))
 }

@@ -4,6 +4,8 @@
 use std::io::Write;
 use std::time::Duration;
 
+use std::io::IsTerminal;
+
 use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
@@ -74,9 +76,11 @@ fn init_logging(json: bool) {
             .with_writer(std::io::stderr)
             .init();
     } else {
+        // Colour only for a person at a terminal, not in a log file.
         tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
             .init();
     }
 }

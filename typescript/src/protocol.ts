@@ -24,8 +24,8 @@ export const PROTOCOL_VERSION = 1;
 export type StreamName = "stdout" | "stderr";
 /** `exited` means reaped *and* output fully captured. */
 export type ProcessStatus = "running" | "exited";
-/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for DELETE and shutdown. */
-export type ExitReason = "exit" | "signal" | "timeout" | "killed";
+/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for a kill request and shutdown, `unattached` when its `unattached_timeout_ms` passed with nobody attached. */
+export type ExitReason = "exit" | "signal" | "timeout" | "killed" | "unattached";
 /** What a full retention does: evict the oldest bytes (`drop`) or pace the program (`block`). */
 export type Overflow = "drop" | "block";
 
@@ -33,6 +33,8 @@ export type Overflow = "drop" | "block";
 export interface ProcessInfo {
   /** Server-assigned id used in URLs. */
   id: string;
+  /** The name given at spawn, if any. */
+  name?: string;
   /** OS pid of the session leader. */
   pid: number;
   /** What was executed (`["/bin/sh", "-c", TEXT]` for a `command`). */
@@ -110,6 +112,10 @@ export interface SpawnRequest {
   stdin?: boolean;
   /** `drop` (default) or `block`. */
   overflow?: Overflow;
+  /** A name unique among the server's known processes, usable wherever the id is. */
+  name?: string;
+  /** End the process (reason `unattached`) once it has had no attachment this long (ms), counted afresh from each detach; 0 or absent: never. */
+  unattached_timeout_ms?: number;
 }
 
 /** Why a frame could not be decoded; mirrors the Rust `DecodeError`. */
@@ -197,6 +203,7 @@ export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
   if (!Array.isArray(argv)) invalid(kind, "argv must be an array");
   return {
     id: str(kind, "id", p.id),
+    ...(p.name === undefined ? {} : { name: str(kind, "name", p.name) }),
     pid: u64(kind, "pid", p.pid),
     argv: argv.map((a) => str(kind, "argv", a)),
     tty: bool(kind, "tty", p.tty),
@@ -205,7 +212,7 @@ export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
     started_at: str(kind, "started_at", p.started_at),
     exit_code: nullable(p.exit_code, (v) => int(kind, "exit_code", v)),
     signal: nullable(p.signal, (v) => str(kind, "signal", v)),
-    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed"] as const)),
+    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed", "unattached"] as const)),
     finished_at: nullable(p.finished_at, (v) => str(kind, "finished_at", v)),
     duration_ms: nullable(p.duration_ms, (v) => u64(kind, "duration_ms", v)),
     stdout_bytes: u64(kind, "stdout_bytes", p.stdout_bytes),
@@ -288,6 +295,7 @@ export function decodeClientFrame(input: Uint8Array | ArrayBuffer): ClientFrame 
 function orderedProcess(p: ProcessInfo): ProcessInfo {
   return {
     id: p.id,
+    ...(p.name === undefined ? {} : { name: p.name }),
     pid: p.pid,
     argv: p.argv,
     tty: p.tty,

@@ -14,7 +14,7 @@ use tracing::Instrument;
 
 use super::capture::{Capture, Source};
 use super::stdin::StdinQueue;
-use super::supervise::Supervisor;
+use super::supervise::{Supervisor, Unattached};
 use super::Process;
 use crate::config::Config;
 use crate::error::ApiError;
@@ -47,6 +47,10 @@ pub struct SpawnPlan {
     pub metadata_bytes: u64,
     /// The names of a Kubernetes exec (`server/src/kube/`), if it is one.
     pub kubernetes: Option<KubernetesNames>,
+    /// Unique among known processes (the table checks).
+    pub name: Option<String>,
+    /// `unattached_timeout_ms`, if any.
+    pub unattached_timeout: Option<Duration>,
 }
 
 /// What a known process costs besides its argv and output: the process
@@ -114,6 +118,7 @@ pub fn spawn(
         id,
         pid,
         reserved_bytes: plan.reserved_bytes(),
+        name: plan.name,
         argv: plan.argv,
         tty: pty.is_some(),
         started_at: SystemTime::now(),
@@ -152,6 +157,9 @@ pub fn spawn(
         started,
         timeout: plan.timeout,
         kill_grace: config.kill_grace(),
+        unattached: plan
+            .unattached_timeout
+            .map(|timeout| Unattached::new(timeout, process.attachment_slots.watch())),
         control: control_rx,
         reaped,
         captures,
@@ -211,9 +219,9 @@ fn check_cwd(cwd: Option<&str>) -> Result<(), ApiError> {
     let Some(cwd) = cwd else { return Ok(()) };
     match std::fs::metadata(cwd) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(ApiError::SpawnFailed(format!(
+        Ok(_) => Err(ApiError::CannotExecute(format!(
             "cwd {cwd:?} is not a directory"
         ))),
-        Err(e) => Err(ApiError::SpawnFailed(format!("cwd {cwd:?}: {e}"))),
+        Err(e) => Err(ApiError::CannotExecute(format!("cwd {cwd:?}: {e}"))),
     }
 }
