@@ -1119,6 +1119,9 @@ impl Conn {
             ServerFrame::Hello { .. } => {
                 return Err(Error::Protocol("a second hello frame".into()));
             }
+            ServerFrame::Screen { .. } => {
+                return Err(Error::Protocol("a screen frame this client did not ask for".into()));
+            }
         }
         Ok(false)
     }
