@@ -61,11 +61,11 @@ fn programs() -> Vec<Program> {
             name: "prompt_title",
             argv: &["bash", "--norc", "--noprofile", "-i"],
             env: json!({
-                "PS1": "\\[\\e]0;\\u@\\h: \\w\\a\\]\\[\\e[01;32m\\]\\u@\\h\\[\\e[00m\\]:\\[\\e[01;34m\\]\\w\\[\\e[00m\\]\\$ "
+                "PS1": "\\[\\e]0;\\u@\\h: \\w\\a\\]\\[\\e[01;32m\\]\\u@\\h\\[\\e[00m\\]:\\[\\e[01;34m\\]\\w\\[\\e[00m\\]> "
             }),
             steps: &[
-                ("$ ", "printf '\\e[31mred\\e[0m \\xe4\\xb8\\x96\\n'; seq 1 300\r"),
-                ("300", "exit\r"),
+                ("> ", "printf '\\e[31mred\\e[0m \\xe4\\xb8\\x96\\n'; seq 1 300 | sed s/^/n/\r"),
+                ("n300", "exit\r"),
             ],
         },
     ]

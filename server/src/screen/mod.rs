@@ -114,9 +114,20 @@ impl Screen {
         if bytes.is_empty() {
             return;
         }
-        self.side_parser.advance(&mut self.modes, bytes);
         let terminal = wake(&mut self.emulator, self.cols, self.rows, self.limits);
-        self.utf8.feed(terminal, bytes);
+        // NUL is ignored by terminals in every state that matters here (xterm
+        // and xterm.js drop it); skipping it keeps a stream of zeros cheap.
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let start = rest.iter().position(|&b| b != 0).unwrap_or(rest.len());
+            rest = &rest[start..];
+            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            if end > 0 {
+                self.side_parser.advance(&mut self.modes, &rest[..end]);
+                self.utf8.feed(terminal, &rest[..end]);
+            }
+            rest = &rest[end..];
+        }
         self.offset += bytes.len() as u64;
     }
 
