@@ -1120,7 +1120,9 @@ impl Conn {
                 return Err(Error::Protocol("a second hello frame".into()));
             }
             ServerFrame::Screen { .. } => {
-                return Err(Error::Protocol("a screen frame this client did not ask for".into()));
+                return Err(Error::Protocol(
+                    "a screen frame this client did not ask for".into(),
+                ));
             }
         }
         Ok(false)

@@ -259,8 +259,9 @@ impl ServerFrame {
     }
 
     /// Every `type` a server sends.
-    const TYPES: &'static [&'static str] =
-        &["hello", "stdout", "stderr", "dropped", "screen", "exit", "error"];
+    const TYPES: &'static [&'static str] = &[
+        "hello", "stdout", "stderr", "dropped", "screen", "exit", "error",
+    ];
 }
 
 impl ClientFrame {

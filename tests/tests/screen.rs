@@ -64,7 +64,10 @@ fn programs() -> Vec<Program> {
                 "PS1": "\\[\\e]0;\\u@\\h: \\w\\a\\]\\[\\e[01;32m\\]\\u@\\h\\[\\e[00m\\]:\\[\\e[01;34m\\]\\w\\[\\e[00m\\]> "
             }),
             steps: &[
-                ("> ", "printf '\\e[31mred\\e[0m \\xe4\\xb8\\x96\\n'; seq 1 300 | sed s/^/n/\r"),
+                (
+                    "> ",
+                    "printf '\\e[31mred\\e[0m \\xe4\\xb8\\x96\\n'; seq 1 300 | sed s/^/n/\r",
+                ),
                 ("n300", "exit\r"),
             ],
         },
@@ -81,7 +84,9 @@ async fn record(server: &TestServer, program: &Program) -> Vec<u8> {
     let mut attachment = server.attach(&process.id, "stdout=0").await;
     let mut received = Received::default();
     for (needle, keys) in program.steps {
-        attachment.until_stdout_contains(needle, &mut received).await;
+        attachment
+            .until_stdout_contains(needle, &mut received)
+            .await;
         attachment
             .send(ClientFrame::Stdin {
                 data: keys.as_bytes().to_vec(),
@@ -172,5 +177,205 @@ async fn real_programs_rebuild_from_any_cut() {
             serde_json::to_vec(&fixture).unwrap(),
         )
         .unwrap();
+    }
+}
+
+/// GET /v1/processes/{id}/screen: status, headers, body.
+async fn get_screen(
+    server: &TestServer,
+    id: &str,
+    query: &str,
+) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+    let response = server
+        .http
+        .get(server.url(&format!("/v1/processes/{id}/screen{query}")))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.bytes().await.unwrap().to_vec())
+}
+
+fn header(headers: &reqwest::header::HeaderMap, name: &str) -> u64 {
+    headers[name].to_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn get_screen_shows_the_text_at_the_cursor_position_and_follows_a_resize() {
+    let server = TestServer::start();
+    let process = server
+        .spawn(json!({
+            "argv": ["sh", "-c", "printf 'a\\nb\\n'; tput cup 5 10; printf X; exec cat"],
+            "tty": true,
+        }))
+        .await;
+    let mut attachment = server.attach(&process.id, "").await;
+    let mut received = Received::default();
+    attachment.until_stdout_contains("X", &mut received).await;
+    let (status, headers, body) = get_screen(&server, &process.id, "").await;
+    assert_eq!(status, 200);
+    assert!(headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    assert_eq!(
+        header(&headers, "tether-offset"),
+        received.stdout.len() as u64
+    );
+    assert_eq!(
+        (
+            header(&headers, "tether-cols"),
+            header(&headers, "tether-rows")
+        ),
+        (80, 24)
+    );
+    let text = String::from_utf8(body).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 24);
+    assert_eq!(&lines[..2], ["a", "b"]);
+    // Row 6, column 11 (1-based).
+    assert_eq!(lines[5], format!("{}X", " ".repeat(10)));
+
+    let (status, _) = server
+        .post(
+            &format!("/v1/processes/{}/resize", process.id),
+            json!({"cols": 100, "rows": 30}),
+        )
+        .await;
+    assert_eq!(status, 204);
+    let (_, headers, body) = get_screen(&server, &process.id, "").await;
+    assert_eq!(
+        (
+            header(&headers, "tether-cols"),
+            header(&headers, "tether-rows")
+        ),
+        (100, 30)
+    );
+    assert_eq!(String::from_utf8(body).unwrap().lines().count(), 30);
+
+    let (status, headers, ansi) = get_screen(&server, &process.id, "?format=ansi").await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "application/octet-stream");
+    let mut rebuilt = Screen::new(100, 30, LIMITS);
+    rebuilt.feed(&ansi);
+    assert_eq!(
+        rebuilt.text().lines().nth(5),
+        Some(format!("{}X", " ".repeat(10)).as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_pipe_process_has_no_screen() {
+    let server = TestServer::start();
+    let process = server.sh("exec cat", json!({"stdin": true})).await;
+    let (status, _, body) = get_screen(&server, &process.id, "").await;
+    assert_eq!(status, 400);
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["error"]["code"], "invalid_request");
+    let (status, body) =
+        tether_tests::refused_attach(&server.ws_url(&process.id, "screen=1")).await;
+    assert_eq!(status, 400);
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("terminal"));
+}
+
+/// A PTY whose start is long evicted: the alternate screen was entered in
+/// the first bytes, then more than the retention was written over it.
+async fn evicted_alternate_screen(server: &TestServer) -> (tether_protocol::ProcessInfo, u64) {
+    let process = server
+        .spawn(json!({
+            "argv": ["sh", "-c", "printf '\\033[?1049h\\033[31mALT'; seq 1 3000; printf '\\033[HTOP\\033[?2004h'; exec cat"],
+            "tty": true, "retain_bytes": 4096,
+        }))
+        .await;
+    let mut watcher = server.attach(&process.id, "stdout=0").await;
+    let mut received = Received::default();
+    watcher.until_stdout_contains("TOP", &mut received).await;
+    while !String::from_utf8_lossy(&received.stdout).contains("2004h") {
+        let frame = watcher.frame().await.unwrap();
+        watcher.record(frame, &mut received);
+    }
+    assert!(
+        !received.dropped.is_empty(),
+        "the start must have been evicted"
+    );
+    (process, watcher.next[0])
+}
+
+#[tokio::test]
+async fn attach_with_screen_sends_the_screen_then_stdout_from_exactly_its_offset() {
+    let server = TestServer::start();
+    let (process, _) = evicted_alternate_screen(&server).await;
+    let mut attachment = server.attach(&process.id, "screen=1").await;
+    let (info, hello_stdout, _) = attachment.hello.clone();
+    let Some(tether_protocol::ServerFrame::Screen {
+        offset,
+        cols,
+        rows,
+        data,
+    }) = attachment.frame().await
+    else {
+        panic!("expected a screen frame right after hello");
+    };
+    assert_eq!(offset, hello_stdout);
+    assert_eq!(offset, info.stdout_bytes);
+    assert_eq!((cols, rows), (80, 24));
+    let mut screen = Screen::new(80, 24, LIMITS);
+    screen.feed(&data);
+    assert!(screen.text().starts_with("TOP"), "{}", screen.text());
+    let text = String::from_utf8_lossy(&data);
+    assert!(
+        text.contains("\x1b[?1047h"),
+        "the alternate screen is restored"
+    );
+    assert!(text.contains("\x1b[?2004h"), "bracketed paste is restored");
+    // Live output continues from the screen's offset, no gap, no repeat.
+    attachment
+        .send(ClientFrame::Stdin {
+            data: b"typed\r".to_vec(),
+        })
+        .await;
+    let mut received = Received::default();
+    attachment.next = [offset, 0];
+    attachment
+        .until_stdout_contains("typed", &mut received)
+        .await;
+    assert!(received.dropped.is_empty());
+    screen.feed(&received.stdout);
+    let (_, headers, ansi) = get_screen(&server, &process.id, "?format=ansi").await;
+    assert_eq!(
+        header(&headers, "tether-offset"),
+        offset + received.stdout.len() as u64
+    );
+    assert_eq!(screen.snapshot().data, ansi);
+}
+
+#[tokio::test]
+async fn a_resume_from_an_evicted_offset_may_ask_for_the_screen_instead_of_a_gap() {
+    let server = TestServer::start();
+    let (process, end) = evicted_alternate_screen(&server).await;
+    let mut resumed = server.attach(&process.id, "stdout=10&screen=evicted").await;
+    match resumed.frame().await {
+        Some(tether_protocol::ServerFrame::Screen { offset, .. }) => {
+            assert_eq!(offset, resumed.hello.1)
+        }
+        other => panic!("expected a screen frame, got {other:?}"),
+    }
+    // Still retained: a plain resume, no screen.
+    let mut fresh = server
+        .attach(&process.id, &format!("stdout={end}&screen=evicted"))
+        .await;
+    assert_eq!(fresh.hello.1, end);
+    fresh
+        .send(ClientFrame::Stdin {
+            data: b"x\r".to_vec(),
+        })
+        .await;
+    match fresh.frame().await {
+        Some(tether_protocol::ServerFrame::Stdout { offset, .. }) => assert_eq!(offset, end),
+        other => panic!("expected stdout, got {other:?}"),
     }
 }

@@ -19,6 +19,7 @@ use super::state::{Credit, Liveness, ReaderEvent};
 use crate::metrics::Metrics;
 use crate::process::Process;
 use crate::retained::{Cursor, Next, Reader};
+use crate::screen::Snapshot;
 
 /// Flush after this many bytes of feed()s, so big bursts go out in few
 /// syscalls and small ones promptly.
@@ -44,6 +45,8 @@ pub struct Writer {
     pub credit: Arc<Credit>,
     /// Bytes fed since the last flush.
     pub unflushed: usize,
+    /// `screen=1`: the snapshot to send right after `hello`.
+    pub screen: Option<Snapshot>,
 }
 
 /// What [`Writer::send_available`] left behind.
@@ -88,6 +91,17 @@ impl Writer {
         };
         if self.send_frame(&hello).await.is_err() {
             return None;
+        }
+        if let Some(snapshot) = self.screen.take() {
+            let frame = ServerFrame::Screen {
+                offset: snapshot.offset,
+                cols: u32::from(snapshot.cols),
+                rows: u32::from(snapshot.rows),
+                data: snapshot.data,
+            };
+            if self.send_frame(&frame).await.is_err() {
+                return None;
+            }
         }
         let every = keepalive.ping_every;
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);

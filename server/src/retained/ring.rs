@@ -66,6 +66,11 @@ impl StreamBuffer {
     }
 
     /// Offset of the oldest retained byte.
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Offset of the oldest retained byte.
     #[cfg(test)]
     pub fn start(&self) -> u64 {
         self.start

@@ -186,7 +186,6 @@ impl Screen {
     pub fn title(&self) -> Option<&str> {
         self.modes.title.as_deref()
     }
-
 }
 
 /// The live emulator, rebuilt from its dump first if it was asleep.
@@ -226,7 +225,10 @@ fn emulator_dump(terminal: &Terminal, limits: ScreenLimits) -> String {
     let mut out = String::new();
     let lines: Vec<&avt::Line> = terminal.primary_screen().all_lines().collect();
     let (_, rows) = terminal.size();
-    let history = lines.len().saturating_sub(rows).min(limits.scrollback_lines);
+    let history = lines
+        .len()
+        .saturating_sub(rows)
+        .min(limits.scrollback_lines);
     let first = lines.len().saturating_sub(rows) - history;
     render::scrollback(&lines[first..first + history], rows, &mut out);
     let dump = terminal.dump();

@@ -29,7 +29,9 @@ fn session() -> Vec<u8> {
     for row in 1..23 {
         s.extend_from_slice(format!("\x1b[{row};1H~\x1b[K").as_bytes());
     }
-    s.extend_from_slice(b"\x1b[1;1H\x1b[7m\"file\" 3L, 20B\x1b[m\x1b[?1002h\x1b[?1006h\x1b[?25h\x1b[5;3H");
+    s.extend_from_slice(
+        b"\x1b[1;1H\x1b[7m\"file\" 3L, 20B\x1b[m\x1b[?1002h\x1b[?1006h\x1b[?25h\x1b[5;3H",
+    );
     s
 }
 
@@ -107,7 +109,9 @@ fn a_snapshot_carries_no_terminal_query() {
     );
     let data = screen.snapshot().data;
     let text = String::from_utf8_lossy(&data);
-    for query in ["[6n", "[c", "[>c", "[>0q", "]10;?", "]11;?", "[?u", "$p", "$q", "[14t", "[18t"] {
+    for query in [
+        "[6n", "[c", "[>c", "[>0q", "]10;?", "]11;?", "[?u", "$p", "$q", "[14t", "[18t",
+    ] {
         assert!(!text.contains(query), "{query:?} in {text:?}");
     }
     assert!(text.contains("done"));
