@@ -70,12 +70,6 @@ impl StreamBuffer {
         self.start
     }
 
-    /// Offset of the oldest retained byte.
-    #[cfg(test)]
-    pub fn start(&self) -> u64 {
-        self.start
-    }
-
     /// Appends captured bytes, evicting the oldest beyond capacity.
     pub fn push(&mut self, data: &[u8]) {
         if data.len() >= self.capacity {
