@@ -379,3 +379,45 @@ async fn a_resume_from_an_evicted_offset_may_ask_for_the_screen_instead_of_a_gap
         other => panic!("expected stdout, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn tether_screen_prints_what_the_terminal_shows() {
+    let server = TestServer::start();
+    let process = server
+        .spawn(json!({
+            "argv": ["sh", "-c", "printf '\\033[1;31mred\\033[0m\\n'; tput cup 3 4; printf here; exec cat"],
+            "tty": true,
+        }))
+        .await;
+    let mut attachment = server.attach(&process.id, "").await;
+    attachment
+        .until_stdout_contains("here", &mut Received::default())
+        .await;
+    let tether = |args: &[&str]| {
+        std::process::Command::new(tether_tests::binary("tether"))
+            .args(args)
+            .env("TETHER_SERVER", &server.base)
+            .env_remove("TETHER_TOKEN")
+            .output()
+            .unwrap()
+    };
+    let out = tether(&["screen", &process.id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "red");
+    assert_eq!(lines[3], "    here");
+    let ansi = tether(&["screen", "--ansi", &process.id]).stdout;
+    assert!(
+        String::from_utf8_lossy(&ansi).contains("\x1b[1;31m")
+            || String::from_utf8_lossy(&ansi).contains("31")
+    );
+    let pipes = server.sh("exec cat", json!({"stdin": true})).await;
+    let out = tether(&["screen", &pipes.id]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("terminal"));
+}

@@ -89,6 +89,16 @@ enum Command {
         /// Signal name or number.
         signal: String,
     },
+    /// Print a PTY process's terminal screen now: the text a person sees,
+    /// one line per row (or, with --ansi, the escape sequences that redraw
+    /// it, colours and all).
+    Screen {
+        /// Process id.
+        id: String,
+        /// Print the escape-sequence form instead of plain text.
+        #[arg(long)]
+        ansi: bool,
+    },
     /// Print a process's retained output (stdout to stdout, stderr to
     /// stderr).
     Logs {
@@ -262,6 +272,14 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             Ok(0)
         }
         Command::Logs { id, follow } => logs(&client, &quick, &id, follow).await,
+        Command::Screen { id, ansi } => {
+            use std::io::Write as _;
+            let screen = quick.screen(&id, ansi).await?;
+            let mut stdout = std::io::stdout().lock();
+            // A closed pipe (`tether screen ID | head`) is not a failure.
+            let _ = stdout.write_all(&screen).and_then(|()| stdout.flush());
+            Ok(0)
+        }
     }
 }
 
