@@ -125,6 +125,11 @@ pub struct Config {
     #[arg(long, default_value_t = 2000)]
     pub close_timeout_ms: u64,
 
+    /// Keep no terminal emulator for PTY processes (no `screen=1`, no
+    /// `/screen`): saves its memory and CPU.
+    #[arg(long)]
+    pub no_screen: bool,
+
     /// Lines of scrollback each PTY's screen keeps (and sends in screen
     /// snapshots), beside its visible rows.
     #[arg(long, default_value_t = 200)]

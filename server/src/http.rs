@@ -329,9 +329,9 @@ async fn attach(
             )))
         }
     };
-    if screen != ScreenStart::Never && !process.tty {
+    if screen != ScreenStart::Never && !process.output().has_screen() {
         return Err(ApiError::InvalidRequest(format!(
-            "screen needs a terminal: process {} runs on pipes (tty: false)",
+            "screen needs a terminal: process {} runs on pipes (tty: false) or the server runs with --no-screen",
             process.id
         )));
     }

@@ -75,7 +75,7 @@ pub fn spawn(
         (None, Some(pipe)) => StdinQueue::pipe(pipe),
         (None, None) => StdinQueue::none(),
     };
-    let screen = plan.tty.map(|size| {
+    let screen = plan.tty.filter(|_| !config.no_screen).map(|size| {
         Screen::new(
             size.cols(),
             size.rows(),

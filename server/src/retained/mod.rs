@@ -155,6 +155,11 @@ impl RetainedOutput {
         Ok(())
     }
 
+    /// True for a PTY process with a terminal emulator.
+    pub fn has_screen(&self) -> bool {
+        self.lock().screen.is_some()
+    }
+
     /// The terminal screen now (a PTY process), as bytes for a fresh
     /// terminal, with the stdout offset it corresponds to.
     pub fn screen_snapshot(&self) -> Option<Snapshot> {
