@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
-# tests need (Chromium, nginx, tmux and python3-venv from Debian, the npm
-# packages of the TypeScript client and the web demo, the Python client's
+# tests need (Chromium, nginx, tmux, python3-venv, vim, less and procps from
+# Debian, the npm packages of the TypeScript client, the web demo and the
+# screen judge, the Python client's
 # test packages in a venv), checks formatting and lints, runs the Rust tests,
 # the TypeScript and Python clients' tests, the browser tests, and the
 # benchmark harness once in quick mode. Fails when anything fails.
@@ -10,9 +11,9 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux, python3-venv)"
+step "system packages (chromium, nginx, tmux, python3-venv; vim, less, procps for the screen judge)"
 need=()
-for pkg in chromium nginx tmux python3-venv; do
+for pkg in chromium nginx tmux python3-venv vim less procps; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
@@ -24,6 +25,7 @@ fi
 step "npm packages (typescript client, web demo)"
 (cd typescript && npm ci --no-audit --no-fund)
 (cd web-demo && npm ci --no-audit --no-fund)
+(cd tests/screen && npm ci --no-audit --no-fund)
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -39,6 +41,9 @@ cargo build --workspace --bins
 
 step "cargo test"
 cargo test --workspace
+
+step "screen judge: xterm.js replays the recordings cargo test made (target/screen-judge)"
+(cd tests/screen && npm test)
 
 step "typescript client: build, protocol vectors, tests against tetherd"
 (cd typescript && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)
