@@ -52,7 +52,9 @@ const view = {
   text(): string {
     const buffer = term.buffer.active;
     const lines: string[] = [];
-    for (let y = 0; y < buffer.length; y++) lines.push(buffer.getLine(y)?.translateToString(true) ?? "");
+    // A screen snapshot writes blanks out; xterm keeps those apart from
+    // cells never written, nothing a person sees does: trim both.
+    for (let y = 0; y < buffer.length; y++) lines.push((buffer.getLine(y)?.translateToString(true) ?? "").replace(/ +$/, ""));
     return lines.join("\n");
   },
 };
