@@ -7,8 +7,8 @@
 //! saved cursors, margins, charsets, modes and even an unfinished escape
 //! sequence back as bytes). What `avt` ignores (window title, bracketed
 //! paste, mouse reporting, focus events, application keypad, cursor style) a
-//! `vte` parser tracks beside it ([`modes`]); the retained scrollback and the
-//! plain-text view are rendered here ([`render`]).
+//! `vte` parser tracks beside it (`modes.rs`); the retained scrollback and the
+//! plain-text view are rendered in `render.rs`.
 //!
 //! Memory: a live emulator holds two `cols x rows` grids of 16-byte cells
 //! plus up to `scrollback` lines of `cols` cells. A screen whose output has
