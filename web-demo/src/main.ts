@@ -193,7 +193,8 @@ async function attach(id: string): Promise<void> {
     // chunk is what grants credit: the tab never holds more than WINDOW.
     for await (const chunk of current.stdout) {
       if (chunk.type === "screen") {
-        if (!startingEl.hidden) setStarting(undefined);
+        // A session that has printed nothing yet has an empty screen.
+        if (chunk.offset > 0 && !startingEl.hidden) setStarting(undefined);
         term.write("\x1bc");
         await writeReplayed(chunk.data);
         void current.resize(term.cols, term.rows).catch(() => {});
