@@ -263,6 +263,18 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/processes/{id}/screen`: a PTY process's terminal screen now,
+    /// as plain text (one line per row) or, with `ansi`, as the escape
+    /// sequences that redraw it on a fresh terminal of its size.
+    pub async fn screen(&self, id: &str, ansi: bool) -> Result<Vec<u8>> {
+        let format = if ansi { "ansi" } else { "text" };
+        let path = format!("/v1/processes/{}/screen?format={format}", path_segment(id));
+        let (_, body) = self
+            .send(Method::GET, &path, None, None, self.inner.request_timeout)
+            .await?;
+        Ok(body.to_vec())
+    }
+
     /// `GET /v1/processes`: every process the server knows (retried when
     /// transient).
     pub async fn list(&self) -> Result<Vec<ProcessInfo>> {

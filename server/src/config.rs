@@ -193,6 +193,21 @@ pub struct Config {
     /// (wait, attach, signal) is served as usual. 0: kill at once.
     #[arg(long, default_value_t = 0)]
     pub drain_grace_ms: u64,
+    /// Keep no terminal emulator for PTY processes (no `screen=1`, no
+    /// `/screen`): saves its memory and CPU.
+    #[arg(long)]
+    pub no_screen: bool,
+
+    /// Lines of scrollback each PTY's screen keeps (and sends in screen
+    /// snapshots), beside its visible rows.
+    #[arg(long, default_value_t = 200)]
+    pub screen_scrollback: usize,
+
+    /// After this long without output, a PTY's terminal emulator is reduced
+    /// to its snapshot bytes (a shell prompt: a few hundred bytes) until the
+    /// next output.
+    #[arg(long, default_value_t = 1000)]
+    pub screen_idle_ms: u64,
 
     /// Log as JSON lines instead of text.
     #[arg(long)]
@@ -228,6 +243,9 @@ impl Config {
     }
     pub(crate) fn send_timeout(&self) -> Duration {
         Duration::from_millis(self.send_timeout_ms)
+    }
+    pub(crate) fn screen_idle(&self) -> Duration {
+        Duration::from_millis(self.screen_idle_ms.max(1))
     }
     pub(crate) fn close_timeout(&self) -> Duration {
         Duration::from_millis(self.close_timeout_ms)

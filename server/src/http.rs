@@ -21,7 +21,7 @@ use serde::de::DeserializeOwned;
 use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 
-use crate::attach::{self, AttachOptions};
+use crate::attach::{self, AttachOptions, ScreenStart};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::process::Process;
@@ -43,6 +43,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/stdin/close", post(stdin_close))
         .route("/processes/{id}/resize", post(resize))
         .route("/processes/{id}/attach", get(attach))
+        .route("/processes/{id}/screen", get(screen))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -279,6 +280,56 @@ async fn kill(
 /// running one is refused (409 `still_running`) unless forced: then it is
 /// killed first, and forgotten once it has exited (until then it still
 /// counts against the process limit and the retention budget).
+
+/// The terminal screen now: plain text (default) or, with `format=ansi`,
+/// the snapshot bytes; headers give the offset and size.
+async fn screen(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let process = table.get(&id)?;
+    let ansi = match query.get("format").map(String::as_str) {
+        None | Some("text") => false,
+        Some("ansi") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "format={other:?}: expected text or ansi"
+            )))
+        }
+    };
+    let no_screen = || ApiError::NoTerminal(process.id.clone());
+    let (offset, cols, rows, content_type, body) = if ansi {
+        let snapshot = process.output().screen_snapshot().ok_or_else(no_screen)?;
+        (
+            snapshot.offset,
+            snapshot.cols,
+            snapshot.rows,
+            "application/octet-stream",
+            snapshot.data,
+        )
+    } else {
+        let text = process.output().screen_text().ok_or_else(no_screen)?;
+        (
+            text.offset,
+            text.cols,
+            text.rows,
+            "text/plain; charset=utf-8",
+            text.text.into_bytes(),
+        )
+    };
+    Ok((
+        [
+            ("content-type", content_type.to_string()),
+            ("tether-offset", offset.to_string()),
+            ("tether-cols", cols.to_string()),
+            ("tether-rows", rows.to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
 async fn delete(
     State(table): State<AppState>,
     Path(id): Path<String>,
@@ -447,11 +498,28 @@ async fn attach(
         ));
     }
     let readonly = query_bool(&query, "readonly")?.unwrap_or(false);
+    let screen = match query.get("screen").map(String::as_str) {
+        None | Some("0" | "false") => ScreenStart::Never,
+        Some("1" | "true") => ScreenStart::Always,
+        Some("evicted") => ScreenStart::IfEvicted,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "screen={other:?}: expected 1 or evicted"
+            )))
+        }
+    };
+    if screen != ScreenStart::Never && !process.output().has_screen() {
+        return Err(ApiError::InvalidRequest(format!(
+            "screen needs a terminal: process {} runs on pipes (tty: false) or the server runs with --no-screen",
+            process.id
+        )));
+    }
     let admission = attach::admit(&table, &process)?;
     let options = AttachOptions {
         start,
         window,
         readonly,
+        screen,
     };
     let config = table.config().clone();
     Ok(upgrade

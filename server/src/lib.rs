@@ -14,6 +14,8 @@
 //! - [`retained`]: [`retained::RetainedOutput`], the one owner of a
 //!   process's retained output, its lock and its wake-ups; the pure ring
 //!   inside it.
+//! - [`screen`]: [`screen::Screen`], the terminal emulator of a PTY process,
+//!   fed by capture; snapshots `{offset, cols, rows, data}` and plain text.
 //! - [`table`]: [`table::ProcessTable`], admission, limits, idempotency,
 //!   forgetting exited processes.
 //! - [`attach`]: one WebSocket attachment: writer, reader, input queue.
@@ -44,6 +46,7 @@ pub mod metrics;
 pub mod process;
 pub mod pty;
 pub mod retained;
+pub mod screen;
 pub mod secret;
 pub mod server;
 pub mod session;

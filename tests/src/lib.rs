@@ -425,6 +425,7 @@ impl Attachment {
             }
             ServerFrame::Error { code, message } => panic!("error frame {code}: {message}"),
             ServerFrame::Hello { .. } => panic!("second hello"),
+            ServerFrame::Screen { .. } => panic!("a screen frame after the first frames"),
         }
         false
     }

@@ -71,6 +71,7 @@ export type ServerFrame =
   | { type: "stdout"; offset: number; data: Uint8Array }
   | { type: "stderr"; offset: number; data: Uint8Array }
   | { type: "dropped"; stream: StreamName; offset: number; length: number }
+  | { type: "screen"; offset: number; cols: number; rows: number; data: Uint8Array }
   | { type: "exit"; process: ProcessInfo }
   | { type: "error"; code: string; message: string };
 
@@ -261,6 +262,14 @@ export function decodeServerFrame(input: Uint8Array | ArrayBuffer): ServerFrame 
         offset: u64(kind, "offset", f.offset),
         length: u64(kind, "length", f.length),
       };
+    case "screen":
+      return {
+        type: "screen",
+        offset: u64(kind, "offset", f.offset),
+        cols: u64(kind, "cols", f.cols),
+        rows: u64(kind, "rows", f.rows),
+        data: bytes(kind, "data", f.data),
+      };
     case "exit":
       return { type: "exit", process: parseProcess(f.process, kind) };
     case "error":
@@ -322,6 +331,8 @@ function orderedServer(f: ServerFrame): object {
       return { type: f.type, offset: f.offset, data: f.data };
     case "dropped":
       return { type: f.type, stream: f.stream, offset: f.offset, length: f.length };
+    case "screen":
+      return { type: f.type, offset: f.offset, cols: f.cols, rows: f.rows, data: f.data };
     case "exit":
       return { type: f.type, process: orderedProcess(f.process) };
     case "error":

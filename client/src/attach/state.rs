@@ -275,6 +275,11 @@ impl Shared {
             ServerFrame::Hello { .. } => {
                 return Err(Error::Protocol("a second hello frame".into()));
             }
+            ServerFrame::Screen { .. } => {
+                return Err(Error::Protocol(
+                    "a screen frame this client did not ask for".into(),
+                ));
+            }
         }
         Ok(Applied::More)
     }

@@ -224,7 +224,7 @@ impl Process {
             return Err(self.not_running());
         }
         self.output
-            .resize_with(|| pty.resize(size))
+            .resize_with(size, || pty.resize(size))
             .map_err(|e| ApiError::Internal(format!("resize failed: {e}")))
     }
 }

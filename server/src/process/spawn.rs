@@ -22,6 +22,7 @@ use crate::launch::{self, StartPlan, Started, StartedIo};
 use crate::metrics::Metrics;
 use crate::pty::PtyMaster;
 use crate::retained::RetainedOutput;
+use crate::screen::{Screen, ScreenLimits};
 use crate::slots::Slots;
 
 /// Environment variables of the server that children never inherit.
@@ -111,7 +112,20 @@ pub fn spawn(
             return Err(e);
         }
     };
-    let output = Arc::new(RetainedOutput::new(plan.retain_bytes, plan.overflow));
+    let screen = plan.tty.filter(|_| !config.no_screen).map(|size| {
+        Screen::new(
+            size.cols(),
+            size.rows(),
+            ScreenLimits {
+                scrollback_lines: config.screen_scrollback,
+            },
+        )
+    });
+    let output = Arc::new(RetainedOutput::with_screen(
+        plan.retain_bytes,
+        plan.overflow,
+        screen,
+    ));
     let (control, control_rx) = mpsc::channel(8);
     let (exit_tx, exit) = watch::channel(None);
     let process = Arc::new(Process {
@@ -146,6 +160,8 @@ pub fn spawn(
                 reaped: reaped_rx.clone(),
                 drain: config.drain_timeout(),
                 metrics: metrics.clone(),
+                screen_idle: (plan.tty.is_some() && stream == StreamName::Stdout)
+                    .then(|| config.screen_idle()),
             };
             tokio::spawn(capture.run().instrument(span.clone()))
         })

@@ -14,8 +14,10 @@ mod ring;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tether_protocol::{Overflow, StreamName};
+use tether_protocol::{Overflow, StreamName, TermSize};
 use tokio::sync::{watch, Notify};
+
+use crate::screen::{Screen, Snapshot};
 
 pub use ring::Next;
 use ring::{ReaderId, StreamBuffer};
@@ -40,6 +42,21 @@ pub struct RetainedOutput {
 struct Streams {
     buffers: [StreamBuffer; 2],
     next_reader: ReaderId,
+    /// A PTY's terminal emulator, fed with stdout here, under this lock.
+    screen: Option<Screen>,
+}
+
+/// The plain-text screen of a PTY and the offset it corresponds to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScreenText {
+    /// Stdout offset the text reflects.
+    pub offset: u64,
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+    /// One line per row.
+    pub text: String,
 }
 
 /// One reader's progress through one stream.
@@ -64,11 +81,22 @@ impl Cursor {
 impl RetainedOutput {
     /// Empty streams of `capacity` bytes each.
     pub fn new(capacity: usize, overflow: Overflow) -> RetainedOutput {
+        RetainedOutput::with_screen(capacity, overflow, None)
+    }
+
+    /// As [`RetainedOutput::new`], with a terminal emulator fed from stdout
+    /// (a PTY process).
+    pub fn with_screen(
+        capacity: usize,
+        overflow: Overflow,
+        screen: Option<Screen>,
+    ) -> RetainedOutput {
         RetainedOutput {
             overflow,
             state: Mutex::new(Streams {
                 buffers: [StreamBuffer::new(capacity), StreamBuffer::new(capacity)],
                 next_reader: 0,
+                screen,
             }),
             appended: watch::Sender::new(()),
             room_freed: [Notify::new(), Notify::new()],
@@ -99,6 +127,11 @@ impl RetainedOutput {
             let buffer = &mut state.buffers[stream.index()];
             let offset = buffer.end();
             buffer.push(data);
+            if stream == StreamName::Stdout {
+                if let Some(screen) = &mut state.screen {
+                    screen.feed(data);
+                }
+            }
             offset
         };
         self.appended.send_replace(());
@@ -109,9 +142,53 @@ impl RetainedOutput {
     /// runs under the lock that [`RetainedOutput::append`] takes, so
     /// whatever is fed from both sees the resize between the bytes written
     /// before it and after it.
-    pub fn resize_with<T>(&self, apply: impl FnOnce() -> T) -> T {
-        let _state = self.lock();
-        apply()
+    pub fn resize_with<E>(
+        &self,
+        size: TermSize,
+        apply: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut state = self.lock();
+        apply()?;
+        if let Some(screen) = &mut state.screen {
+            screen.resize(size.cols(), size.rows());
+        }
+        Ok(())
+    }
+
+    /// True for a PTY process with a terminal emulator.
+    pub fn has_screen(&self) -> bool {
+        self.lock().screen.is_some()
+    }
+
+    /// The terminal screen now (a PTY process), as bytes for a fresh
+    /// terminal, with the stdout offset it corresponds to.
+    pub fn screen_snapshot(&self) -> Option<Snapshot> {
+        self.lock().screen.as_ref().map(Screen::snapshot)
+    }
+
+    /// The terminal screen now as plain text (a PTY process).
+    pub fn screen_text(&self) -> Option<ScreenText> {
+        self.lock().screen.as_ref().map(|screen| {
+            let (cols, rows) = screen.size();
+            ScreenText {
+                offset: screen.offset(),
+                cols,
+                rows,
+                text: screen.text(),
+            }
+        })
+    }
+
+    /// Output has been quiet: reduce the emulator to its snapshot bytes.
+    pub fn sleep_screen(&self) {
+        if let Some(screen) = &mut self.lock().screen {
+            screen.sleep();
+        }
+    }
+
+    /// Offset of the oldest retained byte of `stream`.
+    pub fn retained_start(&self, stream: StreamName) -> u64 {
+        self.lock().buffers[stream.index()].start()
     }
 
     /// Marks capture finished on both streams and returns their final
@@ -158,15 +235,26 @@ impl RetainedOutput {
     /// from there on until it has been sent them; the registration ends
     /// when the [`Reader`] is dropped.
     pub fn reader(self: &Arc<Self>, starts: [u64; 2]) -> Reader {
-        let id = {
-            let mut state = self.lock();
-            let id = state.next_reader;
-            state.next_reader += 1;
-            for (buffer, start) in state.buffers.iter_mut().zip(starts) {
-                buffer.register(id, start);
-            }
-            id
-        };
+        let mut state = self.lock();
+        self.register(&mut state, starts)
+    }
+
+    /// A PTY's screen and a reader registered at exactly its offset, in one
+    /// step, so that not a byte falls between the two. None for pipes.
+    pub fn reader_at_screen(self: &Arc<Self>) -> Option<(Reader, Snapshot)> {
+        let mut state = self.lock();
+        let snapshot = state.screen.as_ref()?.snapshot();
+        let stderr = state.buffers[StreamName::Stderr.index()].end();
+        let reader = self.register(&mut state, [snapshot.offset, stderr]);
+        Some((reader, snapshot))
+    }
+
+    fn register(self: &Arc<Self>, state: &mut Streams, starts: [u64; 2]) -> Reader {
+        let id = state.next_reader;
+        state.next_reader += 1;
+        for (buffer, start) in state.buffers.iter_mut().zip(starts) {
+            buffer.register(id, start);
+        }
         Reader {
             output: self.clone(),
             id,

@@ -66,7 +66,6 @@ impl StreamBuffer {
     }
 
     /// Offset of the oldest retained byte.
-    #[cfg(test)]
     pub fn start(&self) -> u64 {
         self.start
     }

@@ -111,6 +111,16 @@ pub enum Command {
         /// Signal name or number.
         signal: String,
     },
+    /// Print a PTY process's terminal screen now: the text a person sees,
+    /// one line per row (or, with --ansi, the escape sequences that redraw
+    /// it, colours and all).
+    Screen {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Print the escape-sequence form instead of plain text.
+        #[arg(long)]
+        ansi: bool,
+    },
     /// Print a process's retained output (stdout to stdout, stderr to
     /// stderr).
     Logs {

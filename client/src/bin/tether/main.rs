@@ -202,6 +202,15 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             quick.signal(&resolve(&quick, &id).await?, name).await?;
             Ok(0)
         }
+        Command::Screen { id, ansi } => {
+            use std::io::Write as _;
+            let id = resolve(&quick, &id).await?;
+            let screen = quick.screen(&id, ansi).await?;
+            let mut stdout = std::io::stdout().lock();
+            // A closed pipe (`tether screen ID | head`) is not a failure.
+            let _ = stdout.write_all(&screen).and_then(|()| stdout.flush());
+            Ok(0)
+        }
         Command::Logs { id, follow } => {
             let id = resolve(&quick, &id).await?;
             session::logs(&client, &quick, &id, follow).await
