@@ -64,6 +64,7 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         format!("--max-processes={}", n + 64),
         format!("--max-known-processes={}", n + 64),
         format!("--max-attachments={}", n + 64),
+        format!("--max-connections={}", 2 * n + 128),
         format!("--retain-total={}", (n as u64 + 64) * SESSION_RETAIN * 2),
         "--idle-timeout-ms=600000".into(),
     ])?;

@@ -26,8 +26,12 @@ pub enum ExitReason {
     /// The server fired its `timeout_ms` deadline and killed its session;
     /// `exit_code` is 124, as `timeout(1)` reports.
     Timeout,
-    /// `DELETE /v1/processes/{id}` or server shutdown killed it.
+    /// A kill request (`POST /v1/processes/{id}/kill`, a forced `DELETE`)
+    /// or server shutdown killed its session.
     Killed,
+    /// Its `unattached_timeout_ms` passed with no attachment, and the server
+    /// killed its session.
+    Unattached,
     /// The server restarted (a crash or an upgrade) while it ran: it was not
     /// supervised after that, its exit is unknown (`exit_code` null) and
     /// only its retained output was read back from `--data-dir`.
@@ -67,6 +71,9 @@ pub enum Containment {
 pub struct ProcessInfo {
     /// Server-assigned id, used in every URL.
     pub id: String,
+    /// The name given at spawn, if any (absent from the JSON otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// OS process id of the session leader.
     pub pid: u32,
     /// The argv that was executed (`["/bin/sh","-c",cmd]` for `command`).

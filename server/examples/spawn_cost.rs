@@ -47,6 +47,8 @@ fn main() {
             stdio: [fd, fd, fd],
             controlling_tty: false,
             cgroup_procs: None,
+            identity: None,
+            open_file_limit: None,
         })
         .expect("launch");
         let mut status = 0;

@@ -122,13 +122,19 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Compares without an early exit, so timing does not reveal how much of a
-/// guess was right.
+/// Compares in time that depends only on the length of the guess `a`,
+/// never on the token `b` or on how much of the guess was right: every
+/// byte of the guess is compared (with the token repeated, when lengths
+/// differ), so neither an early exit nor the token's length shows.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+    if b.is_empty() {
+        return a.is_empty();
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let mut diff = u8::from(a.len() != b.len());
+    for (i, x) in a.iter().enumerate() {
+        diff |= x ^ b[i % b.len()];
+    }
+    std::hint::black_box(diff) == 0
 }
 
 #[cfg(test)]
@@ -140,6 +146,8 @@ mod tests {
         assert!(constant_time_eq(b"secret", b"secret"));
         assert!(!constant_time_eq(b"secret", b"secreT"));
         assert!(!constant_time_eq(b"secret", b"secrets"));
+        assert!(!constant_time_eq(b"secretsecret", b"secret"));
+        assert!(!constant_time_eq(b"", b"secret"));
     }
 
     #[test]

@@ -22,8 +22,31 @@ pub struct Config {
 
     /// Bearer token required on every /v1 request (browsers may pass it as
     /// the `access_token` query parameter). Never passed to children.
+    /// The token shows in `ps` when given as a flag: prefer --token-file.
+    /// tetherd scrubs it from its own /proc/self/cmdline and environ at
+    /// start.
     #[arg(long, env = "TETHER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+
+    /// Read the bearer token from this file (surrounding whitespace is
+    /// trimmed). Keep it readable only by the user tetherd starts as.
+    #[arg(long, conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
+
+    /// When tetherd runs as root: run every spawned process as this user
+    /// (name or uid), so children cannot read the server's /proc entries,
+    /// memory or token file. Its primary group applies unless --group says
+    /// otherwise.
+    #[arg(long)]
+    pub user: Option<String>,
+
+    /// With --user: the group (name or gid) of spawned processes.
+    #[arg(long, requires = "user")]
+    pub group: Option<String>,
+
+    /// --user and --group resolved at start (set by the binary).
+    #[arg(skip)]
+    pub spawn_identity: Option<crate::secret::Identity>,
 
     /// Allow listening on a non-loopback address without a token.
     #[arg(long)]
@@ -99,8 +122,8 @@ pub struct Config {
     #[arg(long, default_value_t = 1000)]
     pub drain_timeout_ms: u64,
 
-    /// Between SIGTERM and SIGKILL when a deadline, DELETE or shutdown kills
-    /// a session, in milliseconds.
+    /// Between SIGTERM and SIGKILL when a deadline, the unattached timeout, a
+    /// kill, a forced DELETE or shutdown kills a session, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub kill_grace_ms: u64,
 
@@ -152,6 +175,30 @@ pub struct Config {
     #[arg(long, default_value_t = 2000)]
     pub close_timeout_ms: u64,
 
+    /// Open TCP connections at once, WebSocket attachments included. Past
+    /// it a new connection displaces the connection that has waited longest
+    /// for a request head; when none is waiting, it is answered 503 and
+    /// closed. Sized from the fd limit when not given (see README).
+    #[arg(long, default_value_t = 5120)]
+    pub max_connections: usize,
+
+    /// How long a connection may take to send a request head, and how long
+    /// an idle keep-alive connection waits for the next one, in
+    /// milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+
+    /// How long a request body may take to arrive in full, from its head,
+    /// in milliseconds (408 `body_timeout` past it).
+    #[arg(long, default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
+
+    /// After SIGTERM or SIGINT, how long until every connection is closed
+    /// and tetherd exits, in milliseconds; never less than --kill-grace-ms
+    /// plus --drain-timeout-ms plus --close-timeout-ms plus 1 s.
+    #[arg(long, default_value_t = 10_000)]
+    pub shutdown_timeout_ms: u64,
+
     /// Deadline of processes started by Kubernetes exec
     /// (`/api/v1/namespaces/{ns}/pods/{pod}/exec`), in milliseconds; 0:
     /// none. Kubernetes exec has no deadline of its own: this is the
@@ -173,6 +220,21 @@ pub struct Config {
     /// (wait, attach, signal) is served as usual. 0: kill at once.
     #[arg(long, default_value_t = 0)]
     pub drain_grace_ms: u64,
+    /// Keep no terminal emulator for PTY processes (no `screen=1`, no
+    /// `/screen`): saves its memory and CPU.
+    #[arg(long)]
+    pub no_screen: bool,
+
+    /// Lines of scrollback each PTY's screen keeps (and sends in screen
+    /// snapshots), beside its visible rows.
+    #[arg(long, default_value_t = 200)]
+    pub screen_scrollback: usize,
+
+    /// After this long without output, a PTY's terminal emulator is reduced
+    /// to its snapshot bytes (a shell prompt: a few hundred bytes) until the
+    /// next output.
+    #[arg(long, default_value_t = 1000)]
+    pub screen_idle_ms: u64,
 
     /// Log as JSON lines instead of text.
     #[arg(long)]
@@ -209,11 +271,30 @@ impl Config {
     pub(crate) fn send_timeout(&self) -> Duration {
         Duration::from_millis(self.send_timeout_ms)
     }
+    pub(crate) fn screen_idle(&self) -> Duration {
+        Duration::from_millis(self.screen_idle_ms.max(1))
+    }
     pub(crate) fn close_timeout(&self) -> Duration {
         Duration::from_millis(self.close_timeout_ms)
     }
     pub(crate) fn drain_grace(&self) -> Duration {
         Duration::from_millis(self.drain_grace_ms)
+    }
+    pub(crate) fn header_timeout(&self) -> Duration {
+        Duration::from_millis(self.header_timeout_ms.max(1))
+    }
+    pub(crate) fn body_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_timeout_ms.max(1))
+    }
+    /// From the signal to exit: the flag, but at least long enough for
+    /// every process to be killed and every attachment to get its exit
+    /// frame and close handshake.
+    pub(crate) fn shutdown_timeout(&self) -> Duration {
+        let needed = self.kill_grace()
+            + self.drain_timeout()
+            + self.close_timeout()
+            + Duration::from_secs(1);
+        Duration::from_millis(self.shutdown_timeout_ms).max(needed)
     }
 }
 

@@ -29,15 +29,31 @@ pub enum ApiError {
     /// No process with that id (it never existed or has been forgotten).
     #[error("no process with id {0:?}")]
     NotFound(String),
-    /// No such route: check the URL and method.
+    /// No such route: check the URL.
     #[error("no route for {0}")]
     NoRoute(String),
+    /// The route exists, but not with this method.
+    #[error("method not allowed: {0}")]
+    MethodNotAllowed(String),
+    /// `DELETE` of a process that still runs, without `force=1`: kill it
+    /// first (`POST .../kill`), or force.
+    #[error("process {0} is still running; kill it first, or DELETE with ?force=1")]
+    StillRunning(String),
+    /// Another known process already has this name.
+    #[error("the name {0:?} is taken by another known process")]
+    NameTaken(String),
     /// The process has exited; it cannot be signalled or written to.
     #[error("process {0} is not running")]
     NotRunning(String),
-    /// The program could not be started (the OS reason is in the message).
+    /// The program could not be started: not found, or another OS failure
+    /// (the reason is in the message). A shell would say 127.
     #[error("{0}")]
     SpawnFailed(String),
+    /// The program was found but cannot be run: not executable, a
+    /// directory, not a format the kernel runs, or a cwd that is missing or
+    /// not a directory. A shell would say 126.
+    #[error("{0}")]
+    CannotExecute(String),
     /// The same `Idempotency-Key` was used with a different request body.
     #[error("Idempotency-Key {0:?} was already used with a different request")]
     IdempotencyConflict(String),
@@ -69,6 +85,16 @@ pub enum ApiError {
     /// The request body is larger than `--max-body-bytes`.
     #[error("request body too large (limit {0} bytes)")]
     BodyTooLarge(usize),
+    /// The process already has its HTTP stdin budget queued (it is not
+    /// reading): retry once it has read some.
+    #[error("process {0} has {1} bytes of stdin queued over HTTP already (the limit); retry when it reads")]
+    StdinBusy(String, usize),
+    /// The request body did not arrive within `--body-timeout-ms`.
+    #[error("request body did not arrive within {0} ms (--body-timeout-ms)")]
+    BodyTimeout(u64),
+    /// Every connection slot is busy (`--max-connections`): retry shortly.
+    #[error("too many open connections (limit {0}, --max-connections)")]
+    TooManyConnections(usize),
     /// The server is shutting down.
     #[error("server is shutting down")]
     ShuttingDown,
@@ -97,8 +123,12 @@ impl ApiError {
             | ApiError::ReadOnly => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::StillRunning(_) => (StatusCode::CONFLICT, "still_running"),
+            ApiError::NameTaken(_) => (StatusCode::CONFLICT, "name_taken"),
             ApiError::NotRunning(_) => (StatusCode::CONFLICT, "not_running"),
             ApiError::SpawnFailed(_) => (StatusCode::UNPROCESSABLE_ENTITY, "spawn_failed"),
+            ApiError::CannotExecute(_) => (StatusCode::UNPROCESSABLE_ENTITY, "cannot_execute"),
             ApiError::IdempotencyConflict(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_conflict")
             }
@@ -116,6 +146,11 @@ impl ApiError {
             ApiError::ForbiddenOrigin(_) => (StatusCode::FORBIDDEN, "forbidden_origin"),
             ApiError::ForbiddenHost(_) => (StatusCode::FORBIDDEN, "forbidden_host"),
             ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),
+            ApiError::StdinBusy(..) => (StatusCode::TOO_MANY_REQUESTS, "stdin_busy"),
+            ApiError::BodyTimeout(_) => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
+            ApiError::TooManyConnections(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "too_many_connections")
+            }
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
             ApiError::WrongNode(..) => (StatusCode::MISDIRECTED_REQUEST, "wrong_node"),
@@ -138,9 +173,12 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, _) = self.status_and_code();
         let mut response = (status, Json(self.body())).into_response();
-        if matches!(self, ApiError::Draining) {
-            // Long enough for a proxy to notice; a client's retry through
-            // it lands on another host.
+        // A client's retry through a proxy lands on another host (draining)
+        // or finds room (stdin, connections).
+        if matches!(
+            self,
+            ApiError::Draining | ApiError::StdinBusy(..) | ApiError::TooManyConnections(_)
+        ) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

@@ -21,8 +21,10 @@ use serde::de::DeserializeOwned;
 use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 
-use crate::attach::{self, AttachOptions};
+use crate::attach::{self, AttachOptions, ScreenStart};
+use crate::config::Config;
 use crate::error::ApiError;
+use crate::process::Process;
 use crate::table::ProcessTable;
 
 type AppState = Arc<ProcessTable>;
@@ -35,6 +37,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes", post(spawn).get(list))
         .route("/processes/{id}", get(status).delete(delete))
         .route("/processes/{id}/wait", get(wait))
+        .route("/processes/{id}/kill", post(kill))
         .route("/processes/{id}/signal", post(signal))
         .route("/processes/{id}/stdin", post(stdin))
         .route("/processes/{id}/stdin/close", post(stdin_close))
@@ -42,6 +45,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/attach", get(attach))
         .route("/processes/{id}/output", get(crate::http_output::output))
         .route("/exec", post(crate::exec::exec))
+        .route("/processes/{id}/screen", get(screen))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -55,21 +59,27 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/metrics", get(metrics))
         .merge(crate::kube::router(table.clone()));
     app = match &config.web_root {
-        Some(root) => app.fallback_service(tower_http::services::ServeDir::new(root)),
+        Some(root) => {
+            let files = crate::web::StaticFiles::new(root);
+            app.fallback(move |request: Request| files.clone().serve(request))
+        }
         None => app.fallback(no_route),
     };
     app.layer(middleware::from_fn(trace_errors))
         .with_state(table)
 }
 
-/// Readiness: 200 while this host takes new processes, 503 `draining` from
-/// SIGTERM on, so a proxy or Kubernetes takes it out of rotation while its
-/// running processes finish.
-async fn healthz(State(table): State<AppState>) -> Response {
-    if table.is_draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
+/// Readiness: 200 while this host takes new processes; 503 `draining` from
+/// SIGTERM on (a proxy or Kubernetes takes it out of rotation while its
+/// running processes finish), `shutting down` once it kills them (so a
+/// client whose process was killed can tell a shutdown from a kill request).
+async fn healthz(State(table): State<AppState>) -> (StatusCode, &'static str) {
+    if table.is_shutting_down() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else if table.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
     } else {
-        "ok\n".into_response()
+        (StatusCode::OK, "ok\n")
     }
 }
 
@@ -108,18 +118,27 @@ async fn no_route(request: Request) -> ApiError {
 }
 
 async fn method_not_allowed(request: Request) -> Response {
-    let error = ApiError::NoRoute(format!("{} {}", request.method(), full_path(&request)));
-    let mut response = error.into_response();
-    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    response
+    ApiError::MethodNotAllowed(format!("{} {}", request.method(), full_path(&request)))
+        .into_response()
+}
+
+/// The body, or why it could not be read: too large (413), too slow (408).
+fn body_bytes(body: Result<Bytes, BytesRejection>, config: &Config) -> ApiResult<Bytes> {
+    body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(e) if crate::listen::is_body_timeout(&e) => {
+            ApiError::BodyTimeout(config.body_timeout_ms)
+        }
+        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(config.max_body_bytes),
+        other => ApiError::InvalidRequest(other.body_text()),
+    })
 }
 
 /// Parses a JSON body with a message that says what is wrong.
-fn json_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>, max: usize) -> ApiResult<T> {
-    let body = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(max),
-        other => ApiError::InvalidRequest(other.body_text()),
-    })?;
+fn json_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    config: &Config,
+) -> ApiResult<T> {
+    let body = body_bytes(body, config)?;
     serde_json::from_slice(&body)
         .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))
 }
@@ -129,7 +148,7 @@ async fn spawn(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<ProcessInfo>)> {
-    let request: SpawnRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: SpawnRequest = json_body(body, table.config())?;
     let key = match headers.get("idempotency-key") {
         Some(value) => Some(
             value
@@ -148,8 +167,67 @@ async fn spawn(
     Ok((status, Json(process.info())))
 }
 
-async fn list(State(table): State<AppState>) -> Json<Vec<ProcessInfo>> {
-    Json(table.list().iter().map(|p| p.info()).collect())
+/// Most processes in one `GET /v1/processes` answer, and the default.
+pub const LIST_MAX_ITEMS: usize = 1000;
+/// An answer stops growing past this many bytes of JSON (it always holds
+/// at least one process), so its size is bounded whatever the argv.
+pub const LIST_MAX_BYTES: usize = 4 << 20;
+/// Names the last process of a page that is not the last one: pass it as
+/// `after=` for the next page.
+pub const NEXT_PAGE_HEADER: &str = "tether-next-after";
+
+/// Known processes, oldest first, a page at a time: `limit` (1 to
+/// [`LIST_MAX_ITEMS`]) and `after=ID` (the processes started after that
+/// one). A page cut short by the count or the byte bound carries
+/// [`NEXT_PAGE_HEADER`].
+async fn list(
+    State(table): State<AppState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let limit = match query_u64(&query, "limit")? {
+        None => LIST_MAX_ITEMS,
+        Some(n) if (1..=LIST_MAX_ITEMS as u64).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "limit must be 1 to {LIST_MAX_ITEMS}, got {n}"
+            )))
+        }
+    };
+    let all = table.list();
+    let start = match query.get("after") {
+        None => 0,
+        Some(id) => match all.iter().position(|p| &p.id == id) {
+            Some(i) => i + 1,
+            None => return Err(ApiError::NotFound(id.clone())),
+        },
+    };
+    let mut body = Vec::from(*b"[");
+    let mut last = None;
+    let mut listed = 0;
+    for process in &all[start..] {
+        if listed == limit || (listed > 0 && body.len() >= LIST_MAX_BYTES) {
+            break;
+        }
+        if listed > 0 {
+            body.push(b',');
+        }
+        serde_json::to_writer(&mut body, &process.info())
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        last = Some(process.id.clone());
+        listed += 1;
+    }
+    body.push(b']');
+    let mut response = (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response();
+    if start + listed < all.len() {
+        if let Some(value) = last.and_then(|id| id.parse().ok()) {
+            response.headers_mut().insert(NEXT_PAGE_HEADER, value);
+        }
+    }
+    Ok(response)
 }
 
 async fn status(
@@ -159,19 +237,121 @@ async fn status(
     Ok(Json(table.get(&id)?.info()))
 }
 
+/// The terminal screen now: plain text (default) or, with `format=ansi`,
+/// the snapshot bytes; headers give the offset and size.
+async fn screen(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let process = table.get(&id)?;
+    let ansi = match query.get("format").map(String::as_str) {
+        None | Some("text") => false,
+        Some("ansi") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "format={other:?}: expected text or ansi"
+            )))
+        }
+    };
+    let no_screen = || ApiError::NoTerminal(process.id.clone());
+    let (offset, cols, rows, content_type, body) = if ansi {
+        let snapshot = process.output().screen_snapshot().ok_or_else(no_screen)?;
+        (
+            snapshot.offset,
+            snapshot.cols,
+            snapshot.rows,
+            "application/octet-stream",
+            snapshot.data,
+        )
+    } else {
+        let text = process.output().screen_text().ok_or_else(no_screen)?;
+        (
+            text.offset,
+            text.cols,
+            text.rows,
+            "text/plain; charset=utf-8",
+            text.text.into_bytes(),
+        )
+    };
+    Ok((
+        [
+            ("content-type", content_type.to_string()),
+            ("tether-offset", offset.to_string()),
+            ("tether-cols", cols.to_string()),
+            ("tether-rows", rows.to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// Largest `grace_ms` of a kill (10 minutes): the request waits that long.
+const MAX_KILL_GRACE_MS: u64 = 600_000;
+
+/// How long a kill with this grace may take to end a process: the grace
+/// (then SIGKILL), the drain bound after the reap, and a margin.
+fn kill_bound(table: &ProcessTable, grace: Duration) -> Duration {
+    grace + table.config().drain_timeout() + Duration::from_secs(1)
+}
+
+/// Kills and waits (bounded) until the process counts as exited.
+async fn kill_and_wait(table: &ProcessTable, process: &Process, grace: Duration) {
+    process.kill_with_grace(ExitReason::Killed, grace).await;
+    let mut exit = process.watch_exit();
+    let _ = tokio::time::timeout(kill_bound(table, grace), exit.wait_for(|e| e.is_some())).await;
+}
+
+/// `POST .../kill[?grace_ms=N]`: kills the whole session (reason `killed`)
+/// and keeps the process, like any exited one, until its TTL or DELETE.
+/// Answers once it has exited (bounded). Killing an exited process is a
+/// no-op that answers its object.
+async fn kill(
+    State(table): State<AppState>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<ProcessInfo>> {
+    let grace = match query_u64(&query, "grace_ms")? {
+        Some(ms) if ms > MAX_KILL_GRACE_MS => {
+            return Err(ApiError::InvalidRequest(format!(
+                "grace_ms must be at most {MAX_KILL_GRACE_MS}, got {ms}"
+            )))
+        }
+        Some(ms) => Duration::from_millis(ms),
+        None => table.config().kill_grace(),
+    };
+    let process = table.get(&id)?;
+    if process.is_running() {
+        kill_and_wait(&table, &process, grace).await;
+    }
+    Ok(Json(process.info()))
+}
+
+/// `DELETE ...[?force=1]`: forgets a process, its output and its exit. A
+/// running one is refused (409 `still_running`) unless forced: then it is
+/// killed first, and forgotten once it has exited (until then it still
+/// counts against the process limit and the retention budget).
 async fn delete(
     State(table): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
+    let force = match query.get("force").map(String::as_str) {
+        None | Some("0" | "false") => false,
+        Some("1" | "true") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "force must be 1 or 0, got {other:?}"
+            )))
+        }
+    };
     let process = table.get(&id)?;
-    process.kill(ExitReason::Killed).await;
-    // Forget it only once it has exited: until then it still counts against
-    // the process limit and the retention budget. Bounded by the kill grace
-    // (after which it is SIGKILLed) plus the drain bound.
-    let config = table.config();
-    let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
-    let mut exit = process.watch_exit();
-    let _ = tokio::time::timeout(bound, exit.wait_for(|e| e.is_some())).await;
+    if process.is_running() {
+        if !force {
+            return Err(ApiError::StillRunning(process.id.clone()));
+        }
+        kill_and_wait(&table, &process, table.config().kill_grace()).await;
+    }
     table.forget_when_exited(&process);
     Ok(Json(process.info()))
 }
@@ -186,6 +366,22 @@ pub(crate) fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResul
                     "{name} must be a non-negative integer, got {v:?}"
                 ))
             })
+        })
+        .transpose()
+}
+
+/// Parses an optional boolean query parameter: `1`/`true` or `0`/`false`,
+/// anything else is a 400 (a misspelt `readonly=yes` must not silently mean
+/// read-write).
+fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<bool>> {
+    query
+        .get(name)
+        .map(|v| match v.as_str() {
+            "1" | "true" => Ok(true),
+            "0" | "false" => Ok(false),
+            _ => Err(ApiError::InvalidRequest(format!(
+                "{name} must be 1, 0, true or false, got {v:?}"
+            ))),
         })
         .transpose()
 }
@@ -211,20 +407,41 @@ async fn signal(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessInfo>> {
-    let request: SignalRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: SignalRequest = json_body(body, table.config())?;
     let process = table.get(&id)?;
     process.signal(Signal::parse(&request.signal)?).await?;
     Ok(Json(process.info()))
 }
 
+/// Raw bytes for stdin. The process's HTTP stdin budget is reserved for
+/// the declared length before the body is read, so requests parked on a
+/// process that does not read hold at most that budget (429 past it).
 async fn stdin(
     State(table): State<AppState>,
     Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
+    headers: HeaderMap,
+    body: axum::body::Body,
 ) -> ApiResult<StatusCode> {
-    let max = table.config().max_body_bytes;
-    let body = body.map_err(|_| ApiError::BodyTooLarge(max))?;
-    table.get(&id)?.write_stdin(body.to_vec()).await?;
+    let config = table.config();
+    let process = table.get(&id)?;
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > config.max_body_bytes) {
+        return Err(ApiError::BodyTooLarge(config.max_body_bytes));
+    }
+    let permit = process.reserve_http_stdin(declared.unwrap_or(config.max_body_bytes))?;
+    let body = axum::body::to_bytes(body, config.max_body_bytes)
+        .await
+        .map_err(|e| {
+            if crate::listen::is_body_timeout(&e) {
+                ApiError::BodyTimeout(config.body_timeout_ms)
+            } else {
+                ApiError::BodyTooLarge(config.max_body_bytes)
+            }
+        })?;
+    process.write_http_stdin(body.to_vec(), permit).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -241,7 +458,7 @@ async fn resize(
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
-    let request: ResizeRequest = json_body(body, table.config().max_body_bytes)?;
+    let request: ResizeRequest = json_body(body, table.config())?;
     table.get(&id)?.resize(request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -281,15 +498,29 @@ async fn attach(
             "window must be at least 1 (omit it to turn flow control off)".into(),
         ));
     }
-    let readonly = matches!(
-        query.get("readonly").map(String::as_str),
-        Some("1" | "true")
-    );
+    let readonly = query_bool(&query, "readonly")?.unwrap_or(false);
+    let screen = match query.get("screen").map(String::as_str) {
+        None | Some("0" | "false") => ScreenStart::Never,
+        Some("1" | "true") => ScreenStart::Always,
+        Some("evicted") => ScreenStart::IfEvicted,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "screen={other:?}: expected 1 or evicted"
+            )))
+        }
+    };
+    if screen != ScreenStart::Never && !process.output().has_screen() {
+        return Err(ApiError::InvalidRequest(format!(
+            "screen needs a terminal: process {} runs on pipes (tty: false) or the server runs with --no-screen",
+            process.id
+        )));
+    }
     let admission = attach::admit(&table, &process)?;
     let options = AttachOptions {
         start,
         window,
         readonly,
+        screen,
     };
     let config = table.config().clone();
     Ok(upgrade

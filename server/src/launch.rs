@@ -42,6 +42,12 @@ pub struct Launch<'a> {
     pub controlling_tty: bool,
     /// An open `cgroup.procs` to join before anything else.
     pub cgroup_procs: Option<RawFd>,
+    /// `--user`/`--group`: the uid and gid to run as (supplementary groups
+    /// are dropped).
+    pub identity: Option<(u32, u32)>,
+    /// The open-file limit tetherd was started with (it raised its own):
+    /// programs get that one back.
+    pub open_file_limit: Option<(u64, u64)>,
 }
 
 /// Why a launch failed.
@@ -66,11 +72,13 @@ pub enum LaunchError {
 }
 
 /// Steps of the child, for error reports.
-const STEPS: [&str; 6] = [
+const STEPS: [&str; 8] = [
     "joining its cgroup",
     "setting up stdio",
     "setsid",
     "acquiring the controlling terminal",
+    "restoring the open-file limit",
+    "switching user",
     "chdir",
     "exec",
 ];
@@ -78,8 +86,10 @@ const STEP_CGROUP: i32 = 0;
 const STEP_STDIO: i32 = 1;
 const STEP_SETSID: i32 = 2;
 const STEP_CTTY: i32 = 3;
-const STEP_CHDIR: i32 = 4;
-const STEP_EXEC: i32 = 5;
+const STEP_RLIMIT: i32 = 4;
+const STEP_USER: i32 = 5;
+const STEP_CHDIR: i32 = 6;
+const STEP_EXEC: i32 = 7;
 
 /// The child's stack: it only runs the handful of calls below and execve.
 const CHILD_STACK: usize = 64 * 1024;
@@ -93,6 +103,8 @@ struct ChildPlan {
     stdio: [RawFd; 3],
     controlling_tty: bool,
     cgroup_procs: RawFd,
+    identity: Option<(libc::uid_t, libc::gid_t)>,
+    open_file_limit: Option<libc::rlimit>,
     /// Written by the child on failure: step << 16 | errno.
     failure: AtomicI32,
 }
@@ -145,6 +157,11 @@ pub fn launch(request: &Launch<'_>) -> Result<u32, LaunchError> {
         stdio,
         controlling_tty: request.controlling_tty,
         cgroup_procs: request.cgroup_procs.unwrap_or(-1),
+        identity: request.identity,
+        open_file_limit: request.open_file_limit.map(|(soft, hard)| libc::rlimit {
+            rlim_cur: soft,
+            rlim_max: hard,
+        }),
         failure: AtomicI32::new(0),
     };
     let mut stack = vec![0u8; CHILD_STACK];
@@ -159,7 +176,10 @@ pub fn launch(request: &Launch<'_>) -> Result<u32, LaunchError> {
         let error = io::Error::from_raw_os_error(failure & 0xffff);
         return Err(match (step, error.raw_os_error()) {
             (STEP_EXEC, Some(libc::ENOENT)) => LaunchError::NotFound(name),
-            (STEP_EXEC, Some(libc::EACCES)) => LaunchError::NotExecutable(name, error),
+            (STEP_EXEC, Some(libc::EACCES | libc::ENOEXEC)) => {
+                LaunchError::NotExecutable(name, error)
+            }
+            (STEP_CHDIR, _) => LaunchError::NotExecutable(name, error),
             _ => failed(step, error),
         });
     }
@@ -250,6 +270,20 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         if plan.controlling_tty && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
             return fail(STEP_CTTY);
+        }
+        if let Some(limit) = &plan.open_file_limit {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, limit) != 0 {
+                return fail(STEP_RLIMIT);
+            }
+        }
+        if let Some((uid, gid)) = plan.identity {
+            // Groups first: once the uid is dropped, they cannot be.
+            if libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0
+            {
+                return fail(STEP_USER);
+            }
         }
         if let Some(cwd) = &plan.cwd {
             if libc::chdir(cwd.as_ptr()) != 0 {
@@ -393,6 +427,10 @@ pub struct StartPlan<'a> {
     pub stdin: bool,
     /// Variables of the server never passed on.
     pub secret_env: &'a [&'a str],
+    /// `--user`/`--group` (uid, gid).
+    pub identity: Option<(u32, u32)>,
+    /// The open-file limit to give the program.
+    pub open_file_limit: Option<(u64, u64)>,
 }
 
 /// Creates the process's cgroup, stdio and the process itself, and opens
@@ -451,6 +489,8 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
         stdio,
         controlling_tty: plan.tty.is_some(),
         cgroup_procs: cell.as_ref().map(|c| c.procs_fd()),
+        identity: plan.identity,
+        open_file_limit: plan.open_file_limit,
     };
     let launched = reaper::register_while(|| launch(&request));
     drop(child_side);
@@ -460,7 +500,11 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
             if let Some(cell) = &cell {
                 let _ = cell.remove();
             }
-            return Err(ApiError::SpawnFailed(e.to_string()));
+            // 126 against 127 for the CLI: found but cannot run, or not found.
+            return Err(match e {
+                LaunchError::NotExecutable(..) => ApiError::CannotExecute(e.to_string()),
+                _ => ApiError::SpawnFailed(e.to_string()),
+            });
         }
     };
     let pidfd = match PidFd::open(pid) {
@@ -534,6 +578,8 @@ mod tests {
             stdio: [null.as_raw_fd(), w.as_raw_fd(), w.as_raw_fd()],
             controlling_tty: false,
             cgroup_procs: None,
+            identity: None,
+            open_file_limit: None,
         })
         .expect("launch");
         drop(w);
@@ -564,6 +610,8 @@ mod tests {
             stdio: [w.as_raw_fd(), w.as_raw_fd(), w.as_raw_fd()],
             controlling_tty: false,
             cgroup_procs: None,
+            identity: None,
+            open_file_limit: None,
         })
         .expect("launch");
         drop(w);
@@ -594,6 +642,8 @@ mod tests {
             stdio: [0, 1, 2],
             controlling_tty: false,
             cgroup_procs: None,
+            identity: None,
+            open_file_limit: None,
         })
         .expect_err("missing");
         assert!(matches!(err, LaunchError::NotFound(_)), "{err}");
@@ -605,6 +655,8 @@ mod tests {
             stdio: [0, 1, 2],
             controlling_tty: false,
             cgroup_procs: None,
+            identity: None,
+            open_file_limit: None,
         })
         .expect_err("missing");
         assert!(matches!(err, LaunchError::NotFound(_)), "{err}");
@@ -620,6 +672,8 @@ mod tests {
             stdio: [0, 1, 2],
             controlling_tty: false,
             cgroup_procs: None,
+            identity: None,
+            open_file_limit: None,
         })
         .expect_err("chdir");
         assert!(err.to_string().contains("chdir"), "{err}");

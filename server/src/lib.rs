@@ -14,17 +14,24 @@
 //! - [`retained`]: [`retained::RetainedOutput`], the one owner of a
 //!   process's retained output, its lock and its wake-ups; the pure ring
 //!   inside it.
+//! - [`screen`]: [`screen::Screen`], the terminal emulator of a PTY process,
+//!   fed by capture; snapshots `{offset, cols, rows, data}` and plain text.
 //! - [`datadir`]: `--data-dir`, the disk logs' directory and the process
 //!   records a restart reads back.
 //! - [`table`]: [`table::ProcessTable`], admission, limits, idempotency,
 //!   forgetting exited processes.
 //! - [`attach`]: one WebSocket attachment: writer, reader, input queue.
-//! - [`http`], [`access`]: routes, token and Origin checks.
+//! - [`listen`]: the accept loop; every connection bounded in number and
+//!   time, and shutdown's drain.
+//! - [`http`], [`access`]: routes, token and Origin checks; [`web`]: the
+//!   web terminal's files, never from outside `--web-root`.
 //! - [`kube`]: the Kubernetes exec/attach protocol and the documents
 //!   kubectl reads first.
 //! - [`http_output`], [`exec`]: output as plain HTTP or Server-Sent Events,
 //!   and one-shot exec; both read through a [`follow::Follower`].
 //! - [`slots`]: bounded counts of attachments.
+//! - [`secret`]: the token kept from children; [`limits`]: the open-file
+//!   limit and the defaults sized to it.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`error`]: every error with its status, code and close code.
 //! - [`config`]: flags and limits; [`server::run`] ties it together.
@@ -41,14 +48,19 @@ pub mod http;
 pub mod http_output;
 pub mod kube;
 pub mod launch;
+pub mod limits;
+pub mod listen;
 pub mod metrics;
 pub mod process;
 pub mod pty;
 pub mod retained;
+pub mod screen;
+pub mod secret;
 pub mod server;
 pub mod session;
 pub mod slots;
 pub mod table;
+pub mod web;
 
 pub use config::Config;
 pub use server::run;

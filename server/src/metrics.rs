@@ -31,8 +31,15 @@ pub struct Metrics {
     pub sent: [AtomicU64; 2],
     /// Per stream: bytes reported to attachments as `dropped`.
     pub dropped: [AtomicU64; 2],
-    /// Exits by reason: exit, signal, timeout, killed, lost.
-    pub exits: [AtomicU64; 5],
+    /// Exits by reason: exit, signal, timeout, killed, unattached, lost.
+    pub exits: [AtomicU64; 6],
+    /// Open TCP connections, attachments included (kept by the listener).
+    pub connections_open: AtomicU64,
+    /// Connections answered 503 at the `--max-connections` cap.
+    pub connections_refused: AtomicU64,
+    /// Connections closed to make room for a newer one (they had waited
+    /// longest for a request head).
+    pub connections_displaced: AtomicU64,
 }
 
 fn reason_index(reason: ExitReason) -> usize {
@@ -41,7 +48,8 @@ fn reason_index(reason: ExitReason) -> usize {
         ExitReason::Signal => 1,
         ExitReason::Timeout => 2,
         ExitReason::Killed => 3,
-        ExitReason::Lost => 4,
+        ExitReason::Unattached => 4,
+        ExitReason::Lost => 5,
     }
 }
 
@@ -87,6 +95,24 @@ impl Metrics {
             "gauge",
             "Open attachments.",
             &[(String::new(), gauges.attachments)],
+        );
+        metric(
+            "tether_connections",
+            "gauge",
+            "Open TCP connections, attachments included.",
+            &[(String::new(), get(&self.connections_open))],
+        );
+        metric(
+            "tether_connections_refused_total",
+            "counter",
+            "Connections answered 503 at the --max-connections cap.",
+            &[(String::new(), get(&self.connections_refused))],
+        );
+        metric(
+            "tether_connections_displaced_total",
+            "counter",
+            "Connections closed to make room, having waited longest for a request.",
+            &[(String::new(), get(&self.connections_displaced))],
         );
         metric(
             "tether_spawns_total",
@@ -136,7 +162,7 @@ impl Metrics {
             "Bytes reported to attachments as dropped (evicted before they were sent).",
             &per_stream(&self.dropped),
         );
-        let reasons = ["exit", "signal", "timeout", "killed", "lost"];
+        let reasons = ["exit", "signal", "timeout", "killed", "unattached", "lost"];
         metric(
             "tether_exits_total",
             "counter",

@@ -1,19 +1,32 @@
 //! `run(listener, config, shutdown)`: serve on a bound listener until the
-//! shutdown future completes, then kill every process (reason `killed`),
-//! let attachments receive their exit frames, answer pending waits, and
-//! return. Tests bind port 0 and never wait for a port.
+//! shutdown future completes, then shut down within a deadline. Tests bind
+//! port 0 and never wait for a port.
+//!
+//! Shutdown: first the drain (at most `--drain-grace-ms`: spawns refused,
+//! `/healthz` 503, everything else served), then, all of it within
+//! `--shutdown-timeout-ms`:
+//! 1. stop accepting; HTTP connections waiting for a request close, those
+//!    with one in flight finish it ([`Phase::Draining`]);
+//! 2. kill every process (reason `killed`), which answers pending waits and
+//!    lets every attachment, slow or fast, send its remaining output, the
+//!    exit frame and a Close;
+//! 3. wait until every connection, attachments included, has closed;
+//! 4. at the deadline, close what is still open ([`Phase::Closing`]) and
+//!    return: the caller exits, which closes any WebSocket left.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::datadir::DataDir;
+use crate::listen::{self, Connections, Phase, Settings};
 use crate::table::ProcessTable;
 
-/// Serves until `shutdown` completes, then shuts down gracefully.
+/// Serves until `shutdown` completes, then shuts down within the bound.
 pub async fn run(
     listener: TcpListener,
     config: Config,
@@ -30,53 +43,39 @@ pub async fn run(
     let table = ProcessTable::with_data_dir(config.clone(), data_dir.clone());
     table.recover();
     let app = crate::http::router(table.clone());
+    let connections = Connections::new(table.metrics.clone());
+    let (phase, phase_rx) = watch::channel(Phase::Serving);
+    let accept = tokio::spawn(listen::serve(
+        listener,
+        app,
+        Settings::from_config(&config),
+        connections.clone(),
+        phase_rx,
+    ));
+    shutdown.await;
+    table.drain(config.drain_grace()).await;
+    let deadline = tokio::time::Instant::now() + config.shutdown_timeout();
+    tracing::info!("shutting down: killing every process");
+    phase.send_replace(Phase::Draining);
+    let _ = accept.await;
     let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
-    let graceful = {
-        let table = table.clone();
-        async move {
-            shutdown.await;
-            table.drain(table.config().drain_grace()).await;
-            tracing::info!("shutting down: killing every process");
-            table.shutdown(bound).await;
-            // Descendants of processes that had already exited.
-            let _ = tokio::task::spawn_blocking(|| containment.kill_everything()).await;
-        }
-    };
-    // Attachments finish on their own once their process exited: the exit
-    // frame, then a close handshake bounded by --close-timeout-ms, and any
-    // stuck socket by --send-timeout-ms.
-    let listener = axum::serve::ListenerExt::tap_io(listener, tune_socket);
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(graceful)
-        .await;
+    let _ = tokio::time::timeout_at(deadline, table.shutdown(bound)).await;
+    // Descendants of processes that had already exited.
+    let _ = tokio::task::spawn_blocking(move || containment.kill_everything()).await;
+    if tokio::time::timeout_at(deadline, connections.all_closed())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = connections.len(),
+            "shutdown deadline reached: closing the connections still open"
+        );
+    }
+    phase.send_replace(Phase::Closing);
     // Before the table (and with it every log) is dropped: a private
     // directory goes, `--data-dir` keeps its files for the next run.
     if let Some(dir) = &data_dir {
         dir.close();
     }
-    served
+    Ok(())
 }
-
-/// Interactive traffic must not wait for Nagle's algorithm. And the kernel
-/// should hold little output that is not yet sent: what it holds cannot be
-/// overtaken by another stream or evicted with a `dropped` notice, so a big
-/// socket buffer would add latency to stderr behind a stdout flood.
-fn tune_socket(tcp: &mut tokio::net::TcpStream) {
-    let _ = tcp.set_nodelay(true);
-    let lowat: libc::c_int = NOTSENT_LOWAT;
-    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live local;
-    // the fd is a connected TCP socket owned by `tcp`.
-    let _ = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(tcp),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&lowat as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-}
-
-/// Unsent bytes the kernel may hold per connection before the socket stops
-/// being writable.
-const NOTSENT_LOWAT: libc::c_int = 256 * 1024;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tether_protocol::api::SpawnRequest;
+use tether_protocol::api::{SpawnRequest, MAX_NAME_LEN};
 use tether_protocol::{ExitReason, KubernetesNames, TermSize};
 use tokio::sync::Notify;
 
@@ -30,6 +30,8 @@ struct Entries {
     /// Ids reserved by spawns under way (the table lock is not held while
     /// the OS process is created).
     starting: HashSet<String>,
+    /// Name -> id, for known processes and spawns under way.
+    names: HashMap<String, String>,
 }
 
 /// Every process the server knows, running or exited.
@@ -91,20 +93,32 @@ impl ProcessTable {
         &self.config
     }
 
-    /// Looks a process up by id. An id of another node is a misrouted
-    /// request (421), not a process that does not exist.
-    pub fn get(&self, id: &str) -> Result<Arc<Process>, ApiError> {
-        if let Some(process) = self.entries().processes.get(id) {
+    /// Looks a process up by id, or by the name it was given. An id of
+    /// another node is a misrouted request (421), not a process that does
+    /// not exist.
+    pub fn get(&self, id_or_name: &str) -> Result<Arc<Process>, ApiError> {
+        let entries = self.entries();
+        let id = entries
+            .names
+            .get(id_or_name)
+            .map(String::as_str)
+            .unwrap_or(id_or_name);
+        if let Some(process) = entries.processes.get(id) {
             return Ok(process.clone());
         }
-        match crate::process::node_of(id) {
-            Some(node) if self.config.node.as_deref() != Some(node) => {
-                Err(ApiError::WrongNode(id.to_string(), node.to_string()))
-            }
-            _ => Err(ApiError::NotFound(id.to_string())),
+        match crate::process::node_of(id_or_name) {
+            Some(node) if self.config.node.as_deref() != Some(node) => Err(ApiError::WrongNode(
+                id_or_name.to_string(),
+                node.to_string(),
+            )),
+            _ => Err(ApiError::NotFound(id_or_name.to_string())),
         }
     }
 
+    /// True once shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
     /// Whether SIGTERM has started a drain (or the shutdown itself).
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst) || self.shutting_down.load(Ordering::SeqCst)
@@ -203,10 +217,16 @@ impl ProcessTable {
                 Admission::Replay(process) => return Ok((process, false)),
                 Admission::Wait => spawned.await,
                 Admission::Validate => {
-                    plan = Some(SpawnPlan {
+                    let mut planned = SpawnPlan {
                         kubernetes: kubernetes.clone(),
                         ..self.plan(request.clone())?
-                    })
+                    };
+                    // With a key, the table keeps the key and the request it
+                    // answers for as long as the process is known.
+                    if let Some(key) = &key {
+                        planned.metadata_bytes += (key.len() + canonical.len()) as u64;
+                    }
+                    plan = Some(planned);
                 }
                 Admission::Start(id) => break id,
             }
@@ -216,6 +236,7 @@ impl ProcessTable {
         };
         let reserved = plan.reserved_bytes();
         let reserved_disk = plan.reserved_disk_bytes();
+        let name = plan.name.clone();
         let started = spawn(id.clone(), plan, &self.config, self.metrics.clone());
         {
             let mut entries = self.entries();
@@ -228,6 +249,9 @@ impl ProcessTable {
                     entries.reserved = entries.reserved.saturating_sub(reserved);
                     entries.reserved_disk = entries.reserved_disk.saturating_sub(reserved_disk);
                     entries.idempotency.retain(|_, (_, pid)| *pid != id);
+                    if let Some(name) = &name {
+                        entries.names.remove(name);
+                    }
                 }
             }
         }
@@ -270,6 +294,11 @@ impl ProcessTable {
         let Some(plan) = plan else {
             return Ok(Admission::Validate);
         };
+        if let Some(name) = &plan.name {
+            if entries.names.contains_key(name) {
+                return Err(ApiError::NameTaken(name.clone()));
+            }
+        }
         let running = Self::running_locked(&entries) + entries.starting.len();
         if running >= self.config.max_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_processes));
@@ -287,6 +316,9 @@ impl ProcessTable {
         entries.reserved += plan.reserved_bytes();
         entries.reserved_disk += plan.reserved_disk_bytes();
         entries.starting.insert(id.clone());
+        if let Some(name) = &plan.name {
+            entries.names.insert(name.clone(), id.clone());
+        }
         if let Some(key) = key {
             entries
                 .idempotency
@@ -337,6 +369,10 @@ impl ProcessTable {
         Ok(())
     }
 
+    /// The budget counts a forgotten process's retention free, so its
+    /// buffers are freed here too, whoever still holds the process (an
+    /// attachment withholding credit, a pending wait): they learn the bytes
+    /// they had not been sent as dropped.
     fn forget_locked(entries: &mut Entries, id: &str) {
         if let Some(process) = entries.processes.remove(id) {
             entries.reserved = entries.reserved.saturating_sub(process.reserved_bytes);
@@ -344,6 +380,12 @@ impl ProcessTable {
                 .reserved_disk
                 .saturating_sub(process.reserved_disk_bytes);
             entries.idempotency.retain(|_, (_, pid)| pid != id);
+            if !process.is_running() {
+                process.output().discard();
+            }
+            if let Some(name) = &process.name {
+                entries.names.remove(name);
+            }
         }
     }
 
@@ -478,7 +520,12 @@ impl ProcessTable {
         } else {
             window
         };
+        let metadata_bytes = SpawnPlan::metadata_of(&argv);
+        if let Some(name) = &request.name {
+            check_name(name)?;
+        }
         Ok(SpawnPlan {
+            metadata_bytes,
             argv,
             env: request.env,
             cwd: request.cwd,
@@ -493,8 +540,31 @@ impl ProcessTable {
             retain_memory_bytes: usize::try_from(window).unwrap_or(usize::MAX),
             data_dir: self.data_dir.clone(),
             kubernetes: None,
+            name: request.name,
+            unattached_timeout: request
+                .unattached_timeout_ms
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
         })
     }
+}
+
+/// A process name: 1 to [`MAX_NAME_LEN`] of `A-Z a-z 0-9 . _ -`, and not
+/// something that reads as an id (32 hex digits), so a lookup is never
+/// ambiguous.
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !name.bytes().all(allowed) {
+        return Err(ApiError::InvalidRequest(format!(
+            "name {name:?} must be 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 . _ -"
+        )));
+    }
+    if name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::InvalidRequest(format!(
+            "name {name:?} looks like a process id; choose another"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

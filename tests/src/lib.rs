@@ -52,6 +52,39 @@ pub fn binary(name: &str) -> PathBuf {
     exe.parent().unwrap().parent().unwrap().join(name)
 }
 
+/// The tetherd under test: `TETHER_TEST_TETHERD` if set (to show that a
+/// test fails against another build), else this workspace's.
+pub fn tetherd_binary() -> PathBuf {
+    match std::env::var_os("TETHER_TEST_TETHERD") {
+        Some(path) => PathBuf::from(path),
+        None => binary("tetherd"),
+    }
+}
+
+/// Raises this test process's own open-file limit to at least `want`
+/// (as root, the hard limit too), for tests that open many sockets.
+pub fn raise_own_fd_limit(want: u64) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    if soft >= want {
+        return;
+    }
+    let hard = hard.max(want);
+    setrlimit(Resource::RLIMIT_NOFILE, want, hard)
+        .expect("raise the test's own open-file limit (needs root past the hard limit)");
+}
+
+/// How the harness starts tetherd, beyond its flags.
+#[derive(Default)]
+struct Launch<'a> {
+    /// `--listen` (default `127.0.0.1:0`).
+    listen: Option<&'a str>,
+    /// A program tetherd runs under, such as `unshare --pid --fork`.
+    wrapper: &'a [&'a str],
+    /// RLIMIT_NOFILE (soft, hard) to start it with.
+    fd_limit: Option<(u64, u64)>,
+}
+
 /// A running `tetherd` on an ephemeral port; killed on drop. Unless the
 /// flags name one (or `--memory-only`), it gets a `--data-dir` of its own,
 /// removed on drop: a killed server cannot remove its private one.
@@ -76,29 +109,42 @@ impl TestServer {
 
     /// Starts tetherd with extra flags and environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        TestServer::start_full(&[], "127.0.0.1:0", args, env)
+        TestServer::launch(&Launch::default(), args, env)
     }
 
     /// Starts tetherd listening on `listen` (an address with port 0 for an
     /// ephemeral one), with extra flags and environment variables.
     pub fn start_at(listen: &str, args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        TestServer::start_full(&[], listen, args, env)
+        let how = Launch {
+            listen: Some(listen),
+            ..Launch::default()
+        };
+        TestServer::launch(&how, args, env)
     }
 
     /// Starts tetherd as the last argument of `wrapper` (such as
     /// `unshare --pid --fork`); `pid()` is then the wrapper's.
     pub fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        TestServer::start_full(wrapper, "127.0.0.1:0", args, env)
+        let how = Launch {
+            wrapper,
+            ..Launch::default()
+        };
+        TestServer::launch(&how, args, env)
     }
 
-    fn start_full(
-        wrapper: &[&str],
-        listen: &str,
-        args: &[&str],
-        env: &[(&str, &str)],
-    ) -> TestServer {
-        let tetherd = binary("tetherd");
-        let mut command = match wrapper.split_first() {
+    /// Starts tetherd under an open-file limit of `soft` (and `hard`), as
+    /// systemd's default of 1024 would.
+    pub fn start_with_fd_limit(args: &[&str], soft: u64, hard: u64) -> TestServer {
+        let how = Launch {
+            fd_limit: Some((soft, hard)),
+            ..Launch::default()
+        };
+        TestServer::launch(&how, args, &[])
+    }
+
+    fn launch(how: &Launch<'_>, args: &[&str], env: &[(&str, &str)]) -> TestServer {
+        let tetherd = tetherd_binary();
+        let mut command = match how.wrapper.split_first() {
             Some((program, rest)) => {
                 let mut command = Command::new(program);
                 command.args(rest).arg(&tetherd);
@@ -113,16 +159,30 @@ impl TestServer {
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir);
         }
-        let mut child = command
-            .args(["--listen", listen])
+        command
+            .args(["--listen", how.listen.unwrap_or("127.0.0.1:0")])
             .args(args)
             .env_remove("TETHER_TOKEN")
             .envs(env.iter().copied())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start tetherd");
+            .stderr(Stdio::inherit());
+        if let Some((soft, hard)) = how.fd_limit {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches no memory
+            // of the parent.
+            unsafe {
+                command.pre_exec(move || {
+                    nix::sys::resource::setrlimit(
+                        nix::sys::resource::Resource::RLIMIT_NOFILE,
+                        soft,
+                        hard,
+                    )
+                    .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let mut child = command.spawn().expect("start tetherd");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).unwrap();
@@ -386,6 +446,7 @@ impl Attachment {
             }
             ServerFrame::Error { code, message } => panic!("error frame {code}: {message}"),
             ServerFrame::Hello { .. } => panic!("second hello"),
+            ServerFrame::Screen { .. } => panic!("a screen frame after the first frames"),
         }
         false
     }
@@ -535,8 +596,18 @@ impl TestServer {
     /// Sends SIGTERM and waits (bounded) for the server to exit; returns
     /// its exit code.
     pub async fn terminate(&mut self) -> Option<i32> {
+        self.send_sigterm();
+        self.exited().await
+    }
+
+    /// Sends SIGTERM and returns at once.
+    pub fn send_sigterm(&self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    }
+
+    /// Waits (bounded by [`WAIT`]) for the server to exit; its exit code.
+    pub async fn exited(&mut self) -> Option<i32> {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {

@@ -52,7 +52,9 @@ const view = {
   text(): string {
     const buffer = term.buffer.active;
     const lines: string[] = [];
-    for (let y = 0; y < buffer.length; y++) lines.push(buffer.getLine(y)?.translateToString(true) ?? "");
+    // A screen snapshot writes blanks out; xterm keeps those apart from
+    // cells never written, nothing a person sees does: trim both.
+    for (let y = 0; y < buffer.length; y++) lines.push((buffer.getLine(y)?.translateToString(true) ?? "").replace(/ +$/, ""));
     return lines.join("\n");
   },
 };
@@ -113,6 +115,22 @@ async function withToken<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
+// Stdout below this offset was written before the current attachment.
+let replayedUntil = 0;
+// True while xterm parses replayed bytes or a screen snapshot.
+let renderingReplay = false;
+
+/** Writes bytes that are not live: whatever the terminal answers is dropped. */
+function writeReplayed(data: Uint8Array): Promise<void> {
+  return new Promise<void>((resolve) => {
+    renderingReplay = true;
+    term.write(data, () => {
+      renderingReplay = false;
+      resolve();
+    });
+  });
+}
+
 async function attach(id: string): Promise<void> {
   attachment?.close();
   attachment = undefined;
@@ -130,15 +148,21 @@ async function attach(id: string): Promise<void> {
   if (startingEl.hidden) setStarting(`connecting to ${id.slice(0, 8)}…`);
   let current: Attachment;
   try {
+    // A PTY starts from its screen (first load, reload, and a reconnect
+    // whose offset was evicted), not from a replay of old bytes.
+    const tty = (await withToken(() => conn.get(id))).tty;
     current = await withToken(() =>
       conn.attach(id, {
         window: WINDOW,
+        screen: tty,
         // A tab keeps trying for as long as it is open; the page has no
         // use for the exit long-poll (one PTY stream, read as it comes).
         reconnect: { budgetMs: Infinity, initialBackoffMs: 250, maxBackoffMs: 5000 },
         pollExit: false,
         onOpen: (process, resumed) => {
           if (generation !== attachGeneration) return;
+          // Everything up to here was written before this attachment: replayed.
+          replayedUntil = process.stdout_bytes;
           setStatus(`${resumed ? "reconnected" : "attached"}: ${describeCommand(process)} (${id})`, "ok");
           // The PTY follows this tab's size; another tab may have changed it.
           // A process on pipes has no size (the server refuses a resize).
@@ -168,9 +192,16 @@ async function attach(id: string): Promise<void> {
     // frames whole. Waiting for its write callback before taking the next
     // chunk is what grants credit: the tab never holds more than WINDOW.
     for await (const chunk of current.stdout) {
-      if (chunk.type === "data") {
+      if (chunk.type === "screen") {
+        // A session that has printed nothing yet has an empty screen.
+        if (chunk.offset > 0 && !startingEl.hidden) setStarting(undefined);
+        term.write("\x1bc");
+        await writeReplayed(chunk.data);
+        void current.resize(term.cols, term.rows).catch(() => {});
+      } else if (chunk.type === "data") {
         if (!startingEl.hidden) setStarting(undefined);
-        await new Promise<void>((resolve) => term.write(chunk.data, resolve));
+        if (chunk.offset < replayedUntil) await writeReplayed(chunk.data);
+        else await new Promise<void>((resolve) => term.write(chunk.data, resolve));
       } else {
         notice(`tether: ${chunk.length} bytes of output were dropped`);
       }
@@ -275,8 +306,14 @@ async function refreshSessions(): Promise<void> {
 // Input typed while reconnecting is queued by the attachment and sent after
 // the resume; input to an ended attachment has nowhere to go.
 const type = (bytes: Uint8Array) => void attachment?.write(bytes).catch(() => {});
-term.onData((data) => type(encoder.encode(data)));
-term.onBinary((data) => type(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff)));
+// Replies xterm makes to queries in replayed output (cursor position,
+// device attributes, colours) would be typed into the session: dropped.
+term.onData((data) => {
+  if (!renderingReplay) type(encoder.encode(data));
+});
+term.onBinary((data) => {
+  if (!renderingReplay) type(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
+});
 term.onResize(({ cols, rows }) => {
   if (attachment?.process?.tty) void attachment.resize(cols, rows).catch(() => {});
 });

@@ -35,7 +35,7 @@ StreamName = Literal["stdout", "stderr"]
 STREAMS: tuple[StreamName, StreamName] = ("stdout", "stderr")
 """Both streams, in the order the server serves them."""
 
-ExitReason = Literal["exit", "signal", "timeout", "killed", "lost"]
+ExitReason = Literal["exit", "signal", "timeout", "killed", "unattached", "lost"]
 """Why a process ended: by itself, by a signal the server did not send for a
 deadline, by the server's ``timeout_ms`` deadline (exit code 124), or by
 ``DELETE`` / server shutdown."""

@@ -32,14 +32,27 @@ pub struct SocketReader {
     pub liveness: Arc<Liveness>,
     /// The wire format of client messages.
     pub decoder: Decoder,
+    /// A message read while a push waited for the process, handled next.
+    pub held: Option<Incoming>,
 }
+
+/// A message read from the socket (`None`: the socket ended).
+pub type Incoming = Option<Result<Message, axum::Error>>;
 
 impl SocketReader {
     /// Reads until the client closes or the connection breaks.
     pub async fn run(mut self) {
         let mut failed = false;
-        while let Some(message) = self.stream.next().await {
-            self.liveness.heard();
+        loop {
+            let message = match self.held.take() {
+                Some(message) => message,
+                None => {
+                    let message = self.stream.next().await;
+                    self.liveness.heard();
+                    message
+                }
+            };
+            let Some(message) = message else { break };
             let event = match message {
                 // After a protocol error, only the client's Close matters.
                 Ok(Message::Close(_)) => break,
@@ -86,16 +99,62 @@ impl SocketReader {
                 self.credit.grant(stream, bytes);
                 continue;
             }
-            // With the budget spent we wait for the process; the client is
-            // not silent then, we are not listening.
-            self.liveness.waiting_on_process(true);
-            let queued = self.queue.push(frame).await;
-            self.liveness.waiting_on_process(false);
+            let queued = if self.held.is_none() {
+                self.push_listening(frame).await
+            } else {
+                self.queue.push(frame).await
+            };
             if !queued {
                 return None;
             }
         }
         Some(None)
+    }
+
+    /// Queues a frame for the process. While the stdin budget is spent it
+    /// goes on reading what needs no queue (pings, pongs, credit), so a
+    /// live client is heard, credit flows, and a client that has gone
+    /// silent is closed for idleness all the same. The first message that
+    /// does need the queue (or ends the socket) is held in `self.held`, and
+    /// reading stops there, so what waits for the process is bounded by one
+    /// message; while one is held the client is not taken for dead (it has
+    /// said more than the process takes, and its pongs wait behind that).
+    async fn push_listening(&mut self, frame: ClientFrame) -> bool {
+        let push = self.queue.push(frame);
+        tokio::pin!(push);
+        let mut held: Option<Incoming> = None;
+        let queued = loop {
+            tokio::select! {
+                queued = &mut push => break queued,
+                message = self.stream.next(), if held.is_none() => {
+                    self.liveness.heard();
+                    match &message {
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                        // tether.v1 frames decode alone: credit goes at once.
+                        Some(Ok(Message::Binary(bytes)))
+                            if matches!(self.decoder, Decoder::Tether)
+                                && bytes.len() <= self.max_frame =>
+                        {
+                            match ClientFrame::decode(bytes) {
+                                Ok(ClientFrame::Credit { stream, bytes }) => {
+                                    self.credit.grant(stream, bytes);
+                                }
+                                _ => held = Some(message),
+                            }
+                        }
+                        _ => held = Some(message),
+                    }
+                    if held.is_some() {
+                        self.liveness.waiting_on_process(true);
+                    }
+                }
+            }
+        };
+        if held.is_some() {
+            self.liveness.waiting_on_process(false);
+        }
+        self.held = held;
+        queued
     }
 }
 

@@ -39,13 +39,16 @@ impl Credit {
 /// Whether the client answers: the oldest ping it has not answered with
 /// anything (a pong or any message). Silence alone is no fault: a client
 /// that is only reading, or that was never pinged because output kept the
-/// socket busy, is alive.
+/// socket busy, is alive. The reader goes on reading pongs while the
+/// process is slow to take stdin, so a full stdin budget is no excuse for a
+/// client that has gone silent; only a message held for the process (the
+/// client's pongs wait behind it) is.
 pub struct Liveness {
     epoch: Instant,
     /// When the oldest unanswered ping was sent (ms since epoch + 1), or 0.
     unanswered_since: AtomicU64,
-    /// The reader is waiting for the process (stdin queue full), not for
-    /// the client: pongs sit unread behind it.
+    /// The reader holds a message for the process and has stopped reading:
+    /// pongs sit unread behind it.
     waiting: AtomicBool,
 }
 
@@ -68,7 +71,7 @@ impl Liveness {
         self.unanswered_since.store(0, Ordering::Relaxed);
     }
 
-    /// The reader waits for the process (or stopped waiting).
+    /// The reader holds a message for the process (or no longer does).
     pub fn waiting_on_process(&self, waiting: bool) {
         self.waiting.store(waiting, Ordering::Relaxed);
         if !waiting {

@@ -185,6 +185,7 @@ async fn serve(
         start: [0, 0],
         window: None,
         readonly,
+        screen: crate::attach::ScreenStart::Never,
     };
     attach::serve_framed(
         socket,

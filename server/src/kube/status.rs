@@ -116,7 +116,10 @@ impl Status {
                 process.duration_ms.unwrap_or(0)
             ),
             ExitReason::Killed => format!(
-                "command killed by tetherd (DELETE or shutdown): command {command}, exit code {code}"
+                "command killed by tetherd (a kill request or shutdown): command {command}, exit code {code}"
+            ),
+            ExitReason::Unattached => format!(
+                "command ended by tetherd: nothing attached for its unattached_timeout_ms: command {command}, exit code {code}"
             ),
             ExitReason::Lost => format!(
                 "command lost: tetherd restarted while command {command} ran; its exit is unknown"
@@ -219,6 +222,7 @@ mod tests {
 
     fn exited(code: i32, signal: Option<&str>, reason: ExitReason) -> ProcessInfo {
         ProcessInfo {
+            name: None,
             id: "p1".into(),
             pid: 1,
             argv: vec!["sh".into(), "-c".into(), "exit 3".into()],

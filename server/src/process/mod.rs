@@ -34,10 +34,16 @@ use supervise::{timestamp, Control, Exited};
 
 pub use spawn::{spawn, SpawnPlan};
 
+/// A share of a process's HTTP stdin budget, held from before the body is
+/// read until its bytes are written.
+pub struct HttpStdinPermit(tokio::sync::OwnedSemaphorePermit);
+
 /// A process known to the server.
 pub struct Process {
     /// Server-assigned id.
     pub id: String,
+    /// The name given at spawn, unique among known processes.
+    pub name: Option<String>,
     /// OS pid of the session leader.
     pub pid: u32,
     /// What was executed.
@@ -101,6 +107,7 @@ impl Process {
         let [stdout_bytes, stderr_bytes] = self.output.totals();
         ProcessInfo {
             id: self.id.clone(),
+            name: self.name.clone(),
             pid: self.pid,
             argv: self.argv.clone(),
             tty: self.tty,
@@ -139,27 +146,65 @@ impl Process {
         rx.await.map_err(|_| self.not_running())
     }
 
-    /// Kills the whole session with `reason`. Once the leader has been
-    /// reaped (the exit may still be draining, or published), the reason
-    /// stays what it was, but descendants left in the session are killed
-    /// all the same: DELETE and shutdown leave nothing behind.
+    /// Kills the whole session with `reason`: TERM, then KILL after
+    /// `--kill-grace-ms`. Once the leader has been reaped (the exit may
+    /// still be draining, or published), the reason stays what it was, but
+    /// descendants left in the session are killed all the same: a kill,
+    /// DELETE and shutdown leave nothing behind.
     pub async fn kill(&self, reason: ExitReason) {
+        self.kill_with_grace(reason, self.kill_grace).await;
+    }
+
+    /// [`Process::kill`] with this grace between TERM and KILL (zero: KILL
+    /// at once).
+    pub async fn kill_with_grace(&self, reason: ExitReason, grace: Duration) {
         let (tx, rx) = oneshot::channel();
-        if self.control.send(Control::Kill(reason, tx)).await.is_ok() && rx.await.is_ok() {
+        let request = Control::Kill(reason, grace, tx);
+        if self.control.send(request).await.is_ok() && rx.await.is_ok() {
             return;
         }
         // Reaped: what is left is ended through its cgroup, or through
         // its session if no stranger took over the number.
-        tokio::spawn(self.contained.clone().end(self.kill_grace));
+        tokio::spawn(self.contained.clone().end(grace));
     }
 
     /// Queues bytes for stdin; waits while the stdin queue is full.
     pub async fn write_stdin(&self, data: Vec<u8>) -> Result<(), ApiError> {
+        self.queue_stdin(data, None).await
+    }
+
+    /// Reserves `bytes` of this process's HTTP stdin budget before a POST
+    /// body is read: 429 `stdin_busy` when it is spent.
+    pub fn reserve_http_stdin(&self, bytes: usize) -> Result<HttpStdinPermit, ApiError> {
         if !self.is_running() {
             return Err(self.not_running());
         }
         self.stdin
-            .write(data)
+            .reserve_http(bytes)
+            .map(HttpStdinPermit)
+            .map_err(|stdin::StdinBusy(limit)| ApiError::StdinBusy(self.id.clone(), limit))
+    }
+
+    /// Queues bytes read under an HTTP stdin reservation, which is given
+    /// back once they are written to the process.
+    pub async fn write_http_stdin(
+        &self,
+        data: Vec<u8>,
+        permit: HttpStdinPermit,
+    ) -> Result<(), ApiError> {
+        self.queue_stdin(data, Some(permit.0)).await
+    }
+
+    async fn queue_stdin(
+        &self,
+        data: Vec<u8>,
+        permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<(), ApiError> {
+        if !self.is_running() {
+            return Err(self.not_running());
+        }
+        self.stdin
+            .write(data, permit)
             .await
             .map_err(|_| ApiError::StdinUnavailable(self.id.clone()))
     }
@@ -183,12 +228,16 @@ impl Process {
             return Err(self.not_running());
         }
         self.output
-            .resize_with(|| pty.resize(size))
+            .resize_with(size, || pty.resize(size))
             .map_err(|e| ApiError::Internal(format!("resize failed: {e}")))
     }
 }
 
-/// The node named in a process id (`NODE.HEX`), if the server has one.
+/// The node named in a process id (`NODE.HEX32`), if it has one. A name
+/// given at spawn may hold a dot too, but never ends in 32 hex digits
+/// after it.
 pub fn node_of(id: &str) -> Option<&str> {
-    id.split_once('.').map(|(node, _)| node)
+    let (node, random) = id.rsplit_once('.')?;
+    let random_ok = random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit());
+    (random_ok && !node.is_empty()).then_some(node)
 }

@@ -35,14 +35,14 @@ impl Process {
         };
         let started_at = time(&Some(info.started_at.clone()));
         let finished_at = time(&info.finished_at);
-        let output = RetainedOutput::with_logs(logs, info.overflow, Some(record));
+        let output = RetainedOutput::with_logs(logs, info.overflow, Some(record), None);
         // Kill requests are answered (there is nothing to kill), so that
         // nothing falls back to signalling what is left of an old session.
         let (control, mut requests) = mpsc::channel(1);
         tokio::spawn(async move {
             while let Some(request) = requests.recv().await {
                 match request {
-                    Control::Kill(_, reply) => {
+                    Control::Kill(_, _, reply) => {
                         let _ = reply.send(());
                     }
                     // Dropping the reply reports `not_running`.
@@ -56,6 +56,9 @@ impl Process {
         }));
         Arc::new(Process {
             id: info.id,
+            // Names are not carried across a restart: the new run's
+            // processes may take them.
+            name: None,
             pid: info.pid,
             argv: info.argv,
             tty: info.tty,

@@ -288,6 +288,29 @@ impl StreamLog {
         })
     }
 
+    /// Offset of the oldest byte retained, in memory or on disk.
+    pub fn start(&self) -> u64 {
+        let window = self.window.start();
+        match &self.disk {
+            Some(d) if !d.failed && d.start < window && d.end >= window => d.start,
+            _ => window,
+        }
+    }
+
+    /// Frees every retained byte at once (the process is forgotten): the
+    /// window's memory now, and the file is not read again (it is unlinked
+    /// with the process). A reader behind the end learns the range as
+    /// dropped, then the end.
+    pub fn discard(&mut self) {
+        self.window.discard();
+        if let Some(d) = &mut self.disk {
+            d.start = d.end.max(self.window.start());
+            d.failed = true;
+        }
+        self.floors.clear();
+        self.idle_floor = self.window.start();
+    }
+
     /// After reading `offset..` from the file outside the lock: true when
     /// those bytes were not overwritten meanwhile.
     pub fn still_on_disk(&self, offset: u64) -> bool {

@@ -18,9 +18,10 @@ mod ring;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tether_protocol::{Overflow, StreamName};
+use tether_protocol::{Overflow, StreamName, TermSize};
 use tokio::sync::{watch, Notify};
 
+use crate::screen::{Screen, Snapshot};
 use disk::Record;
 use log::{Read, StreamLog};
 pub use ring::Next;
@@ -48,6 +49,21 @@ pub struct RetainedOutput {
 struct Streams {
     buffers: [StreamLog; 2],
     next_reader: ReaderId,
+    /// A PTY's terminal emulator, fed with stdout here, under this lock.
+    screen: Option<Screen>,
+}
+
+/// The plain-text screen of a PTY and the offset it corresponds to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScreenText {
+    /// Stdout offset the text reflects.
+    pub offset: u64,
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+    /// One line per row.
+    pub text: String,
 }
 
 /// One reader's progress through one stream.
@@ -76,21 +92,25 @@ impl RetainedOutput {
             [StreamLog::memory(capacity), StreamLog::memory(capacity)],
             overflow,
             None,
+            None,
         )
     }
 
     /// Streams retained in these logs (stdout, stderr), with the process
-    /// record kept beside them, if any.
+    /// record kept beside them, if any, and a terminal emulator fed from
+    /// stdout (a PTY process), if any.
     pub fn with_logs(
         logs: [StreamLog; 2],
         overflow: Overflow,
         record: Option<Record>,
+        screen: Option<Screen>,
     ) -> RetainedOutput {
         RetainedOutput {
             overflow,
             state: Mutex::new(Streams {
                 buffers: logs,
                 next_reader: 0,
+                screen,
             }),
             appended: watch::Sender::new(()),
             room_freed: [Notify::new(), Notify::new()],
@@ -133,7 +153,13 @@ impl RetainedOutput {
             let mut state = self.lock();
             let buffer = &mut state.buffers[stream.index()];
             let offset = buffer.end();
-            (offset, buffer.push(data))
+            let write = buffer.push(data);
+            if stream == StreamName::Stdout {
+                if let Some(screen) = &mut state.screen {
+                    screen.feed(data);
+                }
+            }
+            (offset, write)
         };
         if let Some(write) = write {
             let outcome = write.perform(data);
@@ -157,9 +183,53 @@ impl RetainedOutput {
     /// runs under the lock that [`RetainedOutput::append`] takes, so
     /// whatever is fed from both sees the resize between the bytes written
     /// before it and after it.
-    pub fn resize_with<T>(&self, apply: impl FnOnce() -> T) -> T {
-        let _state = self.lock();
-        apply()
+    pub fn resize_with<E>(
+        &self,
+        size: TermSize,
+        apply: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut state = self.lock();
+        apply()?;
+        if let Some(screen) = &mut state.screen {
+            screen.resize(size.cols(), size.rows());
+        }
+        Ok(())
+    }
+
+    /// True for a PTY process with a terminal emulator.
+    pub fn has_screen(&self) -> bool {
+        self.lock().screen.is_some()
+    }
+
+    /// The terminal screen now (a PTY process), as bytes for a fresh
+    /// terminal, with the stdout offset it corresponds to.
+    pub fn screen_snapshot(&self) -> Option<Snapshot> {
+        self.lock().screen.as_ref().map(Screen::snapshot)
+    }
+
+    /// The terminal screen now as plain text (a PTY process).
+    pub fn screen_text(&self) -> Option<ScreenText> {
+        self.lock().screen.as_ref().map(|screen| {
+            let (cols, rows) = screen.size();
+            ScreenText {
+                offset: screen.offset(),
+                cols,
+                rows,
+                text: screen.text(),
+            }
+        })
+    }
+
+    /// Output has been quiet: reduce the emulator to its snapshot bytes.
+    pub fn sleep_screen(&self) {
+        if let Some(screen) = &mut self.lock().screen {
+            screen.sleep();
+        }
+    }
+
+    /// Offset of the oldest retained byte of `stream`.
+    pub fn retained_start(&self, stream: StreamName) -> u64 {
+        self.lock().buffers[stream.index()].start()
     }
 
     /// Marks capture finished on both streams and returns their final
@@ -176,6 +246,22 @@ impl RetainedOutput {
         totals
     }
 
+    /// Frees the retained bytes of both streams now: their process is
+    /// forgotten, and the retention budget counts them free. Readers still
+    /// attached wake to find what they had not been sent reported as
+    /// dropped, then the end; so no reader keeps the memory alive past the
+    /// budget, and nothing is lost silently.
+    pub fn discard(&self) {
+        {
+            let mut state = self.lock();
+            for buffer in &mut state.buffers {
+                buffer.discard();
+            }
+        }
+        self.appended.send_replace(());
+        self.wake_capture();
+    }
+
     /// Bytes written to each stream since spawn (retained or not).
     pub fn totals(&self) -> [u64; 2] {
         self.lock().buffers.each_ref().map(StreamLog::end)
@@ -190,15 +276,26 @@ impl RetainedOutput {
     /// from there on until it has been sent them; the registration ends
     /// when the [`Reader`] is dropped.
     pub fn reader(self: &Arc<Self>, starts: [u64; 2]) -> Reader {
-        let id = {
-            let mut state = self.lock();
-            let id = state.next_reader;
-            state.next_reader += 1;
-            for (buffer, start) in state.buffers.iter_mut().zip(starts) {
-                buffer.register(id, start);
-            }
-            id
-        };
+        let mut state = self.lock();
+        self.register(&mut state, starts)
+    }
+
+    /// A PTY's screen and a reader registered at exactly its offset, in one
+    /// step, so that not a byte falls between the two. None for pipes.
+    pub fn reader_at_screen(self: &Arc<Self>) -> Option<(Reader, Snapshot)> {
+        let mut state = self.lock();
+        let snapshot = state.screen.as_ref()?.snapshot();
+        let stderr = state.buffers[StreamName::Stderr.index()].end();
+        let reader = self.register(&mut state, [snapshot.offset, stderr]);
+        Some((reader, snapshot))
+    }
+
+    fn register(self: &Arc<Self>, state: &mut Streams, starts: [u64; 2]) -> Reader {
+        let id = state.next_reader;
+        state.next_reader += 1;
+        for (buffer, start) in state.buffers.iter_mut().zip(starts) {
+            buffer.register(id, start);
+        }
         Reader {
             output: self.clone(),
             id,
@@ -403,6 +500,28 @@ mod tests {
             reader.next(StreamName::Stdout, &mut cursor, 10, concat),
             Next::End
         );
+    }
+
+    #[test]
+    fn discarding_frees_the_bytes_and_reports_them_dropped() {
+        let output = Arc::new(RetainedOutput::new(16, Overflow::Block));
+        let reader = output.reader([0, 0]);
+        output.append(StreamName::Stdout, b"abcdef");
+        let mut cursor = Cursor::at(0);
+        reader.next(StreamName::Stdout, &mut cursor, 2, concat);
+        output.discard();
+        assert_eq!(
+            reader.next(StreamName::Stdout, &mut cursor, 0, concat),
+            Next::Dropped {
+                offset: 2,
+                length: 4
+            }
+        );
+        assert_eq!(
+            reader.next(StreamName::Stdout, &mut cursor, 10, concat),
+            Next::End
+        );
+        assert_eq!(output.totals(), [6, 0]);
     }
 
     #[tokio::test]

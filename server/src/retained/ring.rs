@@ -71,6 +71,14 @@ impl StreamBuffer {
         self.start
     }
 
+    /// Frees every retained byte at once (the process is forgotten): a
+    /// reader behind the end learns the range as dropped, then the end.
+    pub fn discard(&mut self) {
+        self.start = self.end();
+        self.ring = VecDeque::new();
+        self.complete = true;
+    }
+
     /// Appends captured bytes, evicting the oldest beyond capacity.
     pub fn push(&mut self, data: &[u8]) {
         if data.len() >= self.capacity {

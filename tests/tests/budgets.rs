@@ -1,0 +1,201 @@
+//! Every byte the server holds on a client's or a process's behalf is
+//! bounded: list answers, retained buffers, request metadata, queued stdin.
+
+use serde_json::{json, Value};
+use tether_tests::*;
+
+async fn list_page(server: &TestServer, query: &str) -> (u16, Value, Option<String>, usize) {
+    let response = server
+        .http
+        .get(server.url(&format!("/v1/processes?{query}")))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let next = response
+        .headers()
+        .get("tether-next-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    let text = response.text().await.unwrap();
+    let size = text.len();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+        next,
+        size,
+    )
+}
+
+#[tokio::test]
+async fn the_process_list_comes_in_pages_that_follow_on() {
+    let server = TestServer::start();
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let process = server.spawn(json!({"argv": ["true"]})).await;
+        server.wait_exit(&process.id).await;
+        ids.push(process.id);
+    }
+    let mut seen = Vec::new();
+    let mut query = "limit=2".to_string();
+    let mut pages = 0;
+    loop {
+        let (status, page, next, _) = list_page(&server, &query).await;
+        assert_eq!(status, 200, "{page}");
+        let page = page.as_array().unwrap().clone();
+        assert!(page.len() <= 2);
+        seen.extend(page.iter().map(|p| p["id"].as_str().unwrap().to_string()));
+        pages += 1;
+        match next {
+            Some(after) => {
+                assert_eq!(Some(&after), seen.last());
+                query = format!("limit=2&after={after}");
+            }
+            None => break,
+        }
+        assert!(pages < 10, "pages never end");
+    }
+    assert_eq!(seen, ids, "every process once, oldest first");
+    assert_eq!(pages, 3);
+    for bad in ["limit=0", "limit=1001", "limit=x"] {
+        assert_eq!(list_page(&server, bad).await.0, 400, "{bad}");
+    }
+    assert_eq!(list_page(&server, "after=nosuchid").await.0, 404);
+}
+
+#[tokio::test]
+async fn a_list_of_processes_with_huge_argv_is_cut_at_the_byte_bound() {
+    let server = TestServer::start();
+    // 7 x 120 KB: each argument under Linux's 128 KiB per-string limit.
+    let mut argv = vec!["true".to_string()];
+    argv.extend(std::iter::repeat_n("x".repeat(120_000), 7));
+    for _ in 0..6 {
+        let process = server.spawn(json!({ "argv": argv })).await;
+        server.wait_exit(&process.id).await;
+    }
+    let (status, page, next, size) = list_page(&server, "").await;
+    assert_eq!(status, 200);
+    let listed = page.as_array().unwrap().len();
+    assert!(listed < 6, "{listed} processes in one answer");
+    assert!(size <= (4 << 20) + 1_000_000, "{size} bytes");
+    let after = next.expect("a next page");
+    let (_, rest, next, _) = list_page(&server, &format!("after={after}")).await;
+    assert_eq!(listed + rest.as_array().unwrap().len(), 6);
+    assert!(next.is_none());
+}
+
+const MIB: u64 = 1 << 20;
+
+#[tokio::test]
+async fn attachments_withholding_credit_cannot_keep_forgotten_buffers_past_the_retention_budget() {
+    let server = TestServer::start_with(&["--retain-total", &(64 * MIB).to_string()]);
+    let baseline = rss_bytes(server.pid());
+    let mut holders = Vec::new();
+    let mut peak = 0;
+    for round in 0..10 {
+        let process = server
+            .sh(
+                "head -c 16000000 /dev/urandom",
+                json!({"retain_bytes": 16 * MIB}),
+            )
+            .await;
+        // One credit byte: the rest stays retained for this attachment.
+        let mut holder = server.attach(&process.id, "window=1").await;
+        server.wait_exit(&process.id).await;
+        let url = server.url(&format!("/v1/processes/{}", process.id));
+        let response = server.http.delete(url).send().await.unwrap();
+        assert_eq!(response.status(), 200, "round {round}");
+        peak = peak.max(rss_bytes(server.pid()));
+        // What the holder was not sent is reported, not silently gone.
+        let mut received = Received::default();
+        let exit = loop {
+            match holder.frame().await {
+                Some(frame) => {
+                    if holder.record(frame, &mut received) {
+                        break received.exit.take().unwrap();
+                    }
+                }
+                None => panic!("closed before the exit frame"),
+            }
+        };
+        let dropped: u64 = received.dropped.iter().map(|d| d.2).sum();
+        assert_eq!(
+            received.stdout.len() as u64 + dropped,
+            exit.stdout_bytes,
+            "round {round}: every byte delivered or reported dropped"
+        );
+        holders.push(holder);
+    }
+    assert!(
+        peak < baseline + 64 * MIB + 48 * MIB,
+        "server memory peaked at {} MiB (baseline {} MiB, budget 64 MiB)",
+        peak / MIB,
+        baseline / MIB
+    );
+}
+
+#[tokio::test]
+async fn argv_and_idempotency_keys_count_against_the_retention_budget() {
+    let server = TestServer::start_with(&["--retain-total", &(4 * MIB).to_string()]);
+    let baseline = rss_bytes(server.pid());
+    let mut argv = vec!["true".to_string()];
+    argv.extend(std::iter::repeat_n("a".repeat(60_000), 7));
+    for i in 0..50 {
+        let response = server
+            .http
+            .post(server.url("/v1/processes"))
+            .header("Idempotency-Key", format!("{i}-{}", "k".repeat(30_000)))
+            .json(&json!({"argv": argv, "retain_bytes": 1}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201, "spawn {i}");
+        let process: tether_tests::tether_protocol::ProcessInfo = response.json().await.unwrap();
+        server.wait_exit(&process.id).await;
+    }
+    let rss = rss_bytes(server.pid());
+    assert!(
+        rss < baseline + 4 * MIB + 24 * MIB,
+        "server memory {} MiB after 50 big spawns (baseline {} MiB, budget 4 MiB)",
+        rss / MIB,
+        baseline / MIB
+    );
+}
+
+#[tokio::test]
+async fn stdin_posted_to_a_process_that_does_not_read_is_bounded_with_a_clear_429() {
+    let server = TestServer::start();
+    let process = server.sh("sleep 60", json!({"stdin": true})).await;
+    let megabyte = vec![b'x'; MIB as usize];
+    let mut posts = Vec::new();
+    for _ in 0..64 {
+        let http = server.http.clone();
+        let url = server.url(&format!("/v1/processes/{}/stdin", process.id));
+        let body = megabyte.clone();
+        posts.push(tokio::spawn(async move {
+            let response = tokio::time::timeout(WAIT, http.post(url).body(body).send())
+                .await
+                .expect("a stdin POST was parked instead of answered")
+                .unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, body)
+        }));
+    }
+    let mut accepted = 0;
+    let mut refused = 0;
+    for post in posts {
+        let (status, body) = post.await.unwrap();
+        match status {
+            204 => accepted += 1,
+            429 => {
+                assert_eq!(body["error"]["code"], "stdin_busy", "{body}");
+                refused += 1;
+            }
+            other => panic!("stdin POST answered {other}: {body}"),
+        }
+    }
+    assert!(refused > 0);
+    assert!(accepted as u64 * MIB <= 4 * MIB, "{accepted} MiB queued");
+    let url = server.url(&format!("/v1/processes/{}", process.id));
+    server.http.delete(url).send().await.unwrap();
+}
