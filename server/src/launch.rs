@@ -179,7 +179,6 @@ pub fn launch(request: &Launch<'_>) -> Result<u32, LaunchError> {
             (STEP_EXEC, Some(libc::EACCES | libc::ENOEXEC)) => {
                 LaunchError::NotExecutable(name, error)
             }
-            (STEP_CHDIR, _) => LaunchError::NotExecutable(name, error),
             _ => failed(step, error),
         });
     }

@@ -309,12 +309,13 @@ async fn a_rebound_dns_name_cannot_reach_a_server_without_a_token() {
     assert_eq!(named.status(), 200);
 }
 
-/// While it shuts down (here: waiting out the kill grace of a process that
-/// ignores TERM), `/healthz` says so, so load balancers stop sending work
-/// and a client whose process was killed can tell why.
+/// While it drains after SIGTERM (here: a process that ignores TERM keeps
+/// it draining), `/healthz` says so, so load balancers stop sending work
+/// and a client whose process was killed can tell why. (Once the drain ends
+/// the listener stops accepting: a client then finds nobody to ask.)
 #[tokio::test]
 async fn healthz_answers_503_while_the_server_shuts_down() {
-    let server = TestServer::start_with(&["--kill-grace-ms", "5000"]);
+    let server = TestServer::start_with(&["--kill-grace-ms", "5000", "--drain-grace-ms", "5000"]);
     let (status, _) = server.get("/healthz").await;
     assert_eq!(status, 200);
     let stubborn = server
@@ -341,7 +342,7 @@ async fn healthz_answers_503_while_the_server_shuts_down() {
             .await
             .unwrap();
         if response.status() == 503 {
-            assert_eq!(response.text().await.unwrap(), "shutting down\n");
+            assert_eq!(response.text().await.unwrap(), "draining\n");
             break;
         }
         assert!(

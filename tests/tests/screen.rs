@@ -283,7 +283,9 @@ async fn a_pipe_process_has_no_screen() {
 }
 
 /// A PTY whose start is long evicted: the alternate screen was entered in
-/// the first bytes, then more than the retention was written over it.
+/// the first bytes, then more than the retention was written over it. The
+/// server keeps memory only (`--memory-only`), so that a 4 KiB retention is
+/// lapped by the PTY's output before the watcher reads it.
 async fn evicted_alternate_screen(server: &TestServer) -> (tether_protocol::ProcessInfo, u64) {
     let process = server
         .spawn(json!({
@@ -291,23 +293,40 @@ async fn evicted_alternate_screen(server: &TestServer) -> (tether_protocol::Proc
             "tty": true, "retain_bytes": 4096,
         }))
         .await;
-    let mut watcher = server.attach(&process.id, "stdout=0").await;
-    let mut received = Received::default();
-    watcher.until_stdout_contains("TOP", &mut received).await;
-    while !String::from_utf8_lossy(&received.stdout).contains("2004h") {
-        let frame = watcher.frame().await.unwrap();
-        watcher.record(frame, &mut received);
+    // Nobody reads while it writes: the screen shows TOP once all of it
+    // has been captured (an event of the server's own, bounded).
+    let deadline = tokio::time::Instant::now() + tether_tests::WAIT;
+    loop {
+        let text = server
+            .http
+            .get(server.url(&format!("/v1/processes/{}/screen", process.id)))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.starts_with("TOP") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never showed TOP: {text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert!(
-        !received.dropped.is_empty(),
-        "the start must have been evicted"
-    );
-    (process, watcher.next[0])
+    let end = server.status(&process.id).await.stdout_bytes;
+    let mut late = server.attach(&process.id, "stdout=0").await;
+    match late.frame().await {
+        Some(tether_protocol::ServerFrame::Dropped { offset: 0, .. }) => {}
+        other => panic!("the start must have been evicted, got {other:?}"),
+    }
+    (process, end)
 }
 
 #[tokio::test]
 async fn attach_with_screen_sends_the_screen_then_stdout_from_exactly_its_offset() {
-    let server = TestServer::start();
+    let server = TestServer::start_with(&["--memory-only"]);
     let (process, _) = evicted_alternate_screen(&server).await;
     let mut attachment = server.attach(&process.id, "screen=1").await;
     let (info, hello_stdout, _) = attachment.hello.clone();
@@ -355,7 +374,7 @@ async fn attach_with_screen_sends_the_screen_then_stdout_from_exactly_its_offset
 
 #[tokio::test]
 async fn a_resume_from_an_evicted_offset_may_ask_for_the_screen_instead_of_a_gap() {
-    let server = TestServer::start();
+    let server = TestServer::start_with(&["--memory-only"]);
     let (process, end) = evicted_alternate_screen(&server).await;
     let mut resumed = server.attach(&process.id, "stdout=10&screen=evicted").await;
     match resumed.frame().await {

@@ -11,6 +11,9 @@ import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { HttpError, TetherClient, type Attachment, type ProcessInfo } from "@tether/client";
 
+/** A session of this page ends after this long with no tab attached (10 minutes). */
+const UNATTACHED_MS = 10 * 60 * 1000;
+
 // Credit window per stream. Large enough that a fast stream never waits on
 // round trips, small enough that the tab holds at most this much unwritten.
 export const WINDOW = 256 * 1024;
@@ -238,7 +241,10 @@ async function startSession(): Promise<void> {
     const process = await withToken(() =>
       // overflow "drop": see README.md (a slow or background tab must
       // never stall the shell for everyone else).
-      conn.spawn({ command, tty: true, cols: term.cols, rows: term.rows, overflow: "drop" }),
+      // A closed tab must not leave a shell running forever: a session
+      // nobody has attached for UNATTACHED_MS ends (reload and other tabs
+      // reattach well within it).
+      conn.spawn({ command, tty: true, cols: term.cols, rows: term.rows, overflow: "drop", unattached_timeout_ms: UNATTACHED_MS }),
     );
     void attach(process.id);
     void refreshSessions();
