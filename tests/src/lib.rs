@@ -675,6 +675,23 @@ pub async fn settle<T>(mut probe: impl FnMut() -> T, done: impl Fn(&T) -> bool) 
     }
 }
 
+/// [`settle`] for a probe that must await (an HTTP request): polls every
+/// 20 ms, bounded by [`WAIT`], until `done` holds; returns the last value
+/// either way, for the caller to assert on.
+pub async fn settle_async<T, F>(mut probe: impl FnMut() -> F, done: impl Fn(&T) -> bool) -> T
+where
+    F: std::future::Future<Output = T>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let value = probe().await;
+        if done(&value) || tokio::time::Instant::now() >= deadline {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Tries to attach and expects a refusal before the upgrade: returns the
 /// HTTP status and JSON body of the refusal.
 pub async fn refused_attach(url: &str) -> (u16, Value) {

@@ -295,26 +295,23 @@ async fn evicted_alternate_screen(server: &TestServer) -> (tether_protocol::Proc
         .await;
     // Nobody reads while it writes: the screen shows TOP once all of it
     // has been captured (an event of the server's own, bounded).
-    let deadline = tokio::time::Instant::now() + tether_tests::WAIT;
-    loop {
-        let text = server
-            .http
-            .get(server.url(&format!("/v1/processes/{}/screen", process.id)))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if text.starts_with("TOP") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never showed TOP: {text}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let url = server.url(&format!("/v1/processes/{}/screen", process.id));
+    let text = tether_tests::settle_async(
+        || async {
+            server
+                .http
+                .get(&url)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        },
+        |text| text.starts_with("TOP"),
+    )
+    .await;
+    assert!(text.starts_with("TOP"), "never showed TOP: {text}");
     let end = server.status(&process.id).await.stdout_bytes;
     let mut late = server.attach(&process.id, "stdout=0").await;
     match late.frame().await {
