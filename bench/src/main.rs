@@ -14,6 +14,7 @@ mod fairness;
 mod floors;
 mod latency;
 mod report;
+mod retention;
 mod scale;
 mod stats;
 mod storm;
@@ -75,6 +76,14 @@ struct Cli {
     /// quick).
     #[arg(long)]
     pty_mib: Option<u64>,
+    /// Processes of the retention section's many-logs run (default 1000,
+    /// 20 quick).
+    #[arg(long)]
+    retention_procs: Option<usize>,
+    /// MiB each of them prints (default 4: 1000 x 16 MiB, the issue's
+    /// figure, needs 16 GiB of free disk; 1 quick).
+    #[arg(long)]
+    retention_mib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,6 +95,7 @@ enum What {
     Fairness,
     Scale,
     Storm,
+    Retention,
 }
 
 /// Sizes and repetitions.
@@ -104,6 +114,8 @@ pub struct Params {
     pub scale_rate_hz: u64,
     pub storm_secs: u64,
     pub storm_runs: usize,
+    pub retention_procs: usize,
+    pub retention_mib: u64,
 }
 
 impl Params {
@@ -123,6 +135,8 @@ impl Params {
                 scale_rate_hz: 10,
                 storm_secs: 2,
                 storm_runs: 1,
+                retention_procs: 20,
+                retention_mib: 1,
             }
         } else {
             Params {
@@ -139,6 +153,8 @@ impl Params {
                 scale_rate_hz: 2,
                 storm_secs: 10,
                 storm_runs: 2,
+                retention_procs: 1000,
+                retention_mib: 4,
             }
         }
     }
@@ -200,6 +216,12 @@ async fn main() -> Result<()> {
             if let Some(mib) = cli.pty_mib {
                 p.pty_bytes = mib << 20;
             }
+            if let Some(n) = cli.retention_procs {
+                p.retention_procs = n;
+            }
+            if let Some(mib) = cli.retention_mib {
+                p.retention_mib = mib;
+            }
             p
         },
         report: Report {
@@ -214,13 +236,14 @@ async fn main() -> Result<()> {
         },
     };
     let all = cli.what == What::All;
-    let sections: [(What, &str); 6] = [
+    let sections: [(What, &str); 7] = [
         (What::Spawn, "1. spawn-to-exit and exit-to-wait"),
         (What::Echo, "2. keystroke echo"),
         (What::Throughput, "3. throughput"),
         (What::Fairness, "4. fairness"),
         (What::Scale, "5. scale"),
         (What::Storm, "6. output storm"),
+        (What::Retention, "7. what disk retention costs"),
     ];
     let mut failed = Vec::new();
     for (what, title) in sections {
@@ -236,6 +259,7 @@ async fn main() -> Result<()> {
             What::Fairness => fairness::fairness(&mut ctx).await,
             What::Scale => scale::scale(&mut ctx).await,
             What::Storm => storm::storm(&mut ctx).await,
+            What::Retention => retention::retention(&mut ctx).await,
             What::All => Ok(()),
         };
         match result {

@@ -18,14 +18,14 @@ pub const RETAIN: u64 = 8 << 20;
 pub const WINDOW: u64 = 4 << 20;
 
 #[derive(Debug, Clone, Copy)]
-struct Variant {
-    key: &'static str,
-    label: &'static str,
-    overflow: Overflow,
-    window: Option<u64>,
+pub struct Variant {
+    pub key: &'static str,
+    pub label: &'static str,
+    pub overflow: Overflow,
+    pub window: Option<u64>,
 }
 
-const VARIANTS: [Variant; 3] = [
+pub const VARIANTS: [Variant; 3] = [
     Variant {
         key: "block_window",
         label: "block mode, window 4 MiB",
@@ -48,15 +48,15 @@ const VARIANTS: [Variant; 3] = [
 
 /// One transfer as the client saw it.
 #[derive(Debug, Default, Clone, Copy)]
-struct Transfer {
-    secs: f64,
-    delivered: u64,
-    dropped: u64,
+pub struct Transfer {
+    pub secs: f64,
+    pub delivered: u64,
+    pub dropped: u64,
 }
 
 /// `head -c BYTES /dev/zero` through tetherd to one attachment, checking
 /// offsets, contents and totals. Timed from the POST to the exit frame.
-async fn transfer(api: &Api, bytes: u64, tty: bool, v: Variant) -> Result<Transfer> {
+pub async fn transfer(api: &Api, bytes: u64, tty: bool, v: Variant) -> Result<Transfer> {
     let mut req = argv(&["head", "-c", &bytes.to_string(), "/dev/zero"]);
     req.tty = tty;
     req.overflow = v.overflow;
@@ -135,7 +135,7 @@ async fn transfer(api: &Api, bytes: u64, tty: bool, v: Variant) -> Result<Transf
     Ok(t)
 }
 
-fn mbps(bytes: u64, secs: f64) -> f64 {
+pub fn mbps(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / 1e6
 }
 

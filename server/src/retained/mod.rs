@@ -27,6 +27,12 @@ use log::{Read, StreamLog};
 pub use ring::Next;
 use ring::ReaderId;
 
+thread_local! {
+    /// The thread's buffer for reads of a disk log (see
+    /// [`RetainedOutput::next`]); as large as the largest read it served.
+    static DISK_READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// How far block-mode retention may grow once the program has exited: the
 /// largest pipe Linux gives an unprivileged process (`pipe-max-size`).
 const EXIT_SLACK: usize = 1 << 20;
@@ -363,17 +369,27 @@ impl RetainedOutput {
                     length,
                 } => (file, offset, length),
             };
-            let mut bytes = vec![0; length as usize];
-            if let Err(e) = file.read(offset, &mut bytes) {
-                tracing::warn!(error = %e, offset, length, "reading the disk log failed");
-                return Next::Dropped { offset, length };
-            }
-            if self.lock().buffers[stream.index()].still_on_disk(offset) {
-                return Next::Data {
-                    offset,
-                    length,
-                    frame: encode_once(offset, &[&bytes]),
-                };
+            let read = DISK_READ_BUFFER.with_borrow_mut(|bytes| {
+                // Grown once per thread and reused: no allocation, no
+                // zeroing per read (a frame is up to 256 KiB).
+                if bytes.len() < length as usize {
+                    bytes.resize(length as usize, 0);
+                }
+                let bytes = &mut bytes[..length as usize];
+                if let Err(e) = file.read(offset, bytes) {
+                    tracing::warn!(error = %e, offset, length, "reading the disk log failed");
+                    return Some(Next::Dropped { offset, length });
+                }
+                self.lock().buffers[stream.index()]
+                    .still_on_disk(offset)
+                    .then(|| Next::Data {
+                        offset,
+                        length,
+                        frame: encode_once(offset, &[bytes]),
+                    })
+            });
+            if let Some(next) = read {
+                return next;
             }
         }
     }
