@@ -323,6 +323,29 @@ impl Tmux {
         }
     }
 
+    /// Types `line` until the pane satisfies `done` (bounded): a line
+    /// typed while `tether attach` still drops the terminal's replies to
+    /// what it replayed (a few milliseconds after the replay shows) is
+    /// discarded, not delayed.
+    fn type_until(&self, line: &str, what: &str, done: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            self.type_line(line);
+            let retry = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < retry {
+                if done(&self.pane()) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} never showed; pane:\n{}",
+                self.pane()
+            );
+        }
+    }
+
     fn type_line(&self, line: &str) {
         self.cmd(&["send-keys", "-t", "main", "-l", line]);
         self.cmd(&["send-keys", "-t", "main", "Enter"]);
@@ -772,14 +795,17 @@ fn detach_keys_leave_the_process_running_and_attach_resumes_it() {
         !p.contains("tether: detached") && p.lines().any(|l| l.trim() == line)
     };
     tmux.until("the screen", |p| reattached(p, "one-2"));
-    tmux.type_line("echo two-$((2+2))");
-    tmux.until("two-4", |p| p.lines().any(|l| l.trim() == "two-4"));
+    tmux.type_until("echo two-$((2+2))", "two-4", |p| {
+        p.lines().any(|l| l.trim() == "two-4")
+    });
     tmux.cmd(&["send-keys", "-t", "main", "C-x"]);
     assert_eq!(wait_file(&dir.join("rc2")), "0\n", "--detach-keys ctrl-x");
     assert!(!block_on(server.status(&id)).is_exited());
 
     tmux.until("the second screen", |p| reattached(p, "two-4"));
-    tmux.type_line("echo three-$((3+3)); exit 5");
+    tmux.type_until("echo three-$((3+3)); exit 5", "the exit", |_| {
+        dir.join("rc3").exists()
+    });
     assert_eq!(wait_file(&dir.join("rc3")), "5\n");
     assert!(tmux.pane().lines().any(|l| l.trim() == "three-6"));
     assert_eq!(
@@ -1016,16 +1042,19 @@ fn shell_attached_three_times(name: &str, server: &str, flags: &str) -> (Tmux, P
 }
 
 /// Detaches (Ctrl-P Ctrl-Q) attachment `n` and attaches again; returns
-/// the id from the detach message once the new attachment shows the screen
-/// (its reset has wiped `between-N` from the pane).
+/// the id from the detach message once the new attachment has rendered
+/// what it replays: the screen (its reset wipes `between-N` from the pane)
+/// or the retained bytes (the shell's last prompt follows `between-N`).
 fn detach_and_reattach(tmux: &Tmux, dir: &Path, n: u32) -> String {
     tmux.cmd(&["send-keys", "-t", "main", "C-p", "C-q"]);
     let id = detached_id(&dir.join(format!("detached{n}")));
     let between = format!("between-{n}");
     tmux.until(&between, |p| p.contains(&between));
     std::fs::write(dir.join(format!("go{n}")), "").unwrap();
-    tmux.until("the screen", |p| {
-        !p.contains(&between) && p.contains("prompt>")
+    tmux.until("the replay", |p| {
+        let after = p.rsplit(&between).next().unwrap_or(p);
+        after.lines().rev().find(|l| !l.trim().is_empty()).map(str::trim) == Some("prompt>")
+            && (!p.contains(&between) || after.lines().count() > 2)
     });
     id
 }
@@ -1035,24 +1064,38 @@ fn detach_and_reattach(tmux: &Tmux, dir: &Path, n: u32) -> String {
 /// and a reply arriving later is what `read` gets; with nothing injected,
 /// `read` times out (exit 142) with nothing read.
 fn assert_nothing_was_injected(tmux: &Tmux, tag: &str) {
-    tmux.type_line(&format!("read -t 1 x; echo \"{tag}[$x] rc[$?]\""));
-    tmux.until(tag, |p| p.lines().any(|l| l.starts_with(&format!("{tag}["))));
+    let line = format!("read -t 1 x; echo \"{tag}[$x] rc[$?]\"");
+    tmux.type_until(&line, tag, |p| {
+        p.lines().any(|l| l.starts_with(&format!("{tag}[")))
+    });
     let pane = tmux.pane();
     assert!(
         pane.lines().any(|l| l.trim() == format!("{tag}[] rc[142]")),
         "the shell read input nobody typed:\n{pane}"
     );
-    let typed = format!("prompt> read -t 1 x; echo \"{tag}[$x] rc[$?]\"");
     assert!(
-        pane.lines().any(|l| l.trim() == typed),
+        pane.lines().any(|l| l.trim() == format!("prompt> {line}")),
         "the command line was not what was typed:\n{pane}"
     );
 }
 
 #[test]
 fn reattaching_after_vim_types_nothing_into_the_shell() {
-    let server = TestServer::start();
-    let (tmux, dir) = shell_attached_three_times("replies", &server.base, "");
+    // From the screen (which carries no query): only the bytes after it
+    // are replayed.
+    vim_then_reattach_twice("replies-screen", &[]);
+}
+
+#[test]
+fn reattaching_after_vim_by_replaying_its_bytes_types_nothing_into_the_shell() {
+    // Without screens every retained byte is replayed, vim's queries too:
+    // the terminal answers them, and tether must drop the answers.
+    vim_then_reattach_twice("replies-bytes", &["--no-screen"]);
+}
+
+fn vim_then_reattach_twice(name: &str, server_args: &[&str]) {
+    let server = TestServer::start_with(server_args);
+    let (tmux, dir) = shell_attached_three_times(name, &server.base, "");
     tmux.until("the prompt", |p| p.contains("prompt>"));
     // vim asks the terminal for its version, cursor position, colours...:
     // queries that stay in the retained output.
@@ -1110,8 +1153,7 @@ fn attach_to_a_pty_whose_start_was_evicted_shows_its_screen() {
     assert!(!tmux.pane().contains("lost at offset"));
     let title = tmux.cmd(&["display-message", "-p", "-t", "main", "#{pane_title}"]);
     assert_eq!(text(&title.stdout).trim(), "evicted title");
-    tmux.type_line("echo \"after[$((2+3))]\"");
-    tmux.until("the shell takes input", |p| {
+    tmux.type_until("echo \"after[$((2+3))]\"", "the shell takes input", |p| {
         p.lines().any(|l| l.trim() == "after[5]")
     });
     assert!(rows(&screen()).contains(&"after[5]".to_string()));

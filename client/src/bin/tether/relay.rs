@@ -51,8 +51,9 @@ pub async fn copy_output(
                     .map_or(0, |f| f.replayed_len(offset, data.len()));
                 if let Some(fence) = fence.as_mut().filter(|_| replayed > 0) {
                     fence.replayed(&data[..replayed]);
-                    write(&mut out, &data[..replayed], &mut writable).await;
-                    fence.reached(offset + replayed as u64, &mut out).await;
+                    // The last replayed bytes and the fence in one write.
+                    let bytes = fence.with_fence(&data[..replayed], offset + replayed as u64);
+                    write(&mut out, &bytes, &mut writable).await;
                 }
                 write(&mut out, &data[replayed..], &mut writable).await;
             }
@@ -64,14 +65,18 @@ pub async fn copy_output(
                 );
                 let _ = tokio::io::stderr().write_all(message.as_bytes()).await;
             }
-            Chunk::Screen { data, .. } => {
+            Chunk::Screen { offset, data, .. } => {
                 if let Some(fence) = fence.as_mut() {
                     fence.screen();
                 }
                 // A full reset (RIS) first: the screen is for a fresh
-                // terminal.
-                write(&mut out, b"\x1bc", &mut writable).await;
-                write(&mut out, &data, &mut writable).await;
+                // terminal. Then the fence if the screen ends the replay.
+                let screen = [&b"\x1bc"[..], &data].concat();
+                let bytes = match fence.as_mut() {
+                    Some(fence) => fence.with_fence(&screen, offset).into_owned(),
+                    None => screen,
+                };
+                write(&mut out, &bytes, &mut writable).await;
             }
         }
     }

@@ -25,6 +25,7 @@
 //! `tether run` does not use this: nothing was written before it attached
 //! that anybody answered, so the program's first queries are live.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -169,6 +170,18 @@ impl OutputFence {
         if out.write_all(FENCE).await.is_err() || out.flush().await.is_err() {
             self.replies.live();
         }
+    }
+
+    /// `replayed`, followed by the fence when `next` (the offset after
+    /// them) ends the replay: one write, so that a terminal shows the end
+    /// of the replay and answers the fence in one go.
+    pub fn with_fence<'a>(&mut self, replayed: &'a [u8], next: u64) -> Cow<'a, [u8]> {
+        if self.done || self.screen_pending || next < self.until {
+            return Cow::Borrowed(replayed);
+        }
+        self.done = true;
+        self.replies.fenced(self.queries.count + 1);
+        Cow::Owned([replayed, FENCE].concat())
     }
 
     /// The stream ended (or failed) before its replay did.
