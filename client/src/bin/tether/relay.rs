@@ -54,6 +54,7 @@ pub async fn copy_output(
                     // The last replayed bytes and the fence in one write.
                     let bytes = fence.with_fence(&data[..replayed], offset + replayed as u64);
                     write(&mut out, &bytes, &mut writable).await;
+                    fence.sent();
                 }
                 write(&mut out, &data[replayed..], &mut writable).await;
             }
@@ -77,6 +78,9 @@ pub async fn copy_output(
                     None => screen,
                 };
                 write(&mut out, &bytes, &mut writable).await;
+                if let Some(fence) = fence.as_ref() {
+                    fence.sent();
+                }
             }
         }
     }
