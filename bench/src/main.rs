@@ -15,6 +15,7 @@ mod floors;
 mod latency;
 mod report;
 mod scale;
+mod screen;
 mod stats;
 mod storm;
 mod svg;
@@ -86,6 +87,7 @@ enum What {
     Fairness,
     Scale,
     Storm,
+    Screen,
 }
 
 /// Sizes and repetitions.
@@ -214,13 +216,14 @@ async fn main() -> Result<()> {
         },
     };
     let all = cli.what == What::All;
-    let sections: [(What, &str); 6] = [
+    let sections = [
         (What::Spawn, "1. spawn-to-exit and exit-to-wait"),
         (What::Echo, "2. keystroke echo"),
         (What::Throughput, "3. throughput"),
         (What::Fairness, "4. fairness"),
         (What::Scale, "5. scale"),
         (What::Storm, "6. output storm"),
+        (What::Screen, "7. terminal screen cost"),
     ];
     let mut failed = Vec::new();
     for (what, title) in sections {
@@ -236,6 +239,7 @@ async fn main() -> Result<()> {
             What::Fairness => fairness::fairness(&mut ctx).await,
             What::Scale => scale::scale(&mut ctx).await,
             What::Storm => storm::storm(&mut ctx).await,
+            What::Screen => screen::screen(&mut ctx).await,
             What::All => Ok(()),
         };
         match result {
