@@ -147,7 +147,7 @@ async fn prompted(api: &Api, ids: &[String], deadline: Instant) -> Result<()> {
 pub async fn screen(ctx: &mut Ctx) -> Result<()> {
     let quick = ctx.p.tp_runs < 5;
     let (bytes, runs, sessions) = if quick {
-        (8u64 << 20, 3, 20)
+        (4u64 << 20, 3, 20)
     } else {
         (64 << 20, 7, 200)
     };
@@ -160,11 +160,19 @@ pub async fn screen(ctx: &mut Ctx) -> Result<()> {
     for run in 0..runs {
         // Interleaved, alternating which goes first.
         if run % 2 == 0 {
-            on.push(transfer(&api_with, &path).await.context("with the emulator")?);
+            on.push(
+                transfer(&api_with, &path)
+                    .await
+                    .context("with the emulator")?,
+            );
             off.push(transfer(&api_without, &path).await.context("--no-screen")?);
         } else {
             off.push(transfer(&api_without, &path).await.context("--no-screen")?);
-            on.push(transfer(&api_with, &path).await.context("with the emulator")?);
+            on.push(
+                transfer(&api_with, &path)
+                    .await
+                    .context("with the emulator")?,
+            );
         }
     }
     with.stop();
@@ -190,7 +198,10 @@ pub async fn screen(ctx: &mut Ctx) -> Result<()> {
         )
         .floor(off.median())
         .target("≥ 90% of --no-screen", share >= 0.9)
-        .note(format!("{:.0}% of --no-screen in the same run", share * 100.0)),
+        .note(format!(
+            "{:.0}% of --no-screen in the same run",
+            share * 100.0
+        )),
     );
 
     // Memory per idle session: one server per configuration.

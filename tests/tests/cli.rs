@@ -1009,7 +1009,10 @@ fn detached_id(path: &Path) -> String {
                 return id;
             }
         }
-        assert!(Instant::now() < deadline, "no re-attach hint in {message:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no re-attach hint in {message:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -1053,7 +1056,12 @@ fn detach_and_reattach(tmux: &Tmux, dir: &Path, n: u32) -> String {
     std::fs::write(dir.join(format!("go{n}")), "").unwrap();
     tmux.until("the replay", |p| {
         let after = p.rsplit(&between).next().unwrap_or(p);
-        after.lines().rev().find(|l| !l.trim().is_empty()).map(str::trim) == Some("prompt>")
+        after
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(str::trim)
+            == Some("prompt>")
             && (!p.contains(&between) || after.lines().count() > 2)
     });
     id
@@ -1129,7 +1137,9 @@ fn attach_to_a_pty_whose_start_was_evicted_shows_its_screen() {
     tmux.until("the prompt", |p| p.contains("prompt>"));
     // Colours, a title, and far more than the retention: the start of the
     // output (the first prompt) is evicted.
-    tmux.type_line("printf '\\033]0;evicted title\\007'; seq 1 3000; printf '\\033[1;31mred\\033[0m\\n'");
+    tmux.type_line(
+        "printf '\\033]0;evicted title\\007'; seq 1 3000; printf '\\033[1;31mred\\033[0m\\n'",
+    );
     tmux.until("the output", |p| p.lines().any(|l| l.trim() == "red"));
     let id = detach_and_reattach(&tmux, &dir, 1);
     let info = block_on(server.status(&id));

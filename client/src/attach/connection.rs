@@ -113,21 +113,25 @@ impl Conn {
         // saved offset was evicted (otherwise the bytes from it, as usual).
         let first = self.shared.connections.load(Ordering::Relaxed) == 0;
         if self.options.screen {
-            url.push_str(if first { "&screen=1" } else { "&screen=evicted" });
+            url.push_str(if first {
+                "&screen=1"
+            } else {
+                "&screen=evicted"
+            });
         }
         let fut = open(&url, self.client.token());
-        let (mut ws, process, hello_stdout) = match tokio::time::timeout(self.options.connect_timeout, fut).await
-        {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(Error::Transport {
-                    url,
-                    message: "attach timed out".into(),
-                    timeout: true,
-                })
+        let (mut ws, process, hello_stdout) =
+            match tokio::time::timeout(self.options.connect_timeout, fut).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(Error::Transport {
+                        url,
+                        message: "attach timed out".into(),
+                        timeout: true,
+                    })
+                }
             }
-        }
-        .check_offsets(offsets, self.options.screen)?;
+            .check_offsets(offsets, self.options.screen)?;
         if self.options.screen {
             // With a screen, stdout starts at the screen's offset, which
             // the hello announces (`screen=evicted` moves it only when it
