@@ -1091,19 +1091,25 @@ fn assert_nothing_was_injected(tmux: &Tmux, tag: &str) {
 fn reattaching_after_vim_types_nothing_into_the_shell() {
     // From the screen (which carries no query): only the bytes after it
     // are replayed.
-    vim_then_reattach_twice("replies-screen", &[]);
+    vim_then_reattach_twice("replies-screen", &[], "");
 }
 
 #[test]
 fn reattaching_after_vim_by_replaying_its_bytes_types_nothing_into_the_shell() {
     // Without screens every retained byte is replayed, vim's queries too:
     // the terminal answers them, and tether must drop the answers.
-    vim_then_reattach_twice("replies-bytes", &["--no-screen"]);
+    vim_then_reattach_twice("replies-bytes", &["--no-screen"], "");
 }
 
-fn vim_then_reattach_twice(name: &str, server_args: &[&str]) {
+#[test]
+fn reattaching_after_vim_in_drop_mode_types_nothing_into_the_shell() {
+    vim_then_reattach_twice("replies-drop", &[], "--drop");
+    vim_then_reattach_twice("replies-drop-bytes", &["--no-screen"], "--drop");
+}
+
+fn vim_then_reattach_twice(name: &str, server_args: &[&str], run_flags: &str) {
     let server = TestServer::start_with(server_args);
-    let (tmux, dir) = shell_attached_three_times(name, &server.base, "");
+    let (tmux, dir) = shell_attached_three_times(name, &server.base, run_flags);
     tmux.until("the prompt", |p| p.contains("prompt>"));
     // vim asks the terminal for its version, cursor position, colours...:
     // queries that stay in the retained output.
