@@ -16,6 +16,7 @@ mod latency;
 mod report;
 mod retention;
 mod scale;
+mod screen;
 mod stats;
 mod storm;
 mod svg;
@@ -96,6 +97,7 @@ enum What {
     Scale,
     Storm,
     Retention,
+    Screen,
 }
 
 /// Sizes and repetitions.
@@ -236,7 +238,7 @@ async fn main() -> Result<()> {
         },
     };
     let all = cli.what == What::All;
-    let sections: [(What, &str); 7] = [
+    let sections = [
         (What::Spawn, "1. spawn-to-exit and exit-to-wait"),
         (What::Echo, "2. keystroke echo"),
         (What::Throughput, "3. throughput"),
@@ -244,6 +246,7 @@ async fn main() -> Result<()> {
         (What::Scale, "5. scale"),
         (What::Storm, "6. output storm"),
         (What::Retention, "7. what disk retention costs"),
+        (What::Screen, "8. terminal screen cost"),
     ];
     let mut failed = Vec::new();
     for (what, title) in sections {
@@ -260,6 +263,7 @@ async fn main() -> Result<()> {
             What::Scale => scale::scale(&mut ctx).await,
             What::Storm => storm::storm(&mut ctx).await,
             What::Retention => retention::retention(&mut ctx).await,
+            What::Screen => screen::screen(&mut ctx).await,
             What::All => Ok(()),
         };
         match result {

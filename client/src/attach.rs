@@ -63,6 +63,12 @@ pub struct AttachOptions {
     pub stdout_offset: u64,
     /// First stderr offset to receive (default 0).
     pub stderr_offset: u64,
+    /// PTY only (a pipe process refuses it): start from the terminal
+    /// screen (`screen=1`, `stdout_offset` is then ignored) and, on a
+    /// resume whose saved offset was evicted, take the screen instead of a
+    /// `dropped` gap (`screen=evicted`). stdout then yields a
+    /// [`Chunk::Screen`] first (default off).
+    pub screen: bool,
     /// Retry budget for connecting and for reconnecting after the
     /// connection drops (default: 30 s, backoff up to 2 s).
     pub reconnect: RetryPolicy,
@@ -81,6 +87,7 @@ impl Default for AttachOptions {
             readonly: false,
             stdout_offset: 0,
             stderr_offset: 0,
+            screen: false,
             reconnect: RetryPolicy::default(),
             idle_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(10),

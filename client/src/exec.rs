@@ -106,6 +106,8 @@ async fn collect(mut reader: OutputReader) -> Result<(Vec<u8>, u64)> {
         match chunk? {
             Chunk::Data { data, .. } => bytes.extend_from_slice(&data),
             Chunk::Dropped { length, .. } => dropped += length,
+            // Not asked for by exec.
+            Chunk::Screen { .. } => {}
         }
     }
     Ok((bytes, dropped))

@@ -85,6 +85,11 @@ impl Utf8Decoder {
         match chunk {
             Chunk::Data { data, .. } => self.decode(data),
             Chunk::Dropped { .. } => self.gap(),
+            // A screen replaces what came before it: start afresh.
+            Chunk::Screen { data, .. } => {
+                self.pending.clear();
+                self.decode(data)
+            }
         }
     }
 

@@ -323,6 +323,29 @@ impl Tmux {
         }
     }
 
+    /// Types `line` until the pane satisfies `done` (bounded): a line
+    /// typed while `tether attach` still drops the terminal's replies to
+    /// what it replayed (a few milliseconds after the replay shows) is
+    /// discarded, not delayed.
+    fn type_until(&self, line: &str, what: &str, done: impl Fn(&str) -> bool) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            self.type_line(line);
+            let retry = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < retry {
+                if done(&self.pane()) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} never showed; pane:\n{}",
+                self.pane()
+            );
+        }
+    }
+
     fn type_line(&self, line: &str) {
         self.cmd(&["send-keys", "-t", "main", "-l", line]);
         self.cmd(&["send-keys", "-t", "main", "Enter"]);
@@ -764,19 +787,25 @@ fn detach_keys_leave_the_process_running_and_attach_resumes_it() {
     let info = block_on(server.status(&id));
     assert!(!info.is_exited(), "the process was ended by the detach");
 
-    // Re-attached (by prefix): the output is replayed (so the attachment
-    // is live and the terminal raw; typed earlier, a line would be flushed
-    // by the switch to raw mode), and the shell takes input again.
-    let count = |p: &str, line: &str| p.lines().filter(|l| l.trim() == line).count();
-    tmux.until("the replay", |p| count(p, "one-2") >= 2);
-    tmux.type_line("echo two-$((2+2))");
-    tmux.until("two-4", |p| p.lines().any(|l| l.trim() == "two-4"));
+    // Re-attached (by prefix): the terminal shows the shell's screen, which
+    // replaces the detach message (so the attachment is live and the
+    // terminal raw; typed earlier, a line would be flushed by the switch
+    // to raw mode), and the shell takes input again.
+    let reattached = |p: &str, line: &str| {
+        !p.contains("tether: detached") && p.lines().any(|l| l.trim() == line)
+    };
+    tmux.until("the screen", |p| reattached(p, "one-2"));
+    tmux.type_until("echo two-$((2+2))", "two-4", |p| {
+        p.lines().any(|l| l.trim() == "two-4")
+    });
     tmux.cmd(&["send-keys", "-t", "main", "C-x"]);
     assert_eq!(wait_file(&dir.join("rc2")), "0\n", "--detach-keys ctrl-x");
     assert!(!block_on(server.status(&id)).is_exited());
 
-    tmux.until("the second replay", |p| count(p, "two-4") >= 2);
-    tmux.type_line("echo three-$((3+3)); exit 5");
+    tmux.until("the second screen", |p| reattached(p, "two-4"));
+    tmux.type_until("echo three-$((3+3)); exit 5", "the exit", |_| {
+        dir.join("rc3").exists()
+    });
     assert_eq!(wait_file(&dir.join("rc3")), "5\n");
     assert!(tmux.pane().lines().any(|l| l.trim() == "three-6"));
     assert_eq!(
@@ -958,4 +987,190 @@ fn an_unattached_timeout_ends_a_process_nobody_attaches_to() {
     let status = tether(base, &["status", &id], b"");
     let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(info["reason"], "unattached");
+}
+
+/// The body of `GET path` (a 200).
+fn get_bytes(server: &TestServer, path: &str) -> Vec<u8> {
+    block_on(async {
+        let response = server.http.get(server.url(path)).send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "GET {path}");
+        response.bytes().await.unwrap().to_vec()
+    })
+}
+
+/// The id in the "re-attach with: tether attach ID" line of a detach.
+fn detached_id(path: &Path) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let message = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(rest) = message.split("tether attach ").nth(1) {
+            let id: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+            if id.len() == 32 {
+                return id;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no re-attach hint in {message:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A tmux session running a PTY shell with `tether run -t` (extra `run`
+/// flags in `flags`), then, after each detach (its message goes to
+/// `detached1..3`), printing `between-N` and waiting for the file `goN`
+/// before `tether attach`, twice.
+fn shell_attached_three_times(name: &str, server: &str, flags: &str) -> (Tmux, PathBuf) {
+    let tether = binary("tether");
+    Tmux::start_script(name, |d| {
+        let attach = |n: u32| {
+            format!(
+                "echo between-{n}; until [ -e {d}/go{n} ]; do sleep 0.05; done; \
+                 {t} attach $id 2> {d}/detached{next}; ",
+                t = tether.display(),
+                next = n + 1,
+            )
+        };
+        format!(
+            "export TETHER_SERVER={server}; \
+             {t} run -t {flags} --env 'PS1=prompt> ' --env TERM=xterm-256color -- bash --norc -i 2> {d}/detached1; \
+             id=$(sed -n 's/.*tether attach \\([0-9a-f]*\\).*/\\1/p' {d}/detached1); \
+             {a1}{a2}echo $? > {d}/rc; exec sleep 600",
+            t = tether.display(),
+            a1 = attach(1),
+            a2 = attach(2),
+        )
+    })
+}
+
+/// Detaches (Ctrl-P Ctrl-Q) attachment `n` and attaches again; returns
+/// the id from the detach message once the new attachment has rendered
+/// what it replays: the screen (its reset wipes `between-N` from the pane)
+/// or the retained bytes (the shell's last prompt follows `between-N`).
+fn detach_and_reattach(tmux: &Tmux, dir: &Path, n: u32) -> String {
+    tmux.cmd(&["send-keys", "-t", "main", "C-p", "C-q"]);
+    let id = detached_id(&dir.join(format!("detached{n}")));
+    let between = format!("between-{n}");
+    tmux.until(&between, |p| p.contains(&between));
+    std::fs::write(dir.join(format!("go{n}")), "").unwrap();
+    tmux.until("the replay", |p| {
+        let after = p.rsplit(&between).next().unwrap_or(p);
+        after
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .map(str::trim)
+            == Some("prompt>")
+            && (!p.contains(&between) || after.lines().count() > 2)
+    });
+    id
+}
+
+/// Types a line that proves the shell has read nothing but what was typed:
+/// anything injected before it turns `read` into another command (exit 127)
+/// and a reply arriving later is what `read` gets; with nothing injected,
+/// `read` times out (exit 142) with nothing read.
+fn assert_nothing_was_injected(tmux: &Tmux, tag: &str) {
+    let line = format!("read -t 1 x; echo \"{tag}[$x] rc[$?]\"");
+    tmux.type_until(&line, tag, |p| {
+        p.lines().any(|l| l.starts_with(&format!("{tag}[")))
+    });
+    let pane = tmux.pane();
+    assert!(
+        pane.lines().any(|l| l.trim() == format!("{tag}[] rc[142]")),
+        "the shell read input nobody typed:\n{pane}"
+    );
+    assert!(
+        pane.lines().any(|l| l.trim() == format!("prompt> {line}")),
+        "the command line was not what was typed:\n{pane}"
+    );
+}
+
+#[test]
+fn reattaching_after_vim_types_nothing_into_the_shell() {
+    // From the screen (which carries no query): only the bytes after it
+    // are replayed.
+    vim_then_reattach_twice("replies-screen", &[], "");
+}
+
+#[test]
+fn reattaching_after_vim_by_replaying_its_bytes_types_nothing_into_the_shell() {
+    // Without screens every retained byte is replayed, vim's queries too:
+    // the terminal answers them, and tether must drop the answers.
+    vim_then_reattach_twice("replies-bytes", &["--no-screen"], "");
+}
+
+#[test]
+fn reattaching_after_vim_in_drop_mode_types_nothing_into_the_shell() {
+    vim_then_reattach_twice("replies-drop", &[], "--drop");
+    vim_then_reattach_twice("replies-drop-bytes", &["--no-screen"], "--drop");
+}
+
+fn vim_then_reattach_twice(name: &str, server_args: &[&str], run_flags: &str) {
+    let server = TestServer::start_with(server_args);
+    let (tmux, dir) = shell_attached_three_times(name, &server.base, run_flags);
+    tmux.until("the prompt", |p| p.contains("prompt>"));
+    // vim asks the terminal for its version, cursor position, colours...:
+    // queries that stay in the retained output.
+    tmux.type_line("vim -N -u NONE -i NONE");
+    tmux.until("vim", |p| p.contains("VIM - Vi IMproved"));
+    tmux.type_line(":q");
+    tmux.until("the shell after vim", |p| {
+        p.lines().filter(|l| l.trim() == "prompt>").count() == 1
+    });
+    let id = detach_and_reattach(&tmux, &dir, 1);
+    let output = get_bytes(&server, &format!("/v1/processes/{id}/output"));
+    let queries = [&b"\x1b[>c"[..], b"\x1b[6n", b"\x1b]11;?", b"$p"];
+    assert!(
+        queries
+            .iter()
+            .any(|q| output.windows(q.len()).any(|w| w == *q)),
+        "vim wrote no terminal query, the test proves nothing: {:?}",
+        String::from_utf8_lossy(&output)
+    );
+    assert_nothing_was_injected(&tmux, "round1");
+    assert_eq!(detach_and_reattach(&tmux, &dir, 2), id);
+    assert_nothing_was_injected(&tmux, "round2");
+    tmux.type_line("exit 7");
+    assert_eq!(wait_file(&dir.join("rc")), "7\n");
+}
+
+#[test]
+fn attach_to_a_pty_whose_start_was_evicted_shows_its_screen() {
+    let server = TestServer::start();
+    let (tmux, dir) = shell_attached_three_times("evicted", &server.base, "--retain 4096");
+    tmux.until("the prompt", |p| p.contains("prompt>"));
+    // Colours, a title, and far more than the retention: the start of the
+    // output (the first prompt) is evicted.
+    tmux.type_line(
+        "printf '\\033]0;evicted title\\007'; seq 1 3000; printf '\\033[1;31mred\\033[0m\\n'",
+    );
+    tmux.until("the output", |p| p.lines().any(|l| l.trim() == "red"));
+    let id = detach_and_reattach(&tmux, &dir, 1);
+    let info = block_on(server.status(&id));
+    assert!(info.stdout_bytes > 3 * 4096, "{}", info.stdout_bytes);
+
+    let screen = || {
+        let text = get_bytes(&server, &format!("/v1/processes/{id}/screen"));
+        String::from_utf8_lossy(&text).into_owned()
+    };
+    let expected = screen();
+    assert!(expected.contains("2999\n3000\nred\n"), "{expected}");
+    // The pane is the screen, row for row, with no notice of lost bytes.
+    let rows = |text: &str| -> Vec<String> {
+        let mut rows: Vec<String> = text.lines().map(|l| l.trim_end().to_string()).collect();
+        while rows.last().is_some_and(String::is_empty) {
+            rows.pop();
+        }
+        rows
+    };
+    tmux.until("the screen in the pane", |p| rows(p) == rows(&expected));
+    assert!(!tmux.pane().contains("lost at offset"));
+    let title = tmux.cmd(&["display-message", "-p", "-t", "main", "#{pane_title}"]);
+    assert_eq!(text(&title.stdout).trim(), "evicted title");
+    tmux.type_until("echo \"after[$((2+3))]\"", "the shell takes input", |p| {
+        p.lines().any(|l| l.trim() == "after[5]")
+    });
+    assert!(rows(&screen()).contains(&"after[5]".to_string()));
 }

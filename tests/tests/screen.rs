@@ -437,3 +437,57 @@ async fn tether_screen_prints_what_the_terminal_shows() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("terminal"));
 }
+
+#[tokio::test]
+async fn the_client_library_attaches_from_the_screen_and_a_pipe_process_refuses() {
+    use tether_client::{AttachOptions, Chunk};
+    let server = TestServer::start_with(&["--memory-only"]);
+    let (process, end) = evicted_alternate_screen(&server).await;
+    let client = tether_client::Client::new(&server.base).unwrap();
+    let options = AttachOptions {
+        screen: true,
+        ..AttachOptions::default()
+    };
+    let attachment = client.attach(&process.id, options.clone()).await.unwrap();
+    let tether_client::Attachment {
+        mut stdout,
+        mut stdin,
+        ..
+    } = attachment;
+    let first = tokio::time::timeout(tether_tests::WAIT, stdout.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let Chunk::Screen {
+        offset,
+        cols,
+        rows,
+        data,
+    } = first
+    else {
+        panic!("expected the screen first, got {first:?}");
+    };
+    assert_eq!((offset, cols, rows), (end, 80, 24));
+    let mut screen = Screen::new(80, 24, LIMITS);
+    screen.feed(&data);
+    assert!(screen.text().starts_with("TOP"), "{}", screen.text());
+    // Then live data from exactly the screen's offset.
+    stdin.write(b"typed\r").await.unwrap();
+    let next = tokio::time::timeout(tether_tests::WAIT, stdout.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match next {
+        Chunk::Data { offset, data } => {
+            assert_eq!(offset, end);
+            assert!(String::from_utf8_lossy(&data).contains("typed"));
+        }
+        other => panic!("expected data, got {other:?}"),
+    }
+
+    let pipe = server.sh("exec sleep 30", json!({})).await;
+    let refused = client.attach(&pipe.id, options).await.unwrap_err();
+    assert_eq!(refused.status(), Some(400), "{refused}");
+}

@@ -109,19 +109,37 @@ impl Conn {
         if self.options.readonly {
             url.push_str("&readonly=1");
         }
-        let fut = open(&url, self.client.token());
-        let (mut ws, process) = match tokio::time::timeout(self.options.connect_timeout, fut).await
-        {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(Error::Transport {
-                    url,
-                    message: "attach timed out".into(),
-                    timeout: true,
-                })
-            }
+        // The screen on the first connection; on a resume only if the
+        // saved offset was evicted (otherwise the bytes from it, as usual).
+        let first = self.shared.connections.load(Ordering::Relaxed) == 0;
+        if self.options.screen {
+            url.push_str(if first {
+                "&screen=1"
+            } else {
+                "&screen=evicted"
+            });
         }
-        .check_offsets(offsets)?;
+        let fut = open(&url, self.client.token());
+        let (mut ws, process, hello_stdout) =
+            match tokio::time::timeout(self.options.connect_timeout, fut).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    return Err(Error::Transport {
+                        url,
+                        message: "attach timed out".into(),
+                        timeout: true,
+                    })
+                }
+            }
+            .check_offsets(offsets, self.options.screen)?;
+        if self.options.screen {
+            // With a screen, stdout starts at the screen's offset, which
+            // the hello announces (`screen=evicted` moves it only when it
+            // sends one); the screen frame comes next.
+            let mut stdout = self.shared.stream(StreamName::Stdout);
+            stdout.screen_due = first || hello_stdout != offsets[0];
+            stdout.next = hello_stdout;
+        }
         // Grant at once the credit that sizes each stream's allowance.
         self.grant(&mut ws, true).await?;
         self.shared.connections.fetch_add(1, Ordering::Relaxed);
@@ -350,14 +368,22 @@ struct Opened {
 }
 
 impl Opened {
-    fn check_offsets(self, wanted: [u64; 2]) -> Result<(Ws, ProcessInfo)> {
-        if self.offsets != wanted {
+    /// Checks that the server starts where it was asked to: both offsets,
+    /// or with `screen` stderr (stdout starts at the screen's offset, which
+    /// the screen frame confirms). Returns the hello's stdout offset too.
+    fn check_offsets(self, wanted: [u64; 2], screen: bool) -> Result<(Ws, ProcessInfo, u64)> {
+        let matches = if screen {
+            self.offsets[1] == wanted[1]
+        } else {
+            self.offsets == wanted
+        };
+        if !matches {
             return Err(Error::Protocol(format!(
                 "the server resumed at offsets {:?}, asked for {:?}",
                 self.offsets, wanted
             )));
         }
-        Ok((self.ws, self.process))
+        Ok((self.ws, self.process, self.offsets[0]))
     }
 }
 

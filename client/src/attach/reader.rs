@@ -13,7 +13,8 @@ use crate::error::Result;
 
 /// Reads one output stream of an [`Attachment`](super::Attachment), as
 /// bytes ([`AsyncRead`], which skips `dropped` gaps and counts them in
-/// [`OutputReader::dropped`]) or as chunks ([`OutputReader::chunk`], or the
+/// [`OutputReader::dropped`], and yields a screen's bytes in place of the
+/// output before it) or as chunks ([`OutputReader::chunk`], or the
 /// [`futures_util::Stream`] of them, which report them). End of file comes
 /// once the process has exited and every byte of this stream has been
 /// read, whatever happens to the other stream.
@@ -26,6 +27,7 @@ use crate::error::Result;
 ///     match chunk? {
 ///         Chunk::Data { data, .. } => print!("{}", String::from_utf8_lossy(&data)),
 ///         Chunk::Dropped { length, .. } => eprintln!("[{length} bytes lost]"),
+///         Chunk::Screen { data, .. } => print!("\x1bc{}", String::from_utf8_lossy(&data)),
 ///     }
 /// }
 /// # Ok(()) }
@@ -88,7 +90,7 @@ impl OutputReader {
     pub fn offset(&self) -> u64 {
         let s = self.shared.stream(self.stream);
         match s.queue.front() {
-            Some(Chunk::Data { offset, .. } | Chunk::Dropped { offset, .. }) => *offset,
+            Some(chunk) => chunk.offset(),
             None => s.next,
         }
     }
@@ -134,6 +136,29 @@ impl AsyncRead for OutputReader {
                 Some(Chunk::Dropped { length, .. }) => {
                     s.dropped += length;
                     continue;
+                }
+                Some(Chunk::Screen {
+                    offset,
+                    cols,
+                    rows,
+                    data,
+                }) => {
+                    // Read as bytes (never credited: the server sends a
+                    // screen outside the window). An empty one is no end.
+                    if data.is_empty() {
+                        continue;
+                    }
+                    let n = data.len().min(buf.remaining());
+                    buf.put_slice(&data[..n]);
+                    if n < data.len() {
+                        s.queue.push_front(Chunk::Screen {
+                            offset,
+                            cols,
+                            rows,
+                            data: data.slice(n..),
+                        });
+                    }
+                    return Poll::Ready(Ok(()));
                 }
                 None => {}
             }

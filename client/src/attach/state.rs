@@ -44,14 +44,39 @@ pub enum Chunk {
         /// Number of lost bytes.
         length: u64,
     },
+    /// The terminal screen of a PTY at stdout offset `offset` (only with
+    /// [`AttachOptions::screen`](super::AttachOptions::screen)): reset the
+    /// terminal and write `data` to it; the data that follows starts at
+    /// `offset`. It replaces whatever of the stream was queued before it.
+    Screen {
+        /// The stdout offset the screen reflects every byte before.
+        offset: u64,
+        /// Columns of the terminal the screen was taken from.
+        cols: u32,
+        /// Rows.
+        rows: u32,
+        /// Bytes that reproduce the screen on a fresh terminal of
+        /// `cols x rows`; they contain no terminal query.
+        data: Bytes,
+    },
 }
 
 impl Chunk {
-    /// The offset just past this chunk.
+    /// The offset just past this chunk (a screen's own offset).
     pub fn end(&self) -> u64 {
         match self {
             Chunk::Data { offset, data } => offset + data.len() as u64,
             Chunk::Dropped { offset, length } => offset + length,
+            Chunk::Screen { offset, .. } => *offset,
+        }
+    }
+
+    /// The offset of the first byte this chunk stands for.
+    pub fn offset(&self) -> u64 {
+        match self {
+            Chunk::Data { offset, .. }
+            | Chunk::Dropped { offset, .. }
+            | Chunk::Screen { offset, .. } => *offset,
         }
     }
 }
@@ -72,6 +97,9 @@ pub(crate) struct StreamState {
     pub credit: CreditLedger,
     /// Bytes skipped by `AsyncRead` because they were dropped.
     pub dropped: u64,
+    /// The current connection's `hello` announced a `screen` frame (its
+    /// stdout offset moved to the screen's): the next frame of stdout.
+    pub screen_due: bool,
     pub waker: Option<Waker>,
 }
 
@@ -85,6 +113,7 @@ impl StreamState {
             failure: None,
             credit: CreditLedger::new(window),
             dropped: 0,
+            screen_due: false,
             waker: None,
         }
     }
@@ -275,10 +304,48 @@ impl Shared {
             ServerFrame::Hello { .. } => {
                 return Err(Error::Protocol("a second hello frame".into()));
             }
-            ServerFrame::Screen { .. } => {
-                return Err(Error::Protocol(
-                    "a screen frame this client did not ask for".into(),
-                ));
+            ServerFrame::Screen {
+                offset,
+                cols,
+                rows,
+                data,
+            } => {
+                let mut s = self.stream(StreamName::Stdout);
+                if !s.screen_due {
+                    return Err(Error::Protocol(
+                        "a screen frame this client did not ask for".into(),
+                    ));
+                }
+                s.screen_due = false;
+                if offset != s.next {
+                    return Err(Error::Protocol(format!(
+                        "screen at stdout offset {offset}, expected {}",
+                        s.next
+                    )));
+                }
+                if !s.credit.is_discarding() {
+                    // The screen reflects everything queued before it: what
+                    // is dropped here counts as read, so credit flows on.
+                    let queued: u64 = s
+                        .queue
+                        .drain(..)
+                        .map(|chunk| match chunk {
+                            Chunk::Data { data, .. } => data.len() as u64,
+                            _ => 0,
+                        })
+                        .sum();
+                    s.credit.consumed(queued);
+                    if s.credit.grant_wanted() {
+                        self.credit.notify_one();
+                    }
+                    s.queue.push_back(Chunk::Screen {
+                        offset,
+                        cols,
+                        rows,
+                        data: Bytes::from(data),
+                    });
+                    s.wake();
+                }
             }
         }
         Ok(Applied::More)
@@ -286,6 +353,11 @@ impl Shared {
 
     fn data(&self, stream: StreamName, offset: u64, data: Vec<u8>) -> Result<()> {
         let mut s = self.stream(stream);
+        if s.screen_due {
+            return Err(Error::Protocol(
+                "stdout data before the announced screen frame".into(),
+            ));
+        }
         if offset != s.next {
             return Err(Error::Protocol(format!(
                 "{} data at offset {offset}, expected {}",

@@ -7,12 +7,14 @@
 //! run (not executable, bad cwd); 127 when it was not found.
 //!
 //! Files: `args.rs` the command line, `session.rs` run / attach / logs,
-//! `relay.rs` the copy loops, `detach.rs` the detach keys, `term.rs` the
+//! `relay.rs` the copy loops, `replies.rs` dropping the terminal's
+//! replies to replayed output, `detach.rs` the detach keys, `term.rs` the
 //! local terminal, `resolve.rs` id prefixes.
 
 mod args;
 mod detach;
 mod relay;
+mod replies;
 mod resolve;
 mod session;
 mod term;

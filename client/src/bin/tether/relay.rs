@@ -7,31 +7,56 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::oneshot;
 
 use crate::detach::{DetachWatcher, Typed};
+use crate::replies::{InputFilter, OutputFence};
 
 /// Copies one stream to a local output until its end, or until offset
 /// `until` (`u64::MAX`: to the end); gaps are reported on stderr. A local
 /// output that closes (`| head`) stops the printing, not the draining, so
-/// the process is never held back by it.
+/// the process is never held back by it. With a `fence` (a PTY attached
+/// from a terminal), the replayed part is told from the live part and the
+/// local terminal's replies to it are dropped (`replies.rs`).
 pub async fn copy_output(
     mut reader: OutputReader,
     mut out: impl AsyncWrite + Unpin,
     until: u64,
+    mut fence: Option<OutputFence>,
 ) -> Result<(), Error> {
     let mut writable = true;
     while reader.offset() < until {
+        if let Some(fence) = fence.as_mut() {
+            fence.reached(reader.offset(), &mut out).await;
+        }
         let Some(chunk) = reader.chunk().await else {
             break;
         };
-        match chunk? {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                if let Some(fence) = fence.as_mut() {
+                    fence.ended();
+                }
+                return Err(e);
+            }
+        };
+        match chunk {
             Chunk::Data { offset, data } => {
                 let keep = usize::try_from(until.saturating_sub(offset))
                     .unwrap_or(usize::MAX)
                     .min(data.len());
-                if writable
-                    && (out.write_all(&data[..keep]).await.is_err() || out.flush().await.is_err())
-                {
-                    writable = false;
+                let data = &data[..keep];
+                // The replayed head, then (once the fence is out) the live
+                // rest of a chunk that straddles the end of the replay.
+                let replayed = fence
+                    .as_ref()
+                    .map_or(0, |f| f.replayed_len(offset, data.len()));
+                if let Some(fence) = fence.as_mut().filter(|_| replayed > 0) {
+                    fence.replayed(&data[..replayed]);
+                    // The last replayed bytes and the fence in one write.
+                    let bytes = fence.with_fence(&data[..replayed], offset + replayed as u64);
+                    write(&mut out, &bytes, &mut writable).await;
+                    fence.sent();
                 }
+                write(&mut out, &data[replayed..], &mut writable).await;
             }
             Chunk::Dropped { offset, length } => {
                 // \r\n: the terminal may be in raw mode.
@@ -41,9 +66,38 @@ pub async fn copy_output(
                 );
                 let _ = tokio::io::stderr().write_all(message.as_bytes()).await;
             }
+            Chunk::Screen { offset, data, .. } => {
+                if let Some(fence) = fence.as_mut() {
+                    fence.screen();
+                }
+                // A full reset (RIS) first: the screen is for a fresh
+                // terminal. Then the fence if the screen ends the replay.
+                let screen = [&b"\x1bc"[..], &data].concat();
+                let bytes = match fence.as_mut() {
+                    Some(fence) => fence.with_fence(&screen, offset).into_owned(),
+                    None => screen,
+                };
+                write(&mut out, &bytes, &mut writable).await;
+                if let Some(fence) = fence.as_ref() {
+                    fence.sent();
+                }
+            }
         }
     }
+    if let Some(fence) = fence.as_mut() {
+        fence.ended();
+    }
     Ok(())
+}
+
+/// Writes and flushes unless the output has already failed.
+async fn write(out: &mut (impl AsyncWrite + Unpin), bytes: &[u8], writable: &mut bool) {
+    if *writable
+        && !bytes.is_empty()
+        && (out.write_all(bytes).await.is_err() || out.flush().await.is_err())
+    {
+        *writable = false;
+    }
 }
 
 /// Forwards local input to the process's stdin until end of file (then
@@ -53,6 +107,7 @@ pub async fn forward_input(
     mut local: impl AsyncRead + Unpin,
     mut stdin: StdinWriter,
     mut watcher: DetachWatcher,
+    mut replies: Option<InputFilter>,
     detached: oneshot::Sender<()>,
 ) {
     let mut buf = vec![0u8; 16 << 10];
@@ -65,7 +120,12 @@ pub async fn forward_input(
             Typed::Forward(bytes) => (bytes, false),
             Typed::Detach(bytes) => (bytes, true),
         };
-        if !forward.is_empty() && stdin.write(&forward).await.is_err() {
+        // The detach keys work even while replies are being dropped.
+        let forward = match replies.as_mut() {
+            Some(filter) => filter.filter(&forward),
+            None => &forward[..],
+        };
+        if !forward.is_empty() && stdin.write(forward).await.is_err() {
             return;
         }
         if detach {

@@ -14,6 +14,7 @@ use tokio::sync::oneshot;
 use crate::args::RunArgs;
 use crate::detach::DetachKeys;
 use crate::relay::{copy_output, forward_input};
+use crate::replies::{InputFilter, OutputFence, Replies};
 use crate::{exit_code, term, NOT_EXECUTABLE, NOT_FOUND};
 
 /// Signals caught from the start of `run` or `attach` (so that one that
@@ -57,6 +58,9 @@ pub struct Local {
     pub forward_stdin: bool,
     /// Watched for on stdin when it is a terminal.
     pub detach_keys: DetachKeys,
+    /// Output written before the attachment goes to a local terminal
+    /// whose replies to it must not reach the process (`tether attach`).
+    pub drop_replies: bool,
 }
 
 /// `tether run`: spawns, then attaches unless `-d`.
@@ -135,6 +139,9 @@ pub async fn run(
         tty,
         forward_stdin: tty || args.interactive,
         detach_keys: args.detach_keys.keys,
+        // Nobody answered what the program wrote before `run` attached:
+        // its first queries are live.
+        drop_replies: false,
     };
     let ending = session(signals, client, &info, options, local).await?;
     Ok(conclude(ending, &info, client).await)
@@ -155,10 +162,16 @@ pub async fn attach(
         options.stderr_offset = info.stderr_bytes;
     }
     let tty = info.tty && std::io::stdin().is_terminal();
+    let to_terminal = info.tty && std::io::stdout().is_terminal();
+    // A PTY shown on a terminal starts from its screen (and a resume whose
+    // offset was evicted takes the screen instead of a gap); piped, its
+    // output stays the bytes as written.
+    options.screen = to_terminal && !no_replay;
     let local = Local {
         tty,
         forward_stdin: interactive || tty,
         detach_keys,
+        drop_replies: tty && to_terminal && !no_replay,
     };
     let ending = session(signals, client, info, options, local).await?;
     Ok(conclude(ending, info, client).await)
@@ -231,10 +244,23 @@ async fn session(
     signals: Caught,
     client: &Client,
     info: &ProcessInfo,
-    options: AttachOptions,
+    mut options: AttachOptions,
     local: Local,
 ) -> Result<Ending, Error> {
-    let attachment = client.attach(&info.id, options).await?;
+    let attachment = match client.attach(&info.id, options.clone()).await {
+        // A server run with --no-screen has no screens: replay the bytes.
+        Err(e) if options.screen && e.code() == Some("invalid_request") => {
+            options.screen = false;
+            client.attach(&info.id, options.clone()).await?
+        }
+        other => other?,
+    };
+    // Replayed: a screen, and stdout below the end the hello reported.
+    let replies = local.drop_replies.then(Replies::replaying);
+    let fence = replies.as_ref().map(|replies| {
+        let until = attachment.process().stdout_bytes;
+        OutputFence::new(replies.clone(), until, options.screen)
+    });
     let Attachment {
         stdout,
         stderr,
@@ -253,8 +279,8 @@ async fn session(
     } else {
         None
     };
-    let out = tokio::spawn(copy_output(stdout, tokio::io::stdout(), u64::MAX));
-    let err = tokio::spawn(copy_output(stderr, tokio::io::stderr(), u64::MAX));
+    let out = tokio::spawn(copy_output(stdout, tokio::io::stdout(), u64::MAX, fence));
+    let err = tokio::spawn(copy_output(stderr, tokio::io::stderr(), u64::MAX, None));
     let relays = [out.abort_handle(), err.abort_handle()];
     let (detached_tx, detached_rx) = oneshot::channel();
     if local.forward_stdin {
@@ -269,6 +295,7 @@ async fn session(
             tokio::io::stdin(),
             stdin,
             keys.watcher(),
+            replies.map(InputFilter::new),
             detached_tx,
         ));
     } else {
@@ -277,6 +304,11 @@ async fn session(
     }
     if local.tty {
         let control = control.clone();
+        // The PTY follows the terminal attached last (as tmux and the web
+        // terminal do); the program redraws at the new size.
+        if let Some((cols, rows)) = term::size() {
+            let _ = control.resize(cols, rows).await;
+        }
         tokio::spawn(async move {
             let Ok(mut winch) = signal(SignalKind::window_change()) else {
                 return;
@@ -341,8 +373,8 @@ pub async fn logs(client: &Client, quick: &Client, id: &str, follow: bool) -> Re
         (info.stdout_bytes, info.stderr_bytes)
     };
     let (a, b) = tokio::join!(
-        copy_output(stdout, tokio::io::stdout(), until_out),
-        copy_output(stderr, tokio::io::stderr(), until_err)
+        copy_output(stdout, tokio::io::stdout(), until_out, None),
+        copy_output(stderr, tokio::io::stderr(), until_err, None)
     );
     a?;
     b?;
