@@ -164,7 +164,6 @@ async fn run(
     Ok((seen, t0))
 }
 
-
 fn mib(bytes: u64) -> String {
     format!("{} MiB", bytes >> 20)
 }
@@ -225,11 +224,14 @@ pub async fn fanout(ctx: &mut Ctx) -> Result<()> {
             bytes + 1
         );
         f = if overflow == Overflow::Block {
-            f.target("every byte to every viewer", dropped == 0 && delivered == total)
-                .note(format!(
-                    "{exact}, no drops; {secs:.1} s; server CPU {cpu:.0}%, peak RSS +{:.1} MiB",
-                    (peak as f64 - base_rss as f64) / 1024.0
-                ))
+            f.target(
+                "every byte to every viewer",
+                dropped == 0 && delivered == total,
+            )
+            .note(format!(
+                "{exact}, no drops; {secs:.1} s; server CPU {cpu:.0}%, peak RSS +{:.1} MiB",
+                (peak as f64 - base_rss as f64) / 1024.0
+            ))
         } else {
             f.target("exact `dropped` notices", delivered + dropped == total)
                 .note(format!(

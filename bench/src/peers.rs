@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use futures_util::{SinkExt, StreamExt};
 use tether_protocol::api::SpawnRequest;
-use tether_protocol::{ClientFrame, ServerFrame};
+use tether_protocol::{ClientFrame, Overflow, ServerFrame};
+use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::client::{argv, Api, Conn, Ws};
 use crate::report::Figure;
@@ -94,10 +95,24 @@ impl Websocketd {
             .read_buffer_size(256 * 1024)
             .max_message_size(Some(64 << 20));
         let url = format!("{}/{script}", self.base);
-        let (ws, _) = tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true)
-            .await
-            .with_context(|| format!("connect {url}"))?;
+        let (ws, _) =
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true)
+                .await
+                .with_context(|| format!("connect {url}"))?;
         Ok(ws)
+    }
+}
+
+/// The next message from websocketd; `None` once it ended the connection,
+/// with a Close or (as it may when its program exits) by closing the TCP
+/// connection without one.
+async fn next_message(ws: &mut Ws) -> Result<Option<Message>> {
+    match tokio::time::timeout(BOUND, ws.next()).await {
+        Err(_) => bail!("websocketd sent nothing for {BOUND:?}"),
+        Ok(None) | Ok(Some(Ok(Message::Close(_)))) => Ok(None),
+        Ok(Some(Err(WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake)))) => Ok(None),
+        Ok(Some(Err(e))) => Err(e.into()),
+        Ok(Some(Ok(msg))) => Ok(Some(msg)),
     }
 }
 
@@ -182,6 +197,7 @@ async fn tetherd_output(api: &Api, s: &Scripts, work: Work) -> Result<f64> {
     };
     let mut req = argv(&[&s.path(name)]);
     req.retain_bytes = Some(RETAIN);
+    req.overflow = Overflow::Block;
     let t0 = Instant::now();
     let info = api.spawn(&req).await?;
     let mut conn = api.attach(&info.id, "").await?;
@@ -229,12 +245,7 @@ async fn websocketd_output(peer: &Websocketd, s: &Scripts, work: Work) -> Result
     };
     let mut ws = peer.connect(name).await?;
     let mut got = 0u64;
-    loop {
-        let msg = match tokio::time::timeout(BOUND, ws.next()).await {
-            Err(_) => bail!("websocketd sent nothing for {BOUND:?}"),
-            Ok(None) => break,
-            Ok(Some(msg)) => msg?,
-        };
+    while let Some(msg) = next_message(&mut ws).await? {
         match (work, msg) {
             (Work::Zeros, Message::Binary(data)) => {
                 if !crate::all_zero(&data) {
@@ -248,7 +259,6 @@ async fn websocketd_output(peer: &Websocketd, s: &Scripts, work: Work) -> Result
                 }
                 got += 1;
             }
-            (_, Message::Close(_)) => break,
             (_, Message::Ping(_) | Message::Pong(_)) => {}
             (_, other) => bail!("unexpected message from websocketd: {other:?}"),
         }
@@ -280,13 +290,8 @@ async fn websocketd_true(peer: &Websocketd) -> Result<f64> {
     let t0 = Instant::now();
     let mut ws = peer.connect("true").await?;
     for _ in 0..1000 {
-        match tokio::time::timeout(BOUND, ws.next()).await {
-            Err(_) => bail!("websocketd did not close after `true`"),
-            Ok(None) | Ok(Some(Ok(Message::Close(_)))) => {
-                return Ok(t0.elapsed().as_secs_f64() * 1e3)
-            }
-            Ok(Some(Err(e))) => return Err(e.into()),
-            Ok(Some(Ok(_))) => {}
+        if next_message(&mut ws).await?.is_none() {
+            return Ok(t0.elapsed().as_secs_f64() * 1e3);
         }
     }
     bail!("websocketd sent 1000 messages for `true`")
@@ -328,16 +333,13 @@ async fn websocketd_echo(ws: &mut Ws, line: &str) -> Result<f64> {
     let t0 = Instant::now();
     ws.send(Message::Text(line.into())).await?;
     loop {
-        match tokio::time::timeout(BOUND, ws.next()).await {
-            Err(_) => bail!("websocketd echoed nothing"),
-            Ok(None) => bail!("websocketd closed during echo"),
-            Ok(Some(msg)) => match msg? {
-                Message::Text(back) if back.as_str() == line => {
-                    return Ok(t0.elapsed().as_secs_f64() * 1e3)
-                }
-                Message::Text(back) => bail!("websocketd echoed {back:?}, sent {line:?}"),
-                _ => {}
-            },
+        match next_message(ws).await? {
+            None => bail!("websocketd closed during echo"),
+            Some(Message::Text(back)) if back.as_str() == line => {
+                return Ok(t0.elapsed().as_secs_f64() * 1e3)
+            }
+            Some(Message::Text(back)) => bail!("websocketd echoed {back:?}, sent {line:?}"),
+            Some(_) => {}
         }
     }
 }
@@ -381,16 +383,21 @@ fn push_pair(
     };
     let need = target.unwrap_or(1.0);
     ctx.report.push(
-        make(format!("peers.{key}.websocketd"), format!("{what}: websocketd"), theirs)
-            .note(spread(theirs)),
+        make(
+            format!("peers.{key}.websocketd"),
+            format!("{what}: websocketd"),
+            theirs,
+        )
+        .note(spread(theirs)),
     );
     ctx.report.push(
-        make(format!("peers.{key}.tetherd"), format!("{what}: tetherd"), ours)
-            .target(
-                &format!("≥ {need:.1}× websocketd (median)"),
-                ratio >= need,
-            )
-            .note(format!("{ratio:.2}× websocketd; {}", spread(ours))),
+        make(
+            format!("peers.{key}.tetherd"),
+            format!("{what}: tetherd"),
+            ours,
+        )
+        .target(&format!("≥ {need:.1}× websocketd (median)"), ratio >= need)
+        .note(format!("{ratio:.2}× websocketd; {}", spread(ours))),
     );
 }
 

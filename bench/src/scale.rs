@@ -9,9 +9,9 @@ use tokio::task::JoinSet;
 
 use crate::client::{Api, Conn};
 use crate::latency::{echo_round, raw_cat, wait_for_output};
+use crate::limits::{raise_nofile_to, PtyRoom};
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::limits::{raise_nofile_to, PtyRoom};
 use crate::tetherd::{cpu_seconds, Tetherd};
 use crate::Ctx;
 

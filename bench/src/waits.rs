@@ -19,7 +19,7 @@ use crate::tetherd::Tetherd;
 use crate::Ctx;
 
 /// Retention each process asks for (it prints nothing).
-const RETAIN: u64 = 4 << 10;
+const RETAIN: u64 = 64 << 10;
 /// The long-poll each wait asks for: far beyond the run.
 const WAIT_MS: u64 = 300_000;
 /// Waits started before checking that the server has received them.
@@ -65,7 +65,8 @@ pub async fn waits(ctx: &mut Ctx) -> Result<()> {
         format!("--max-processes={}", n + 64),
         format!("--max-known-processes={}", n + 64),
         format!("--max-connections={}", n + 256),
-        format!("--retain-total={}", (n as u64 + 64) * RETAIN * 2),
+        // A budget of reservations, not memory used: generous.
+        format!("--retain-total={}", (n as u64 + 64) * RETAIN * 4),
         format!("--max-wait-ms={WAIT_MS}"),
     ])?;
     let result = measure(ctx, &server, n).await;
@@ -107,7 +108,9 @@ async fn measure(ctx: &mut Ctx, server: &Tetherd, n: usize) -> Result<()> {
         let (client, base, id, pid) = (http.clone(), base.clone(), p.id.clone(), p.pid);
         set.spawn(async move {
             let response = client
-                .get(format!("{base}/v1/processes/{id}/wait?timeout_ms={WAIT_MS}"))
+                .get(format!(
+                    "{base}/v1/processes/{id}/wait?timeout_ms={WAIT_MS}"
+                ))
                 .send()
                 .await?;
             let at = Instant::now();
@@ -128,7 +131,10 @@ async fn measure(ctx: &mut Ctx, server: &Tetherd, n: usize) -> Result<()> {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (wait_rss, wait_fds, threads) = (server.rss_kib(), server.fds(), server.threads());
     if !set.is_empty() && set.len() != n {
-        bail!("{} of {n} waits ended before their processes", n - set.len());
+        bail!(
+            "{} of {n} waits ended before their processes",
+            n - set.len()
+        );
     }
 
     // Kill every process (SIGKILL, straight to its pid), noting when.
