@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::client::{shell, Api, Conn};
 use crate::latency::wait_for_output;
-use crate::limits::raise_nofile_to;
+use crate::limits::{raise_nofile_to, FDS_SPARE};
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::RssSampler;
@@ -172,7 +172,7 @@ fn mib(bytes: u64) -> String {
 pub async fn fanout(ctx: &mut Ctx) -> Result<()> {
     let viewers = ctx.p.viewers;
     let bytes = ctx.p.fanout_bytes;
-    raise_nofile_to(viewers as u64 * 4 + 4096)?;
+    raise_nofile_to(viewers as u64 * 2 + FDS_SPARE)?;
     let server = ctx.start_server(&[
         format!("--max-attachments-per-process={}", viewers + 8),
         format!("--max-attachments={}", viewers + 64),

@@ -3,6 +3,31 @@
 
 use anyhow::{bail, Result};
 
+/// Descriptors tetherd holds per running PTY session with one attachment,
+/// as counted in /proc/PID/fd: the master, a pidfd, the retention ring
+/// file, the cgroup's `cgroup.procs`, the socket; one spare.
+pub const FDS_PER_PTY_SESSION: u64 = 6;
+/// Per running process on pipes with one pending `wait`: stdout, stderr, a
+/// pidfd, two ring files, `cgroup.procs`, the socket; one spare.
+pub const FDS_PER_WAITED_PROCESS: u64 = 8;
+/// For the server itself and the harness's own files.
+pub const FDS_SPARE: u64 = 1024;
+
+/// How many items costing `each` descriptors fit in the open-file limit
+/// this process can reach (its hard limit, or `fs.nr_open` as root with
+/// CAP_SYS_RESOURCE, which it cannot know without trying).
+pub fn fitting(each: u64) -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the local struct only.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+    }
+    limit.rlim_max.saturating_sub(FDS_SPARE) / each.max(1)
+}
+
 /// Raises this process's open-file limit to at least `need`: the soft limit
 /// to the hard one, and, when that is not enough and we may (root, or
 /// CAP_SYS_RESOURCE), the hard limit too, up to `fs.nr_open`. Children such

@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 
 use crate::client::{Api, Conn};
 use crate::latency::{echo_round, raw_cat, wait_for_output};
-use crate::limits::{raise_nofile_to, PtyRoom};
+use crate::limits::{fitting, raise_nofile_to, PtyRoom, FDS_PER_PTY_SESSION, FDS_SPARE};
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::{cpu_seconds, Tetherd};
@@ -57,9 +57,12 @@ async fn settle_and_sample(server: &Tetherd) -> (u64, u64) {
 /// Section 5.
 pub async fn scale(ctx: &mut Ctx) -> Result<()> {
     let n = ctx.p.sessions;
-    // tetherd holds a PTY master, a pidfd and a socket per attached session
-    // (plus retention files); the harness a socket each.
-    raise_nofile_to((n as u64) * 6 + 4096)?;
+    raise_nofile_to(n as u64 * FDS_PER_PTY_SESSION + FDS_SPARE).with_context(|| {
+        format!(
+            "{n} sessions; `--sessions {}` fits",
+            fitting(FDS_PER_PTY_SESSION)
+        )
+    })?;
     let _ptys = PtyRoom::ensure(n as u64 + 16)?;
     let server = ctx.start_server(&[
         format!("--max-processes={}", n + 64),

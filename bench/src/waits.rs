@@ -11,7 +11,7 @@ use tether_protocol::ProcessInfo;
 use tokio::task::JoinSet;
 
 use crate::client::{argv, Api};
-use crate::limits::raise_nofile_to;
+use crate::limits::{fitting, raise_nofile_to, FDS_PER_WAITED_PROCESS, FDS_SPARE};
 use crate::report::Figure;
 use crate::scale::bounded;
 use crate::stats::Dist;
@@ -58,9 +58,12 @@ async fn until_received(http: &reqwest::Client, base: &str, want: u64) -> Result
 /// Section 9.
 pub async fn waits(ctx: &mut Ctx) -> Result<()> {
     let n = ctx.p.waits;
-    // tetherd: two pipes and a pidfd per process, a socket per wait; the
-    // harness a socket per wait.
-    raise_nofile_to(n as u64 * 6 + 4096)?;
+    raise_nofile_to(n as u64 * FDS_PER_WAITED_PROCESS + FDS_SPARE).with_context(|| {
+        format!(
+            "{n} waits; `--waits {}` fits",
+            fitting(FDS_PER_WAITED_PROCESS)
+        )
+    })?;
     let server = ctx.start_server(&[
         format!("--max-processes={}", n + 64),
         format!("--max-known-processes={}", n + 64),
