@@ -116,3 +116,29 @@ impl Drop for PtyRoom {
         }
     }
 }
+
+/// The open-file limit for `asked` items of `each` descriptors: raised to
+/// fit them if possible, else the most that fit (never more than asked),
+/// with a note saying so for the report. Errors when not even one fits.
+pub fn fit_count(asked: usize, each: u64, what: &str) -> Result<(usize, Option<String>)> {
+    let need = |n: usize| n as u64 * each + FDS_SPARE;
+    match raise_nofile_to(need(asked)) {
+        Ok(_) => Ok((asked, None)),
+        Err(e) => {
+            let fit = usize::try_from(fitting(each))
+                .unwrap_or(usize::MAX)
+                .min(asked);
+            if fit == 0 {
+                return Err(e);
+            }
+            raise_nofile_to(need(fit))?;
+            let note = format!(
+                "{fit} {what}, not the {asked} asked: the open-file hard limit allows no more \
+                 ({} needed; raise it as root with CAP_SYS_RESOURCE)",
+                need(asked)
+            );
+            eprintln!("   {note}");
+            Ok((fit, Some(note)))
+        }
+    }
+}

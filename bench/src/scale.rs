@@ -9,7 +9,7 @@ use tokio::task::JoinSet;
 
 use crate::client::{Api, Conn};
 use crate::latency::{echo_round, raw_cat, wait_for_output};
-use crate::limits::{fitting, raise_nofile_to, PtyRoom, FDS_PER_PTY_SESSION, FDS_SPARE};
+use crate::limits::{fit_count, PtyRoom, FDS_PER_PTY_SESSION};
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::{cpu_seconds, Tetherd};
@@ -56,13 +56,7 @@ async fn settle_and_sample(server: &Tetherd) -> (u64, u64) {
 
 /// Section 5.
 pub async fn scale(ctx: &mut Ctx) -> Result<()> {
-    let n = ctx.p.sessions;
-    raise_nofile_to(n as u64 * FDS_PER_PTY_SESSION + FDS_SPARE).with_context(|| {
-        format!(
-            "{n} sessions; `--sessions {}` fits",
-            fitting(FDS_PER_PTY_SESSION)
-        )
-    })?;
+    let (n, limited) = fit_count(ctx.p.sessions, FDS_PER_PTY_SESSION, "sessions")?;
     let _ptys = PtyRoom::ensure(n as u64 + 16)?;
     let server = ctx.start_server(&[
         format!("--max-processes={}", n + 64),
@@ -191,9 +185,10 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         )
         .target("≤ 64 KiB beyond retained output", per_session <= 64.0)
         .note(format!(
-            "RSS {:.1} → {:.1} MiB; spawned in {spawn_secs:.1} s",
+            "RSS {:.1} → {:.1} MiB; spawned in {spawn_secs:.1} s{}",
             base_rss as f64 / 1024.0,
-            idle_rss as f64 / 1024.0
+            idle_rss as f64 / 1024.0,
+            limited.map(|l| format!("; {l}")).unwrap_or_default()
         )),
     );
     ctx.report.push(

@@ -11,7 +11,7 @@ use tether_protocol::ProcessInfo;
 use tokio::task::JoinSet;
 
 use crate::client::{argv, Api};
-use crate::limits::{fitting, raise_nofile_to, FDS_PER_WAITED_PROCESS, FDS_SPARE};
+use crate::limits::{fit_count, FDS_PER_WAITED_PROCESS};
 use crate::report::Figure;
 use crate::scale::bounded;
 use crate::stats::Dist;
@@ -57,13 +57,7 @@ async fn until_received(http: &reqwest::Client, base: &str, want: u64) -> Result
 
 /// Section 9.
 pub async fn waits(ctx: &mut Ctx) -> Result<()> {
-    let n = ctx.p.waits;
-    raise_nofile_to(n as u64 * FDS_PER_WAITED_PROCESS + FDS_SPARE).with_context(|| {
-        format!(
-            "{n} waits; `--waits {}` fits",
-            fitting(FDS_PER_WAITED_PROCESS)
-        )
-    })?;
+    let (n, limited) = fit_count(ctx.p.waits, FDS_PER_WAITED_PROCESS, "waits")?;
     let server = ctx.start_server(&[
         format!("--max-processes={}", n + 64),
         format!("--max-known-processes={}", n + 64),
@@ -72,12 +66,12 @@ pub async fn waits(ctx: &mut Ctx) -> Result<()> {
         format!("--retain-total={}", (n as u64 + 64) * RETAIN * 4),
         format!("--max-wait-ms={WAIT_MS}"),
     ])?;
-    let result = measure(ctx, &server, n).await;
+    let result = measure(ctx, &server, n, limited).await;
     server.stop();
     result
 }
 
-async fn measure(ctx: &mut Ctx, server: &Tetherd, n: usize) -> Result<()> {
+async fn measure(ctx: &mut Ctx, server: &Tetherd, n: usize, limited: Option<String>) -> Result<()> {
     let api = Api::new(&server.base)?;
     // A client of its own: one connection per pending wait, no idle cap.
     let http = reqwest::Client::builder()
@@ -176,9 +170,10 @@ async fn measure(ctx: &mut Ctx, server: &Tetherd, n: usize) -> Result<()> {
         )
         .note(format!(
             "RSS {:.1} → {:.1} MiB, {threads} threads, fds {base_fds} → {wait_fds}; \
-             {n} `sleep`s spawned in {spawn_secs:.1} s, waits sent in {start_secs:.1} s",
+             {n} `sleep`s spawned in {spawn_secs:.1} s, waits sent in {start_secs:.1} s{}",
             base_rss as f64 / 1024.0,
-            wait_rss as f64 / 1024.0
+            wait_rss as f64 / 1024.0,
+            limited.map(|l| format!("; {l}")).unwrap_or_default()
         )),
     );
     ctx.report.push(
