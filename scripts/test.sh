@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
 # tests need (Chromium, nginx, tmux, python3-venv, openssl, curl, vim, less
-# and procps from Debian, the npm packages of the TypeScript client, the web demo
+# and procps from Debian, websocketd for the benchmark's peer section, the npm packages of the TypeScript client, the web demo
 # and the screen judge, the Python client's test packages and the Kubernetes
 # Python client in venvs; kubectl must be on the PATH), checks formatting and
 # lints, runs the Rust tests,
@@ -12,9 +12,9 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps for the screen judge)"
+step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps for the screen judge; websocketd for the benchmark peers)"
 need=()
-for pkg in chromium nginx tmux python3-venv openssl curl vim less procps; do
+for pkg in chromium nginx tmux python3-venv openssl curl vim less procps websocketd; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

@@ -81,14 +81,31 @@ impl Api {
         }
     }
 
+    /// Every process, following the pages (`tether-next-after`) of
+    /// GET /v1/processes (at most 1000 a page).
     pub async fn list(&self) -> Result<Vec<ProcessInfo>> {
-        Ok(self
-            .http
-            .get(format!("{}/v1/processes", self.base))
-            .send()
-            .await?
-            .json()
-            .await?)
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        // Bounded: a million processes at 1000 a page.
+        for _ in 0..1000 {
+            let mut url = format!("{}/v1/processes?limit=1000", self.base);
+            if let Some(id) = &after {
+                url.push_str(&format!("&after={id}"));
+            }
+            let response = self.http.get(url).send().await?;
+            let next = response
+                .headers()
+                .get("tether-next-after")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let page: Vec<ProcessInfo> = response.json().await?;
+            all.extend(page);
+            match next {
+                Some(id) => after = Some(id),
+                None => return Ok(all),
+            }
+        }
+        bail!("more than 1000 pages of processes")
     }
 
     /// DELETE /v1/processes/{id}?force=1 (kills it first if running).

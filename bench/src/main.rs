@@ -11,8 +11,11 @@
 
 mod client;
 mod fairness;
+mod fanout;
 mod floors;
 mod latency;
+mod limits;
+mod peers;
 mod report;
 mod retention;
 mod scale;
@@ -22,6 +25,7 @@ mod storm;
 mod svg;
 mod tetherd;
 mod throughput;
+mod waits;
 
 use std::path::PathBuf;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -62,9 +66,24 @@ struct Cli {
     /// Do not run `cargo build --release -p tether-server` first.
     #[arg(long)]
     no_build: bool,
-    /// Concurrent PTY sessions of the scale run (default 1000, 50 quick).
+    /// Concurrent PTY sessions of the scale run (default 10000, 50 quick).
     #[arg(long)]
     sessions: Option<usize>,
+    /// Share of the scale run's sessions that type in its typing phase, in
+    /// percent (default 10).
+    #[arg(long)]
+    scale_typing_pct: Option<u64>,
+    /// Attachments watching the one PTY session of the fan-out run
+    /// (default 1000, 20 quick).
+    #[arg(long)]
+    viewers: Option<usize>,
+    /// Bytes that session prints, in MiB (default 100, 4 quick).
+    #[arg(long)]
+    fanout_mib: Option<u64>,
+    /// Concurrent `wait` long-polls of the waits run (default 10000, 200
+    /// quick).
+    #[arg(long)]
+    waits: Option<usize>,
     /// Keystrokes per second per session in the scale run's typing phase
     /// (default 2; 10 in quick mode, where there are only 50 sessions).
     #[arg(long)]
@@ -98,6 +117,9 @@ enum What {
     Storm,
     Retention,
     Screen,
+    Peers,
+    Fanout,
+    Waits,
 }
 
 /// Sizes and repetitions.
@@ -118,6 +140,10 @@ pub struct Params {
     pub storm_runs: usize,
     pub retention_procs: usize,
     pub retention_mib: u64,
+    pub scale_typing_pct: u64,
+    pub viewers: usize,
+    pub fanout_bytes: u64,
+    pub waits: usize,
 }
 
 impl Params {
@@ -139,6 +165,10 @@ impl Params {
                 storm_runs: 1,
                 retention_procs: 20,
                 retention_mib: 1,
+                scale_typing_pct: 10,
+                viewers: 20,
+                fanout_bytes: 4 << 20,
+                waits: 200,
             }
         } else {
             Params {
@@ -150,13 +180,17 @@ impl Params {
                 tp_runs: 5,
                 fair_secs: 3.0,
                 fair_runs: 3,
-                sessions: sessions.unwrap_or(1000),
+                sessions: sessions.unwrap_or(10_000),
                 scale_keys: 20,
                 scale_rate_hz: 2,
                 storm_secs: 10,
                 storm_runs: 2,
                 retention_procs: 1000,
                 retention_mib: 4,
+                scale_typing_pct: 10,
+                viewers: 1000,
+                fanout_bytes: 100 << 20,
+                waits: 10_000,
             }
         }
     }
@@ -223,6 +257,17 @@ async fn main() -> Result<()> {
             }
             if let Some(mib) = cli.retention_mib {
                 p.retention_mib = mib;
+            if let Some(pct) = cli.scale_typing_pct {
+                p.scale_typing_pct = pct.clamp(1, 100);
+            }
+            if let Some(n) = cli.viewers {
+                p.viewers = n.max(1);
+            }
+            if let Some(mib) = cli.fanout_mib {
+                p.fanout_bytes = mib.max(1) << 20;
+            }
+            if let Some(n) = cli.waits {
+                p.waits = n.max(1);
             }
             p
         },
@@ -247,6 +292,9 @@ async fn main() -> Result<()> {
         (What::Storm, "6. output storm"),
         (What::Retention, "7. what disk retention costs"),
         (What::Screen, "8. terminal screen cost"),
+        (What::Peers, "9. peers: websocketd on the same work"),
+        (What::Fanout, "10. one PTY session, many viewers"),
+        (What::Waits, "11. concurrent wait long-polls"),
     ];
     let mut failed = Vec::new();
     for (what, title) in sections {
@@ -264,6 +312,9 @@ async fn main() -> Result<()> {
             What::Storm => storm::storm(&mut ctx).await,
             What::Retention => retention::retention(&mut ctx).await,
             What::Screen => screen::screen(&mut ctx).await,
+            What::Peers => peers::peers(&mut ctx).await,
+            What::Fanout => fanout::fanout(&mut ctx).await,
+            What::Waits => waits::waits(&mut ctx).await,
             What::All => Ok(()),
         };
         match result {

@@ -9,16 +9,17 @@ use tokio::task::JoinSet;
 
 use crate::client::{Api, Conn};
 use crate::latency::{echo_round, raw_cat, wait_for_output};
+use crate::limits::{fit_count, PtyRoom, FDS_PER_PTY_SESSION};
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::{cpu_seconds, raise_nofile, Tetherd};
+use crate::tetherd::{cpu_seconds, Tetherd};
 use crate::Ctx;
 
 /// Per-session retention asked for (the output is a byte or two).
 const SESSION_RETAIN: u64 = 64 << 10;
 
 /// Runs `f` over `items` with at most `limit` in flight; results in order.
-async fn bounded<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> Result<Vec<R>>
+pub async fn bounded<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> Result<Vec<R>>
 where
     T: Send + 'static,
     R: Send + 'static,
@@ -55,11 +56,8 @@ async fn settle_and_sample(server: &Tetherd) -> (u64, u64) {
 
 /// Section 5.
 pub async fn scale(ctx: &mut Ctx) -> Result<()> {
-    let n = ctx.p.sessions;
-    let nofile = raise_nofile();
-    if nofile < (n as u64) * 3 + 256 {
-        bail!("open-file limit {nofile} is too low for {n} sessions");
-    }
+    let (n, limited) = fit_count(ctx.p.sessions, FDS_PER_PTY_SESSION, "sessions")?;
+    let _ptys = PtyRoom::ensure(n as u64 + 16)?;
     let server = ctx.start_server(&[
         format!("--max-processes={}", n + 64),
         format!("--max-known-processes={}", n + 64),
@@ -133,7 +131,10 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         }
     }
 
-    // Every client types `rate` keys a second, starts staggered.
+    // A share of the clients types `rate` keys a second each, staggered;
+    // the rest stay attached and idle.
+    let typing = ((n as u64 * ctx.p.scale_typing_pct).div_ceil(100) as usize).clamp(1, n);
+    let idle_conns = conns.split_off(typing);
     let keys = ctx.p.scale_keys;
     let rate = ctx.p.scale_rate_hz.max(1);
     let period_us = 1_000_000 / rate;
@@ -167,6 +168,7 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
     let busy_rss = server.rss_kib();
     let busy_threads = server.threads();
     drop(conns);
+    drop(idle_conns);
     server.stop();
 
     let per = |a: u64, b: u64| (a as f64 - b as f64) / n as f64;
@@ -183,9 +185,10 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         )
         .target("≤ 64 KiB beyond retained output", per_session <= 64.0)
         .note(format!(
-            "RSS {:.1} → {:.1} MiB; spawned in {spawn_secs:.1} s",
+            "RSS {:.1} → {:.1} MiB; spawned in {spawn_secs:.1} s{}",
             base_rss as f64 / 1024.0,
-            idle_rss as f64 / 1024.0
+            idle_rss as f64 / 1024.0,
+            limited.map(|l| format!("; {l}")).unwrap_or_default()
         )),
     );
     ctx.report.push(
@@ -215,7 +218,7 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         Figure::from_dist(
             "scale.echo_lone",
             5,
-            &label("echo, 1 typing, rest idle"),
+            &label("echo, 1 typing, all others idle"),
             "ms",
             &lone,
             1,
@@ -226,10 +229,12 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         Figure::from_dist(
             "scale.echo_all",
             5,
-            &label(&format!("echo, all typing {rate} keys/s each")),
+            &label(&format!(
+                "echo, {typing} typing {rate} keys/s each, rest idle"
+            )),
             "ms",
             &busy,
-            n,
+            typing,
         )
         .note(format!(
             "server CPU {cpu:.0}%, harness CPU {me:.0}% of one core; RSS {:.1} MiB",
@@ -241,7 +246,7 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         .insert(format!("PTY echo, {n} sessions, 1 typing"), lone);
     ctx.report
         .series
-        .insert(format!("PTY echo, {n} sessions all typing"), busy);
+        .insert(format!("PTY echo, {n} sessions, {typing} typing"), busy);
     Ok(())
 }
 

@@ -211,25 +211,6 @@ impl RssSampler {
     }
 }
 
-/// Raises this process's soft open-file limit to the hard limit (children,
-/// such as tetherd, inherit it). Returns the new soft limit.
-pub fn raise_nofile() -> u64 {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write the local struct only.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return 0;
-        }
-        limit.rlim_cur = limit.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-    }
-    limit.rlim_cur
-}
-
 /// Finds (and, when run through cargo, builds) the release tetherd.
 pub fn locate(explicit: Option<&Path>, build: bool) -> Result<PathBuf> {
     if let Some(path) = explicit {

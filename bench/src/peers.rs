@@ -1,0 +1,547 @@
+//! Section 7: tetherd next to websocketd (Debian's `websocketd`), the usual
+//! way to put a program's pipes on a WebSocket, on the same work in the same
+//! run: output throughput with every byte checked, `true` from request to
+//! "it ended", and a line echoed through `cat`.
+//!
+//! websocketd runs one program per connection and ends the connection when
+//! it exits; in its default (line) mode every stdout line is a text message
+//! and every message a stdin line, in `--binary` mode every read of stdout is
+//! a binary message. Both servers run the same executables (scripts written
+//! to a temporary directory, served by websocketd with `--dir`), both are
+//! driven by tokio-tungstenite from this process, and the runs alternate.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use futures_util::{SinkExt, StreamExt};
+use tether_protocol::api::SpawnRequest;
+use tether_protocol::{ClientFrame, Overflow, ServerFrame};
+use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+use crate::client::{argv, Api, Conn, Ws};
+use crate::report::Figure;
+use crate::stats::Dist;
+use crate::Ctx;
+
+/// Bytes a `base64 -w 76` line encodes: 57 in, 76 out plus a newline.
+const LINE_IN: u64 = 57;
+const LINE_OUT: u64 = 77;
+/// Per-stream retention of the tetherd runs (as in section 3).
+const RETAIN: u64 = 8 << 20;
+const BOUND: Duration = Duration::from_secs(120);
+
+/// A websocketd serving the scripts of `dir` on 127.0.0.1, stopped on drop.
+struct Websocketd {
+    child: Child,
+    base: String,
+}
+
+impl Websocketd {
+    fn start(dir: &Path, binary: bool) -> Result<Websocketd> {
+        let port = free_port()?;
+        let mut cmd = Command::new("websocketd");
+        cmd.arg("--address=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg(format!("--dir={}", dir.display()))
+            // Its default `access` level logs every connection; quieter is
+            // faster, so this favours the peer.
+            .arg("--loglevel=error");
+        if binary {
+            cmd.arg("--binary");
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe and touches no parent memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .context("start websocketd (apt-get install websocketd)")?;
+        let peer = Websocketd {
+            child,
+            base: format!("ws://127.0.0.1:{port}"),
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if Instant::now() > deadline {
+                bail!("websocketd did not listen on {addr} within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "   websocketd pid {} on {}{}",
+            peer.child.id(),
+            peer.base,
+            if binary { " (--binary)" } else { "" }
+        );
+        Ok(peer)
+    }
+
+    async fn connect(&self, script: &str) -> Result<Ws> {
+        let config = WebSocketConfig::default()
+            .read_buffer_size(256 * 1024)
+            .max_message_size(Some(64 << 20));
+        let url = format!("{}/{script}", self.base);
+        let (ws, _) =
+            tokio_tungstenite::connect_async_with_config(url.as_str(), Some(config), true)
+                .await
+                .with_context(|| format!("connect {url}"))?;
+        Ok(ws)
+    }
+}
+
+/// The next message from websocketd; `None` once it ended the connection,
+/// with a Close or (as it may when its program exits) by closing the TCP
+/// connection without one.
+async fn next_message(ws: &mut Ws) -> Result<Option<Message>> {
+    match tokio::time::timeout(BOUND, ws.next()).await {
+        Err(_) => bail!("websocketd sent nothing for {BOUND:?}"),
+        Ok(None) | Ok(Some(Ok(Message::Close(_)))) => Ok(None),
+        Ok(Some(Err(WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake)))) => Ok(None),
+        Ok(Some(Err(e))) => Err(e.into()),
+        Ok(Some(Ok(msg))) => Ok(Some(msg)),
+    }
+}
+
+impl Drop for Websocketd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nobody listens on right now (bound, read and released).
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The executables both servers run.
+struct Scripts {
+    dir: PathBuf,
+    zero_bytes: u64,
+    lines: u64,
+}
+
+impl Scripts {
+    fn write(zero_bytes: u64, lines: u64) -> Result<Scripts> {
+        let dir = std::env::temp_dir().join(format!("tether-bench-{}-peers", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let script = |name: &str, body: String| -> Result<()> {
+            let path = dir.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n"))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+            Ok(())
+        };
+        script("zeros", format!("exec head -c {zero_bytes} /dev/zero"))?;
+        script(
+            "lines",
+            format!("head -c {} /dev/zero | base64 -w 76", lines * LINE_IN),
+        )?;
+        script("true", "exec true".into())?;
+        script("cat", "exec cat".into())?;
+        Ok(Scripts {
+            dir,
+            zero_bytes,
+            lines,
+        })
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scripts {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Which output a throughput run carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Work {
+    /// `head -c N /dev/zero`: websocketd `--binary`.
+    Zeros,
+    /// `base64 -w 76` lines of zeros: websocketd's line mode.
+    Lines,
+}
+
+/// The byte expected at absolute `offset` of the `lines` output.
+fn line_byte(offset: u64) -> u8 {
+    if offset % LINE_OUT == LINE_OUT - 1 {
+        b'\n'
+    } else {
+        b'A'
+    }
+}
+
+/// The script through tetherd (pipes, block mode, no window), every offset
+/// and byte checked; seconds from the POST to the exit frame.
+async fn tetherd_output(api: &Api, s: &Scripts, work: Work) -> Result<f64> {
+    let (name, total) = match work {
+        Work::Zeros => ("zeros", s.zero_bytes),
+        Work::Lines => ("lines", s.lines * LINE_OUT),
+    };
+    let mut req = argv(&[&s.path(name)]);
+    req.retain_bytes = Some(RETAIN);
+    req.overflow = Overflow::Block;
+    let t0 = Instant::now();
+    let info = api.spawn(&req).await?;
+    let mut conn = api.attach(&info.id, "").await?;
+    let mut next = conn.hello.1;
+    let exit = loop {
+        match conn.next_within(BOUND).await? {
+            ServerFrame::Stdout { offset, data } => {
+                if offset != next {
+                    bail!("stdout frame at {offset}, expected {next}");
+                }
+                let good = match work {
+                    Work::Zeros => crate::all_zero(&data),
+                    Work::Lines => data
+                        .iter()
+                        .enumerate()
+                        .all(|(i, &b)| b == line_byte(offset + i as u64)),
+                };
+                if !good {
+                    bail!("unexpected bytes in the stdout frame at {offset}");
+                }
+                next += data.len() as u64;
+            }
+            ServerFrame::Exit { process } => break process,
+            other => bail!("unexpected frame {other:?}"),
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    conn.close().await;
+    if next != total || exit.stdout_bytes != total {
+        bail!(
+            "tetherd delivered {next} bytes, exit says {}, expected {total}",
+            exit.stdout_bytes
+        );
+    }
+    Ok(secs)
+}
+
+/// The script through websocketd, every message checked; seconds from the
+/// connect to the close.
+async fn websocketd_output(peer: &Websocketd, s: &Scripts, work: Work) -> Result<f64> {
+    let t0 = Instant::now();
+    let (name, want) = match work {
+        Work::Zeros => ("zeros", s.zero_bytes),
+        Work::Lines => ("lines", s.lines),
+    };
+    let mut ws = peer.connect(name).await?;
+    let mut got = 0u64;
+    while let Some(msg) = next_message(&mut ws).await? {
+        match (work, msg) {
+            (Work::Zeros, Message::Binary(data)) => {
+                if !crate::all_zero(&data) {
+                    bail!("unexpected bytes from websocketd at {got}");
+                }
+                got += data.len() as u64;
+            }
+            (Work::Lines, Message::Text(line)) => {
+                if line.len() != 76 || !line.bytes().all(|b| b == b'A') {
+                    bail!("unexpected line {got} from websocketd: {:?}", line.as_str());
+                }
+                got += 1;
+            }
+            (_, Message::Ping(_) | Message::Pong(_)) => {}
+            (_, other) => bail!("unexpected message from websocketd: {other:?}"),
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    if got != want {
+        bail!("websocketd delivered {got}, expected {want}");
+    }
+    Ok(secs)
+}
+
+/// `true` via tetherd: POST, attach, until the exit frame; ms.
+async fn tetherd_true(api: &Api, s: &Scripts) -> Result<f64> {
+    let t0 = Instant::now();
+    let info = api.spawn(&argv(&[&s.path("true")])).await?;
+    let mut conn = api.attach(&info.id, "").await?;
+    loop {
+        if let ServerFrame::Exit { .. } = conn.next_within(BOUND).await? {
+            break;
+        }
+    }
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    conn.close().await;
+    Ok(ms)
+}
+
+/// `true` via websocketd: connect until the server closes; ms.
+async fn websocketd_true(peer: &Websocketd) -> Result<f64> {
+    let t0 = Instant::now();
+    let mut ws = peer.connect("true").await?;
+    for _ in 0..1000 {
+        if next_message(&mut ws).await?.is_none() {
+            return Ok(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    bail!("websocketd sent 1000 messages for `true`")
+}
+
+/// A tetherd `cat` on pipes, attached.
+async fn tetherd_cat(api: &Api, s: &Scripts) -> Result<(String, Conn)> {
+    let mut req: SpawnRequest = argv(&[&s.path("cat")]);
+    req.stdin = true;
+    let info = api.spawn(&req).await?;
+    let conn = api.attach(&info.id, "").await?;
+    Ok((info.id, conn))
+}
+
+/// One line through tetherd's `cat`: a stdin frame until it is back; ms.
+async fn tetherd_echo(conn: &mut Conn, line: &str) -> Result<f64> {
+    let t0 = Instant::now();
+    let want = format!("{line}\n");
+    conn.send(&ClientFrame::Stdin {
+        data: want.clone().into_bytes(),
+    })
+    .await?;
+    let mut seen = Vec::new();
+    while seen.len() < want.len() {
+        match conn.next_within(BOUND).await? {
+            ServerFrame::Stdout { data, .. } => seen.extend_from_slice(&data),
+            ServerFrame::Exit { .. } => bail!("cat exited during echo"),
+            _ => {}
+        }
+    }
+    if seen != want.as_bytes() {
+        bail!("tetherd echoed {seen:?}, sent {want:?}");
+    }
+    Ok(t0.elapsed().as_secs_f64() * 1e3)
+}
+
+/// One line through websocketd's `cat`: a text message until it is back; ms.
+async fn websocketd_echo(ws: &mut Ws, line: &str) -> Result<f64> {
+    let t0 = Instant::now();
+    ws.send(Message::Text(line.into())).await?;
+    loop {
+        match next_message(ws).await? {
+            None => bail!("websocketd closed during echo"),
+            Some(Message::Text(back)) if back.as_str() == line => {
+                return Ok(t0.elapsed().as_secs_f64() * 1e3)
+            }
+            Some(Message::Text(back)) => bail!("websocketd echoed {back:?}, sent {line:?}"),
+            Some(_) => {}
+        }
+    }
+}
+
+fn mbps(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / secs / 1e6
+}
+
+/// Pushes a tetherd row and a websocketd row with the ratio in the note.
+#[allow(clippy::too_many_arguments)]
+fn push_pair(
+    ctx: &mut Ctx,
+    key: &str,
+    what: &str,
+    unit: &str,
+    ours: &Dist,
+    theirs: &Dist,
+    runs: usize,
+    target: Option<f64>,
+) {
+    let higher = unit == "MB/s";
+    let make = |id: String, name: String, d: &Dist| {
+        if higher {
+            Figure::rate(&id, 7, &name, d, runs)
+        } else {
+            Figure::from_dist(&id, 7, &name, unit, d, runs)
+        }
+    };
+    // How many times better tetherd is, whichever way "better" points.
+    let ratio = if higher {
+        ours.median() / theirs.median()
+    } else {
+        theirs.median() / ours.median()
+    };
+    let spread = |d: &Dist| {
+        format!(
+            "spread {} – {}",
+            crate::report::fmt_value(d.min(), unit),
+            crate::report::fmt_value(d.max(), unit)
+        )
+    };
+    let need = target.unwrap_or(1.0);
+    ctx.report.push(
+        make(
+            format!("peers.{key}.websocketd"),
+            format!("{what}: websocketd"),
+            theirs,
+        )
+        .note(spread(theirs)),
+    );
+    ctx.report.push(
+        make(
+            format!("peers.{key}.tetherd"),
+            format!("{what}: tetherd"),
+            ours,
+        )
+        .target(&format!("≥ {need:.1}× websocketd (median)"), ratio >= need)
+        .note(format!("{ratio:.2}× websocketd; {}", spread(ours))),
+    );
+}
+
+/// Section 7.
+pub async fn peers(ctx: &mut Ctx) -> Result<()> {
+    let quick = ctx.report.mode == "quick";
+    let (zero_bytes, lines, runs, samples) = if quick {
+        (16u64 << 20, 100_000u64, 2usize, 30usize)
+    } else {
+        (256 << 20, 1_500_000, 5, 300)
+    };
+    let scripts = Scripts::write(zero_bytes, lines)?;
+    let server = ctx.start_server(&[])?;
+    let api = Api::new(&server.base)?;
+    let binary = Websocketd::start(&scripts.dir, true)?;
+    let text = Websocketd::start(&scripts.dir, false)?;
+
+    // Throughput, interleaved: tetherd, websocketd, tetherd, ...
+    for work in [Work::Zeros, Work::Lines] {
+        let (bytes, peer, label, key) = match work {
+            Work::Zeros => (
+                zero_bytes,
+                &binary,
+                format!(
+                    "{} MiB `head -c N /dev/zero` (websocketd --binary)",
+                    zero_bytes >> 20
+                ),
+                "zeros",
+            ),
+            Work::Lines => (
+                lines * LINE_OUT,
+                &text,
+                format!(
+                    "{:.0} MB of `base64 -w 76` lines (websocketd line mode)",
+                    (lines * LINE_OUT) as f64 / 1e6
+                ),
+                "lines",
+            ),
+        };
+        // One warm-up each.
+        tetherd_output(&api, &scripts, work).await?;
+        websocketd_output(peer, &scripts, work).await?;
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..runs {
+            let t = tetherd_output(&api, &scripts, work)
+                .await
+                .with_context(|| format!("tetherd, {key}"))?;
+            ours.push(mbps(bytes, t));
+            let w = websocketd_output(peer, &scripts, work)
+                .await
+                .with_context(|| format!("websocketd, {key}"))?;
+            theirs.push(mbps(bytes, w));
+        }
+        push_pair(
+            ctx,
+            &format!("throughput.{key}"),
+            &label,
+            "MB/s",
+            &Dist::new(ours),
+            &Dist::new(theirs),
+            runs,
+            Some(1.6),
+        );
+    }
+
+    // `true`, alternating.
+    for _ in 0..5 {
+        tetherd_true(&api, &scripts).await?;
+        websocketd_true(&text).await?;
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        ours.push(tetherd_true(&api, &scripts).await?);
+        theirs.push(websocketd_true(&text).await?);
+    }
+    let (ours, theirs) = (Dist::new(ours), Dist::new(theirs));
+    push_pair(
+        ctx,
+        "true",
+        "`true` until the client knows it ended",
+        "ms",
+        &ours,
+        &theirs,
+        samples,
+        None,
+    );
+    ctx.report
+        .series
+        .insert("`true` via websocketd: connect→close".into(), theirs);
+    ctx.report
+        .series
+        .insert("`true` via tetherd: POST→exit frame (peers)".into(), ours);
+
+    // A line through `cat` on pipes, alternating between two live sessions.
+    let (id, mut conn) = tetherd_cat(&api, &scripts).await?;
+    let mut ws = text.connect("cat").await?;
+    let rounds = samples * 10;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for i in 0..(rounds + 50) {
+        let line = format!("line {i} of the echo through cat");
+        let (t, w) = (
+            tetherd_echo(&mut conn, &line).await?,
+            websocketd_echo(&mut ws, &line).await?,
+        );
+        if i >= 50 {
+            ours.push(t);
+            theirs.push(w);
+        }
+    }
+    api.delete(&id).await?;
+    conn.close().await;
+    let _ = ws.close(None).await;
+    let (ours, theirs) = (Dist::new(ours), Dist::new(theirs));
+    push_pair(
+        ctx,
+        "echo",
+        "one line through `cat` on pipes, round trip",
+        "ms",
+        &ours,
+        &theirs,
+        1,
+        None,
+    );
+    ctx.report
+        .series
+        .insert("pipe `cat` line echo via websocketd".into(), theirs);
+    ctx.report
+        .series
+        .insert("pipe `cat` line echo via tetherd".into(), ours);
+    drop((binary, text));
+    server.stop();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_bytes_follow_base64_w76_of_zeros() {
+        let mut expected = "A".repeat(76);
+        expected.push('\n');
+        let got: Vec<u8> = (0..LINE_OUT).map(line_byte).collect();
+        assert_eq!(got, expected.as_bytes());
+        assert_eq!(line_byte(LINE_OUT), b'A');
+    }
+}
