@@ -257,6 +257,7 @@ async fn main() -> Result<()> {
             }
             if let Some(mib) = cli.retention_mib {
                 p.retention_mib = mib;
+            }
             if let Some(pct) = cli.scale_typing_pct {
                 p.scale_typing_pct = pct.clamp(1, 100);
             }
