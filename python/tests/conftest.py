@@ -40,7 +40,14 @@ class Tetherd:
         env = {k: v for k, v in os.environ.items() if k not in ("TETHER_TOKEN", "TETHER_LISTEN")}
         env["RUST_LOG"] = "warn"
         self.process = subprocess.Popen(
-            [str(tetherd_binary()), "--listen", "127.0.0.1:0", *args],
+            # Tests that are not about tokens run without one (tetherd would generate one).
+            [
+                str(tetherd_binary()),
+                "--listen",
+                "127.0.0.1:0",
+                *([] if "--token" in args else ["--no-token"]),
+                *args,
+            ],
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             env=env,

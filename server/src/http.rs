@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +24,7 @@ use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 use crate::attach::{self, AttachOptions};
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::grant::{Grant, Need};
 use crate::table::ProcessTable;
 
 type AppState = Arc<ProcessTable>;
@@ -41,6 +42,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/stdin/close", post(stdin_close))
         .route("/processes/{id}/resize", post(resize))
         .route("/processes/{id}/attach", get(attach))
+        .route("/processes/{id}/tokens", post(crate::mint::mint))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -139,9 +141,11 @@ fn json_body<T: DeserializeOwned>(
 
 async fn spawn(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<ProcessInfo>)> {
+    grant.require(&table, Need::Spawn)?;
     let request: SpawnRequest = json_body(body, table.config())?;
     let key = match headers.get("idempotency-key") {
         Some(value) => Some(
@@ -153,6 +157,9 @@ async fn spawn(
         None => None,
     };
     let (process, new) = table.spawn(request, key).await?;
+    if new {
+        grant.audit("spawn", &process.id);
+    }
     let status = if new {
         StatusCode::CREATED
     } else {
@@ -176,8 +183,10 @@ pub const NEXT_PAGE_HEADER: &str = "tether-next-after";
 /// [`NEXT_PAGE_HEADER`].
 async fn list(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
+    grant.require(&table, Need::List)?;
     let limit = match query_u64(&query, "limit")? {
         None => LIST_MAX_ITEMS,
         Some(n) if (1..=LIST_MAX_ITEMS as u64).contains(&n) => n as usize,
@@ -226,16 +235,19 @@ async fn list(
 
 async fn status(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ProcessInfo>> {
-    Ok(Json(table.get(&id)?.info()))
+    Ok(Json(grant.process(&table, Need::Read, &id)?.info()))
 }
 
 async fn delete(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ProcessInfo>> {
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Kill, &id)?;
+    grant.audit("kill", &process.id);
     process.kill(ExitReason::Killed).await;
     // Forget it only once it has exited: until then it still counts against
     // the process limit and the retention budget. Bounded by the kill grace
@@ -280,6 +292,7 @@ fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<b
 
 async fn wait(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
@@ -288,7 +301,7 @@ async fn wait(
         .unwrap_or(config.default_wait_ms)
         .min(config.max_wait_ms);
     table.metrics.wait_requests.fetch_add(1, Ordering::Relaxed);
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Read, &id)?;
     let mut exit = process.watch_exit();
     let _ = tokio::time::timeout(Duration::from_millis(ms), exit.wait_for(|e| e.is_some())).await;
     Ok(Json(process.info()))
@@ -296,12 +309,15 @@ async fn wait(
 
 async fn signal(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessInfo>> {
+    let process = grant.process(&table, Need::Write, &id)?;
     let request: SignalRequest = json_body(body, table.config())?;
-    let process = table.get(&id)?;
-    process.signal(Signal::parse(&request.signal)?).await?;
+    let signal = Signal::parse(&request.signal)?;
+    grant.audit("signal", &process.id);
+    process.signal(signal).await?;
     Ok(Json(process.info()))
 }
 
@@ -310,12 +326,13 @@ async fn signal(
 /// process that does not read hold at most that budget (429 past it).
 async fn stdin(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> ApiResult<StatusCode> {
     let config = table.config();
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Write, &id)?;
     let declared = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -339,29 +356,36 @@ async fn stdin(
 
 async fn stdin_close(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    table.get(&id)?.close_stdin().await?;
+    grant
+        .process(&table, Need::Write, &id)?
+        .close_stdin()
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn resize(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
+    let process = grant.process(&table, Need::Write, &id)?;
     let request: ResizeRequest = json_body(body, table.config())?;
-    table.get(&id)?.resize(request.cols, request.rows)?;
+    process.resize(request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn attach(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Read, &id)?;
     let upgrade = upgrade.map_err(|e| {
         ApiError::InvalidRequest(format!(
             "attach needs a WebSocket upgrade: {}",
@@ -397,6 +421,11 @@ async fn attach(
         window,
         readonly,
     };
+    let mode = if readonly || !grant.may_write() {
+        "read"
+    } else {
+        "read,write"
+    };
     let config = table.config().clone();
     Ok(upgrade
         .protocols([SUBPROTOCOL])
@@ -409,6 +438,12 @@ async fn attach(
         .on_upgrade(move |socket| {
             use tracing::Instrument;
             let span = tracing::info_span!("attach", id = %process.id);
-            attach::serve(socket, admission, options).instrument(span)
+            async move {
+                tracing::info!(target: "audit", event = "attach", identity = %grant.identity(),
+                    process = %process.id, peer = %grant.peer, rights = %grant.rights(), mode, "attach");
+                attach::serve(socket, admission, options, grant.clone()).await;
+                grant.audit("detach", &process.id);
+            }
+            .instrument(span)
         }))
 }

@@ -101,7 +101,7 @@ async fn children_never_inherit_the_server_token() {
 #[tokio::test]
 async fn listening_beyond_loopback_without_a_token_is_refused() {
     let output = std::process::Command::new(binary("tetherd"))
-        .args(["--listen", "0.0.0.0:0"])
+        .args(["--listen", "0.0.0.0:0", "--no-token"])
         .env_remove("TETHER_TOKEN")
         .output()
         .unwrap();

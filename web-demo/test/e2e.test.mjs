@@ -55,7 +55,9 @@ after(async () => {
 
 // Starts tetherd on an ephemeral port; resolves with the URL it prints.
 async function startServer(extraArgs) {
-  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", "--web-root", webRoot, ...extraArgs], {
+  // Tests that are not about tokens run without one (tetherd would generate one).
+  const tokenArgs = extraArgs.includes("--token") ? [] : ["--no-token"];
+  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", "--web-root", webRoot, ...tokenArgs, ...extraArgs], {
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
   });

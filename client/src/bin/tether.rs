@@ -36,7 +36,9 @@ struct Cli {
     )]
     server: String,
 
-    /// Bearer token for the server.
+    /// Bearer token for the server. Default: for a server on this machine,
+    /// the token it generated, from $TETHER_TOKEN_FILE,
+    /// $XDG_RUNTIME_DIR/tether/token or ~/.local/state/tether/token.
     #[arg(long, env = "TETHER_TOKEN", hide_env_values = true, global = true)]
     token: Option<String>,
 
@@ -88,6 +90,18 @@ enum Command {
         id: String,
         /// Signal name or number.
         signal: String,
+    },
+    /// Print a link to the web terminal that shows this one session
+    /// (read-only unless --write), carrying a token scoped to it.
+    Share {
+        /// Process id.
+        id: String,
+        /// Let the link type into the session (stdin, resize, signal).
+        #[arg(long)]
+        write: bool,
+        /// How long the link works (`30m`, `2h`, ...).
+        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        ttl: Duration,
     },
     /// Print a process's retained output (stdout to stdout, stderr to
     /// stderr).
@@ -262,6 +276,19 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             Ok(0)
         }
         Command::Logs { id, follow } => logs(&client, &quick, &id, follow).await,
+        Command::Share { id, write, ttl } => {
+            let rights: &[&str] = if write { &["read", "write"] } else { &["read"] };
+            let minted = client.mint_token(&id, rights, ttl).await?;
+            // The token rides in the fragment: browsers never send it to
+            // the server with the page or write it to a history server-side.
+            println!(
+                "{}/#session={}&token={}",
+                client.base_url(),
+                minted.process,
+                minted.token
+            );
+            Ok(0)
+        }
     }
 }
 
