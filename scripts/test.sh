@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
-# tests need (Chromium, nginx, tmux, python3-venv and openssl from Debian,
+# tests need (Chromium, nginx, tmux, python3-venv, openssl and curl from Debian,
 # the npm packages of the TypeScript client and the web demo, the Python
 # client's test packages and the Kubernetes Python client in venvs; kubectl
 # must be on the PATH), checks formatting and lints, runs the Rust tests,
@@ -11,9 +11,10 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux, python3-venv, openssl)"
+step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl)"
 need=()
-for pkg in chromium nginx tmux python3-venv openssl; do
+# openssl makes the TLS tests' certificates; curl checks the Unix socket's mode.
+for pkg in chromium nginx tmux python3-venv openssl curl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
