@@ -295,11 +295,6 @@ impl Config {
         Config::parse_from(["tetherd"])
     }
 
-    /// True when requests need no token at all.
-    pub fn tokenless(&self) -> bool {
-        self.token.is_none()
-    }
-
     pub(crate) fn drain_timeout(&self) -> Duration {
         Duration::from_millis(self.drain_timeout_ms)
     }
