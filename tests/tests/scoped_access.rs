@@ -564,6 +564,27 @@ mod scoped_tokens {
     }
 
     #[tokio::test]
+    async fn the_kubernetes_routes_make_the_same_decision() {
+        let server = server();
+        let a = spawn_as_operator(&server, json!({"argv": ["sleep", "30"]})).await;
+        let b = spawn_as_operator(&server, json!({"argv": ["sleep", "30"]})).await;
+        let token = mint(&server, &a, &["read"], 60_000).await;
+        let t = Some(token.as_str());
+        let pod = |id: &str| format!("/api/v1/namespaces/default/pods/{id}");
+        let (status, body) = call(&server, "GET", &pod(&a), t, None).await;
+        assert_eq!(status, 200, "{body}");
+        for path in [
+            pod(&b),
+            format!("{}/attach?stdout=true", pod(&b)),
+            format!("{}/exec?command=true&stdout=true", pod(&a)),
+        ] {
+            let (status, body) = call(&server, "GET", &path, t, None).await;
+            assert_eq!(status, 403, "{path}: {body}");
+            assert_eq!(body["kind"], "Status", "{body}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_token_of_another_server_is_no_token() {
         let one = server();
         let two = server();
