@@ -307,11 +307,8 @@ async fn beyond_loopback_with_a_token_but_no_tls_a_warning_says_what_is_exposed(
     let dir = std::env::temp_dir().join(format!("tether-tls-warn-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("stderr");
-    let server = TestServer::launch(
-        &["--listen", "0.0.0.0:0", "--token", "t"],
-        &[],
-        Some(std::fs::File::create(&log).unwrap()),
-    );
+    let server =
+        TestServer::start_exact(&["--listen", "0.0.0.0:0", "--token", "t"], &[], Some(&log));
     let port = server.base.rsplit(':').next().unwrap().to_string();
     let response = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
         .await
