@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
-# tests need (Chromium, nginx, tmux, python3-venv, openssl and curl from Debian,
-# the npm packages of the TypeScript client and the web demo, the Python
-# client's test packages and the Kubernetes Python client in venvs; kubectl
-# must be on the PATH), checks formatting and lints, runs the Rust tests,
+# tests need (Chromium, nginx, tmux, python3-venv, openssl, curl, vim, less
+# and procps from Debian, the npm packages of the TypeScript client, the web demo
+# and the screen judge, the Python client's test packages and the Kubernetes
+# Python client in venvs; kubectl must be on the PATH), checks formatting and
+# lints, runs the Rust tests,
 # the TypeScript and Python clients' tests, the browser tests, and the
 # benchmark harness once in quick mode. Fails when anything fails.
 set -euo pipefail
@@ -11,10 +12,10 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl)"
+step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps for the screen judge)"
 need=()
 # openssl makes the TLS tests' certificates; curl checks the Unix socket's mode.
-for pkg in chromium nginx tmux python3-venv openssl curl; do
+for pkg in chromium nginx tmux python3-venv openssl curl vim less procps; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
@@ -42,6 +43,7 @@ fi
 step "npm packages (typescript client, web demo)"
 (cd typescript && npm ci --no-audit --no-fund)
 (cd web-demo && npm ci --no-audit --no-fund)
+(cd tests/screen && npm ci --no-audit --no-fund)
 
 step "deploy/: nginx -t of both fleet configurations, kubectl kustomize of the manifests"
 check_nginx() {
@@ -70,6 +72,9 @@ cargo build --workspace --bins
 
 step "cargo test"
 cargo test --workspace
+
+step "screen judge: xterm.js replays the recordings cargo test made (target/screen-judge)"
+(cd tests/screen && npm test)
 
 step "typescript client: build, protocol vectors, tests against tetherd"
 (cd typescript && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)

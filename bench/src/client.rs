@@ -91,10 +91,10 @@ impl Api {
             .await?)
     }
 
-    /// DELETE /v1/processes/{id} (kills it if running).
+    /// DELETE /v1/processes/{id}?force=1 (kills it first if running).
     pub async fn delete(&self, id: &str) -> Result<()> {
         self.http
-            .delete(format!("{}/v1/processes/{id}", self.base))
+            .delete(format!("{}/v1/processes/{id}?force=1", self.base))
             .send()
             .await?;
         Ok(())
@@ -206,6 +206,7 @@ impl Conn {
 fn empty_info() -> ProcessInfo {
     ProcessInfo {
         id: String::new(),
+        name: None,
         pid: 0,
         argv: vec![],
         tty: false,
@@ -223,6 +224,7 @@ fn empty_info() -> ProcessInfo {
         kubernetes: None,
         node: None,
         containment: None,
+        retention_error: None,
     }
 }
 

@@ -316,6 +316,18 @@ impl Client {
             .await
     }
 
+    /// `GET /v1/processes/{id}/screen`: a PTY process's terminal screen now,
+    /// as plain text (one line per row) or, with `ansi`, as the escape
+    /// sequences that redraw it on a fresh terminal of its size.
+    pub async fn screen(&self, id: &str, ansi: bool) -> Result<Vec<u8>> {
+        let format = if ansi { "ansi" } else { "text" };
+        let path = format!("/v1/processes/{}/screen?format={format}", path_segment(id));
+        let (_, body) = self
+            .send(Method::GET, &path, None, None, self.inner.request_timeout)
+            .await?;
+        Ok(body.to_vec())
+    }
+
     /// `GET /v1/processes`: every process the server knows (retried when
     /// transient).
     pub async fn list(&self) -> Result<Vec<ProcessInfo>> {
@@ -339,12 +351,42 @@ impl Client {
         .await
     }
 
-    /// `DELETE /v1/processes/{id}`: kills the whole session if it runs and
-    /// forgets the process. Returns the final process object.
+    /// `POST /v1/processes/{id}/kill`: kills the whole session (TERM, then
+    /// KILL after the server's `--kill-grace-ms`), reason `killed`, and
+    /// returns the process object once it has exited. The process stays
+    /// known (its output, exit code and `wait`) until its exited TTL, or
+    /// [`Client::remove`]. Not retried.
     pub async fn kill(&self, id: &str) -> Result<ProcessInfo> {
+        self.kill_path(id, "").await
+    }
+
+    /// Like [`Client::kill`] with this grace between TERM and KILL
+    /// (zero: KILL at once, as `docker kill` does).
+    pub async fn kill_with_grace(&self, id: &str, grace: Duration) -> Result<ProcessInfo> {
+        self.kill_path(id, &format!("?grace_ms={}", grace.as_millis()))
+            .await
+    }
+
+    async fn kill_path(&self, id: &str, query: &str) -> Result<ProcessInfo> {
+        self.request(
+            Method::POST,
+            &format!("/v1/processes/{}/kill{query}", path_segment(id)),
+            None,
+            None,
+            self.inner.request_timeout,
+        )
+        .await
+    }
+
+    /// `DELETE /v1/processes/{id}`: forgets an exited process (its output
+    /// and exit are gone) and returns its last object. A running process is
+    /// refused with 409 `still_running`, unless `force`: then it is killed
+    /// first. Not retried.
+    pub async fn remove(&self, id: &str, force: bool) -> Result<ProcessInfo> {
+        let query = if force { "?force=1" } else { "" };
         self.request(
             Method::DELETE,
-            &format!("/v1/processes/{}", path_segment(id)),
+            &format!("/v1/processes/{}{query}", path_segment(id)),
             None,
             None,
             self.inner.request_timeout,

@@ -1,7 +1,7 @@
 //! `tether-client`: an async Rust client for `tetherd`, so that programs
 //! never hand-roll the HTTP API or the `tether.v1` WebSocket protocol.
 //!
-//! - [`Client`]: spawn, get, list, signal, kill and wait, with an
+//! - [`Client`]: spawn, get, list, signal, kill, remove and wait, with an
 //!   `Idempotency-Key` on spawn and bounded retries of transient failures.
 //! - [`Client::attach`] gives an [`Attachment`]: independent stdout and
 //!   stderr readers (each with its own credit-controlled, bounded buffer,

@@ -42,6 +42,12 @@ pub trait SpawnSpec: Sized {
     fn overflow(self, overflow: Overflow) -> Self;
     /// Sets the per-stream retention in bytes.
     fn retain_bytes(self, bytes: u64) -> Self;
+    /// Names the process (unique among the server's known processes);
+    /// the name works wherever the id does.
+    fn name(self, name: impl Into<String>) -> Self;
+    /// Ends the process (reason `unattached`) once it has had no
+    /// attachment for `limit`.
+    fn unattached_timeout(self, limit: Duration) -> Self;
 }
 
 impl SpawnSpec for SpawnRequest {
@@ -99,6 +105,17 @@ impl SpawnSpec for SpawnRequest {
 
     fn retain_bytes(mut self, bytes: u64) -> Self {
         self.retain_bytes = Some(bytes);
+        self
+    }
+
+    fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    fn unattached_timeout(mut self, limit: Duration) -> Self {
+        let ms = limit.as_nanos().div_ceil(1_000_000).max(1);
+        self.unattached_timeout_ms = Some(u64::try_from(ms).unwrap_or(u64::MAX));
         self
     }
 }

@@ -44,7 +44,20 @@ pub struct SpawnRequest {
     /// What to do when a stream's retention is full.
     #[serde(default)]
     pub overflow: Overflow,
+    /// A name, unique among the server's known processes, usable wherever
+    /// the id is: 1 to 64 of `A-Z a-z 0-9 . _ -`, not 32 hex digits (an id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// End the process (its whole session, reason `unattached`) once it
+    /// has had no attachment for this many milliseconds, counted from the
+    /// spawn and afresh from each time its last attachment closes; an
+    /// attached process is never ended by it. 0 or absent means never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unattached_timeout_ms: Option<u64>,
 }
+
+/// Longest process name.
+pub const MAX_NAME_LEN: usize = 64;
 
 fn is_false(value: &bool) -> bool {
     !*value

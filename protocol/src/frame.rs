@@ -85,6 +85,22 @@ pub enum ServerFrame {
         /// Number of lost bytes.
         length: u64,
     },
+    /// The terminal screen of a PTY process at stdout offset `offset`: sent
+    /// once, right after `hello`, to an attachment that asked for it
+    /// (`screen=1`); the stdout frames that follow start at `offset`.
+    Screen {
+        /// The stdout offset the screen corresponds to: `data` reflects
+        /// every byte before it and none after.
+        offset: u64,
+        /// Columns of the terminal at that offset.
+        cols: u32,
+        /// Rows of the terminal at that offset.
+        rows: u32,
+        /// Bytes that, written to a fresh terminal of `cols x rows`,
+        /// reproduce the screen; they contain no terminal query.
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
     /// The last frame: the exited process, sent after all of its output.
     Exit {
         /// The exited process object.
@@ -243,8 +259,9 @@ impl ServerFrame {
     }
 
     /// Every `type` a server sends.
-    const TYPES: &'static [&'static str] =
-        &["hello", "stdout", "stderr", "dropped", "exit", "error"];
+    const TYPES: &'static [&'static str] = &[
+        "hello", "stdout", "stderr", "dropped", "screen", "exit", "error",
+    ];
 }
 
 impl ClientFrame {

@@ -26,8 +26,16 @@ pub enum ExitReason {
     /// The server fired its `timeout_ms` deadline and killed its session;
     /// `exit_code` is 124, as `timeout(1)` reports.
     Timeout,
-    /// `DELETE /v1/processes/{id}` or server shutdown killed it.
+    /// A kill request (`POST /v1/processes/{id}/kill`, a forced `DELETE`)
+    /// or server shutdown killed its session.
     Killed,
+    /// Its `unattached_timeout_ms` passed with no attachment, and the server
+    /// killed its session.
+    Unattached,
+    /// The server restarted (a crash or an upgrade) while it ran: it was not
+    /// supervised after that, its exit is unknown (`exit_code` null) and
+    /// only its retained output was read back from `--data-dir`.
+    Lost,
 }
 
 /// What happens when a stream's retention is full.
@@ -63,6 +71,9 @@ pub enum Containment {
 pub struct ProcessInfo {
     /// Server-assigned id, used in every URL.
     pub id: String,
+    /// The name given at spawn, if any (absent from the JSON otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// OS process id of the session leader.
     pub pid: u32,
     /// The argv that was executed (`["/bin/sh","-c",cmd]` for `command`).
@@ -94,6 +105,11 @@ pub struct ProcessInfo {
     /// True when a descendant kept an output open past the drain bound and
     /// capture stopped before end of file.
     pub output_incomplete: bool,
+    /// Why some of its output is not retained on disk (`disk full`, or the
+    /// OS error), when that happened; absent otherwise. Output that left
+    /// memory unwritten is reported to readers as `dropped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_error: Option<String>,
     /// Set only on processes started by Kubernetes exec
     /// (`GET /api/v1/namespaces/{ns}/pods/{pod}/exec`): the names the client
     /// used. Absent otherwise.

@@ -79,6 +79,7 @@ fn every_frame_type_has_a_vector() {
         ("server", "stdout"),
         ("server", "stderr"),
         ("server", "dropped"),
+        ("server", "screen"),
         ("server", "exit"),
         ("server", "error"),
         ("client", "stdin"),

@@ -38,6 +38,7 @@ def test_every_frame_type_is_covered() -> None:
         "stdout",
         "stderr",
         "dropped",
+        "screen",
         "exit",
         "error",
         "stdin",

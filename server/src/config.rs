@@ -145,17 +145,44 @@ pub struct Config {
     #[arg(long)]
     pub web_root: Option<PathBuf>,
 
-    /// Default retention per output stream, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
+    /// Default retention per output stream, in bytes: kept on disk (a ring
+    /// file under --data-dir), the newest --retain-memory-bytes of it also
+    /// in memory.
+    #[arg(long, default_value_t = 64 << 20)]
     pub retain_bytes: u64,
+
+    /// Newest bytes of each stream kept in memory (readers at the front are
+    /// served from there), in bytes. With --memory-only, the whole
+    /// retention per stream.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub retain_memory_bytes: u64,
+
+    /// Total disk retention reserved across all processes, in bytes: each
+    /// reserves its per-stream retention on disk while it is known (pipes
+    /// two streams, a PTY one); past it 503 retention_exhausted.
+    #[arg(long, default_value_t = 64 << 30)]
+    pub retain_disk_total: u64,
+
+    /// Directory of the disk logs and process records. Default: a private
+    /// directory (mode 0700) created at start and removed at a clean exit.
+    /// Given explicitly, it survives restarts: the processes of the
+    /// previous run are listed as exited (reason `lost` if they were still
+    /// running) with their output readable until the exited TTL.
+    #[arg(long, env = "TETHER_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Keep retention in memory only (at most --retain-memory-bytes per
+    /// stream), with no files at all.
+    #[arg(long)]
+    pub memory_only: bool,
 
     /// Largest retention per stream a request may ask for, in bytes.
     #[arg(long, default_value_t = 256 << 20)]
     pub max_retain_bytes: u64,
 
-    /// Total retention reserved across all processes, in bytes. Each
-    /// process reserves its per-stream retention (two streams for pipes,
-    /// one for a PTY) while it is known to the server.
+    /// Total memory retention reserved across all processes, in bytes.
+    /// Each process reserves its per-stream memory window (two streams for
+    /// pipes, one for a PTY) while it is known to the server.
     #[arg(long, default_value_t = 2 << 30)]
     pub retain_total: u64,
 
@@ -179,8 +206,8 @@ pub struct Config {
     #[arg(long, default_value_t = 1000)]
     pub drain_timeout_ms: u64,
 
-    /// Between SIGTERM and SIGKILL when a deadline, DELETE or shutdown kills
-    /// a session, in milliseconds.
+    /// Between SIGTERM and SIGKILL when a deadline, the unattached timeout, a
+    /// kill, a forced DELETE or shutdown kills a session, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     pub kill_grace_ms: u64,
 
@@ -277,6 +304,21 @@ pub struct Config {
     /// (wait, attach, signal) is served as usual. 0: kill at once.
     #[arg(long, default_value_t = 0)]
     pub drain_grace_ms: u64,
+    /// Keep no terminal emulator for PTY processes (no `screen=1`, no
+    /// `/screen`): saves its memory and CPU.
+    #[arg(long)]
+    pub no_screen: bool,
+
+    /// Lines of scrollback each PTY's screen keeps (and sends in screen
+    /// snapshots), beside its visible rows.
+    #[arg(long, default_value_t = 200)]
+    pub screen_scrollback: usize,
+
+    /// After this long without output, a PTY's terminal emulator is reduced
+    /// to its snapshot bytes (a shell prompt: a few hundred bytes) until the
+    /// next output.
+    #[arg(long, default_value_t = 1000)]
+    pub screen_idle_ms: u64,
 
     /// Log as JSON lines instead of text.
     #[arg(long)]
@@ -312,6 +354,9 @@ impl Config {
     }
     pub(crate) fn send_timeout(&self) -> Duration {
         Duration::from_millis(self.send_timeout_ms)
+    }
+    pub(crate) fn screen_idle(&self) -> Duration {
+        Duration::from_millis(self.screen_idle_ms.max(1))
     }
     pub(crate) fn close_timeout(&self) -> Duration {
         Duration::from_millis(self.close_timeout_ms)

@@ -29,15 +29,31 @@ pub enum ApiError {
     /// No process with that id (it never existed or has been forgotten).
     #[error("no process with id {0:?}")]
     NotFound(String),
-    /// No such route: check the URL and method.
+    /// No such route: check the URL.
     #[error("no route for {0}")]
     NoRoute(String),
+    /// The route exists, but not with this method.
+    #[error("method not allowed: {0}")]
+    MethodNotAllowed(String),
+    /// `DELETE` of a process that still runs, without `force=1`: kill it
+    /// first (`POST .../kill`), or force.
+    #[error("process {0} is still running; kill it first, or DELETE with ?force=1")]
+    StillRunning(String),
+    /// Another known process already has this name.
+    #[error("the name {0:?} is taken by another known process")]
+    NameTaken(String),
     /// The process has exited; it cannot be signalled or written to.
     #[error("process {0} is not running")]
     NotRunning(String),
-    /// The program could not be started (the OS reason is in the message).
+    /// The program could not be started: not found, or another OS failure
+    /// (the reason is in the message). A shell would say 127.
     #[error("{0}")]
     SpawnFailed(String),
+    /// The program was found but cannot be run: not executable, a
+    /// directory, not a format the kernel runs, or a cwd that is missing or
+    /// not a directory. A shell would say 126.
+    #[error("{0}")]
+    CannotExecute(String),
     /// The same `Idempotency-Key` was used with a different request body.
     #[error("Idempotency-Key {0:?} was already used with a different request")]
     IdempotencyConflict(String),
@@ -120,8 +136,12 @@ impl ApiError {
             | ApiError::ReadOnly => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::StillRunning(_) => (StatusCode::CONFLICT, "still_running"),
+            ApiError::NameTaken(_) => (StatusCode::CONFLICT, "name_taken"),
             ApiError::NotRunning(_) => (StatusCode::CONFLICT, "not_running"),
             ApiError::SpawnFailed(_) => (StatusCode::UNPROCESSABLE_ENTITY, "spawn_failed"),
+            ApiError::CannotExecute(_) => (StatusCode::UNPROCESSABLE_ENTITY, "cannot_execute"),
             ApiError::IdempotencyConflict(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_conflict")
             }

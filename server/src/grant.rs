@@ -120,25 +120,38 @@ impl Grant {
         self.refused_if(table, need, None, decision)
     }
 
-    /// The decision for a route on process `id`, which it returns. A scoped
-    /// token is checked against the id before the lookup, so it learns
-    /// nothing about other processes, not even whether they exist.
+    /// The decision for a route on process `id` (an id or a name), which it
+    /// returns. For a scoped token, anything that does not name its own
+    /// process is the same refusal, whether it names another process, a
+    /// process of another node or nothing at all: it learns nothing about
+    /// other processes, not even whether they exist.
     pub fn process(
         &self,
         table: &ProcessTable,
         need: Need,
         id: &str,
     ) -> Result<Arc<Process>, ApiError> {
-        if let Holder::Scoped(claims) = &self.holder {
-            if claims.process != id {
-                let error = ApiError::OutOfScope(format!(
-                    "this token is for process {} only",
-                    claims.process
-                ));
-                self.refused_if(table, need, Some(id), Err(error))?;
-            }
-        }
-        let process = table.get(id)?;
+        let process = match &self.holder {
+            Holder::Operator => table.get(id)?,
+            Holder::Scoped(claims) => match table.get(id) {
+                Ok(process) if process.id == claims.process => process,
+                _ => {
+                    let error = ApiError::OutOfScope(format!(
+                        "this token is for process {} only",
+                        claims.process
+                    ));
+                    refused(
+                        table,
+                        &self.identity(),
+                        &self.peer,
+                        need.as_str(),
+                        Some(id),
+                        &error,
+                    );
+                    return Err(error);
+                }
+            },
+        };
         self.act_on(table, need, &process)?;
         Ok(process)
     }

@@ -21,10 +21,11 @@ use serde::de::DeserializeOwned;
 use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 
-use crate::attach::{self, AttachOptions};
+use crate::attach::{self, AttachOptions, ScreenStart};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
+use crate::process::Process;
 use crate::table::ProcessTable;
 
 type AppState = Arc<ProcessTable>;
@@ -37,12 +38,16 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes", post(spawn).get(list))
         .route("/processes/{id}", get(status).delete(delete))
         .route("/processes/{id}/wait", get(wait))
+        .route("/processes/{id}/kill", post(kill))
         .route("/processes/{id}/signal", post(signal))
         .route("/processes/{id}/stdin", post(stdin))
         .route("/processes/{id}/stdin/close", post(stdin_close))
         .route("/processes/{id}/resize", post(resize))
         .route("/processes/{id}/attach", get(attach))
         .route("/processes/{id}/tokens", post(crate::mint::mint))
+        .route("/processes/{id}/output", get(crate::http_output::output))
+        .route("/exec", post(crate::exec::exec))
+        .route("/processes/{id}/screen", get(screen))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
@@ -66,14 +71,17 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .with_state(table)
 }
 
-/// Readiness: 200 while this host takes new processes, 503 `draining` from
-/// SIGTERM on, so a proxy or Kubernetes takes it out of rotation while its
-/// running processes finish.
-async fn healthz(State(table): State<AppState>) -> Response {
-    if table.is_draining() {
-        (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response()
+/// Readiness: 200 while this host takes new processes; 503 `draining` from
+/// SIGTERM on (a proxy or Kubernetes takes it out of rotation while its
+/// running processes finish), `shutting down` once it kills them (so a
+/// client whose process was killed can tell a shutdown from a kill request).
+async fn healthz(State(table): State<AppState>) -> (StatusCode, &'static str) {
+    if table.is_shutting_down() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else if table.is_draining() {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining\n")
     } else {
-        "ok\n".into_response()
+        (StatusCode::OK, "ok\n")
     }
 }
 
@@ -112,10 +120,8 @@ async fn no_route(request: Request) -> ApiError {
 }
 
 async fn method_not_allowed(request: Request) -> Response {
-    let error = ApiError::NoRoute(format!("{} {}", request.method(), full_path(&request)));
-    let mut response = error.into_response();
-    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    response
+    ApiError::MethodNotAllowed(format!("{} {}", request.method(), full_path(&request)))
+        .into_response()
 }
 
 /// The body, or why it could not be read: too large (413), too slow (408).
@@ -241,27 +247,135 @@ async fn status(
     Ok(Json(grant.process(&table, Need::Read, &id)?.info()))
 }
 
+/// The terminal screen now: plain text (default) or, with `format=ansi`,
+/// the snapshot bytes; headers give the offset and size.
+async fn screen(
+    State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let process = grant.process(&table, Need::Read, &id)?;
+    let ansi = match query.get("format").map(String::as_str) {
+        None | Some("text") => false,
+        Some("ansi") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "format={other:?}: expected text or ansi"
+            )))
+        }
+    };
+    let no_screen = || ApiError::NoTerminal(process.id.clone());
+    let (offset, cols, rows, content_type, body) = if ansi {
+        let snapshot = process.output().screen_snapshot().ok_or_else(no_screen)?;
+        (
+            snapshot.offset,
+            snapshot.cols,
+            snapshot.rows,
+            "application/octet-stream",
+            snapshot.data,
+        )
+    } else {
+        let text = process.output().screen_text().ok_or_else(no_screen)?;
+        (
+            text.offset,
+            text.cols,
+            text.rows,
+            "text/plain; charset=utf-8",
+            text.text.into_bytes(),
+        )
+    };
+    Ok((
+        [
+            ("content-type", content_type.to_string()),
+            ("tether-offset", offset.to_string()),
+            ("tether-cols", cols.to_string()),
+            ("tether-rows", rows.to_string()),
+        ],
+        body,
+    )
+        .into_response())
+}
+
+/// Largest `grace_ms` of a kill (10 minutes): the request waits that long.
+const MAX_KILL_GRACE_MS: u64 = 600_000;
+
+/// How long a kill with this grace may take to end a process: the grace
+/// (then SIGKILL), the drain bound after the reap, and a margin.
+fn kill_bound(table: &ProcessTable, grace: Duration) -> Duration {
+    grace + table.config().drain_timeout() + Duration::from_secs(1)
+}
+
+/// Kills and waits (bounded) until the process counts as exited.
+async fn kill_and_wait(table: &ProcessTable, process: &Process, grace: Duration) {
+    process.kill_with_grace(ExitReason::Killed, grace).await;
+    let mut exit = process.watch_exit();
+    let _ = tokio::time::timeout(kill_bound(table, grace), exit.wait_for(|e| e.is_some())).await;
+}
+
+/// `POST .../kill[?grace_ms=N]`: kills the whole session (reason `killed`)
+/// and keeps the process, like any exited one, until its TTL or DELETE.
+/// Answers once it has exited (bounded). Killing an exited process is a
+/// no-op that answers its object.
+async fn kill(
+    State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<ProcessInfo>> {
+    let process = grant.process(&table, Need::Kill, &id)?;
+    let grace = match query_u64(&query, "grace_ms")? {
+        Some(ms) if ms > MAX_KILL_GRACE_MS => {
+            return Err(ApiError::InvalidRequest(format!(
+                "grace_ms must be at most {MAX_KILL_GRACE_MS}, got {ms}"
+            )))
+        }
+        Some(ms) => Duration::from_millis(ms),
+        None => table.config().kill_grace(),
+    };
+    if process.is_running() {
+        grant.audit("kill", &process.id);
+        kill_and_wait(&table, &process, grace).await;
+    }
+    Ok(Json(process.info()))
+}
+
+/// `DELETE ...[?force=1]`: forgets a process, its output and its exit. A
+/// running one is refused (409 `still_running`) unless forced: then it is
+/// killed first, and forgotten once it has exited (until then it still
+/// counts against the process limit and the retention budget).
 async fn delete(
     State(table): State<AppState>,
     Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
+    let force = match query.get("force").map(String::as_str) {
+        None | Some("0" | "false") => false,
+        Some("1" | "true") => true,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "force must be 1 or 0, got {other:?}"
+            )))
+        }
+    };
+    // Forgetting destroys the output: the kill right, even for an exited
+    // process.
     let process = grant.process(&table, Need::Kill, &id)?;
-    grant.audit("kill", &process.id);
-    process.kill(ExitReason::Killed).await;
-    // Forget it only once it has exited: until then it still counts against
-    // the process limit and the retention budget. Bounded by the kill grace
-    // (after which it is SIGKILLed) plus the drain bound.
-    let config = table.config();
-    let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
-    let mut exit = process.watch_exit();
-    let _ = tokio::time::timeout(bound, exit.wait_for(|e| e.is_some())).await;
+    if process.is_running() {
+        if !force {
+            return Err(ApiError::StillRunning(process.id.clone()));
+        }
+        grant.audit("kill", &process.id);
+        kill_and_wait(&table, &process, table.config().kill_grace()).await;
+    }
+    grant.audit("forget", &process.id);
     table.forget_when_exited(&process);
     Ok(Json(process.info()))
 }
 
 /// Parses an optional unsigned integer query parameter.
-fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
+pub(crate) fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
     query
         .get(name)
         .map(|v| {
@@ -415,11 +529,28 @@ async fn attach(
         ));
     }
     let readonly = query_bool(&query, "readonly")?.unwrap_or(false);
+    let screen = match query.get("screen").map(String::as_str) {
+        None | Some("0" | "false") => ScreenStart::Never,
+        Some("1" | "true") => ScreenStart::Always,
+        Some("evicted") => ScreenStart::IfEvicted,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "screen={other:?}: expected 1 or evicted"
+            )))
+        }
+    };
+    if screen != ScreenStart::Never && !process.output().has_screen() {
+        return Err(ApiError::InvalidRequest(format!(
+            "screen needs a terminal: process {} runs on pipes (tty: false) or the server runs with --no-screen",
+            process.id
+        )));
+    }
     let admission = attach::admit(&table, &process)?;
     let options = AttachOptions {
         start,
         window,
         readonly,
+        screen,
     };
     let mode = if readonly || !grant.may_write() {
         "read"

@@ -176,7 +176,9 @@ pub fn launch(request: &Launch<'_>) -> Result<u32, LaunchError> {
         let error = io::Error::from_raw_os_error(failure & 0xffff);
         return Err(match (step, error.raw_os_error()) {
             (STEP_EXEC, Some(libc::ENOENT)) => LaunchError::NotFound(name),
-            (STEP_EXEC, Some(libc::EACCES)) => LaunchError::NotExecutable(name, error),
+            (STEP_EXEC, Some(libc::EACCES | libc::ENOEXEC)) => {
+                LaunchError::NotExecutable(name, error)
+            }
             _ => failed(step, error),
         });
     }
@@ -497,7 +499,11 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
             if let Some(cell) = &cell {
                 let _ = cell.remove();
             }
-            return Err(ApiError::SpawnFailed(e.to_string()));
+            // 126 against 127 for the CLI: found but cannot run, or not found.
+            return Err(match e {
+                LaunchError::NotExecutable(..) => ApiError::CannotExecute(e.to_string()),
+                _ => ApiError::SpawnFailed(e.to_string()),
+            });
         }
     };
     let pidfd = match PidFd::open(pid) {

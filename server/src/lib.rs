@@ -14,6 +14,10 @@
 //! - [`retained`]: [`retained::RetainedOutput`], the one owner of a
 //!   process's retained output, its lock and its wake-ups; the pure ring
 //!   inside it.
+//! - [`screen`]: [`screen::Screen`], the terminal emulator of a PTY process,
+//!   fed by capture; snapshots `{offset, cols, rows, data}` and plain text.
+//! - [`datadir`]: `--data-dir`, the disk logs' directory and the process
+//!   records a restart reads back.
 //! - [`table`]: [`table::ProcessTable`], admission, limits, idempotency,
 //!   forgetting exited processes.
 //! - [`attach`]: one WebSocket attachment: writer, reader, input queue.
@@ -27,6 +31,8 @@
 //!   `--web-root`.
 //! - [`kube`]: the Kubernetes exec/attach protocol and the documents
 //!   kubectl reads first.
+//! - [`http_output`], [`exec`]: output as plain HTTP or Server-Sent Events,
+//!   and one-shot exec; both read through a [`follow::Follower`].
 //! - [`slots`]: bounded counts of attachments.
 //! - [`secret`]: the token kept from children; [`limits`]: the open-file
 //!   limit and the defaults sized to it.
@@ -38,9 +44,13 @@ pub mod access;
 pub mod attach;
 pub mod config;
 pub mod contain;
+pub mod datadir;
 pub mod error;
+pub mod exec;
+pub mod follow;
 pub mod grant;
 pub mod http;
+pub mod http_output;
 pub mod kube;
 pub mod launch;
 pub mod limits;
@@ -50,6 +60,7 @@ pub mod mint;
 pub mod process;
 pub mod pty;
 pub mod retained;
+pub mod screen;
 pub mod secret;
 pub mod server;
 pub mod session;

@@ -31,8 +31,8 @@ pub struct Metrics {
     pub sent: [AtomicU64; 2],
     /// Per stream: bytes reported to attachments as `dropped`.
     pub dropped: [AtomicU64; 2],
-    /// Exits by reason: exit, signal, timeout, killed.
-    pub exits: [AtomicU64; 4],
+    /// Exits by reason: exit, signal, timeout, killed, unattached, lost.
+    pub exits: [AtomicU64; 6],
     /// Open TCP connections, attachments included (kept by the listener).
     pub connections_open: AtomicU64,
     /// Connections answered 503 at the `--max-connections` cap.
@@ -62,6 +62,8 @@ fn reason_index(reason: ExitReason) -> usize {
         ExitReason::Signal => 1,
         ExitReason::Timeout => 2,
         ExitReason::Killed => 3,
+        ExitReason::Unattached => 4,
+        ExitReason::Lost => 5,
     }
 }
 
@@ -181,7 +183,7 @@ impl Metrics {
             "Bytes reported to attachments as dropped (evicted before they were sent).",
             &per_stream(&self.dropped),
         );
-        let reasons = ["exit", "signal", "timeout", "killed"];
+        let reasons = ["exit", "signal", "timeout", "killed", "unattached", "lost"];
         metric(
             "tether_exits_total",
             "counter",

@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::Config;
+use crate::datadir::DataDir;
 use crate::listen::{self, Connections, Phase, Settings};
 use crate::table::ProcessTable;
 use crate::transport::Transport;
@@ -38,7 +39,9 @@ pub async fn run(
         crate::contain::reaper::enable();
         tokio::spawn(crate::contain::reaper::run());
     }
-    let table = ProcessTable::new(config.clone());
+    let data_dir = DataDir::open(&config)?;
+    let table = ProcessTable::with_data_dir(config.clone(), data_dir.clone());
+    table.recover();
     let app = crate::http::router(table.clone());
     let connections = Connections::new(table.metrics.clone());
     let (phase, phase_rx) = watch::channel(Phase::Serving);
@@ -69,5 +72,10 @@ pub async fn run(
         );
     }
     phase.send_replace(Phase::Closing);
+    // Before the table (and with it every log) is dropped: a private
+    // directory goes, `--data-dir` keeps its files for the next run.
+    if let Some(dir) = &data_dir {
+        dir.close();
+    }
     Ok(())
 }

@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tether_protocol::api::SpawnRequest;
+use tether_protocol::api::{SpawnRequest, MAX_NAME_LEN};
 use tether_protocol::{ExitReason, KubernetesNames, TermSize};
 use tokio::sync::Notify;
 
 use crate::config::Config;
+use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::metrics::{Gauges, Metrics};
 use crate::process::{spawn, Process, SpawnPlan};
@@ -24,9 +25,13 @@ struct Entries {
     idempotency: HashMap<String, (String, String)>,
     /// Retention reserved by known processes and by those being started.
     reserved: u64,
+    /// The same on disk (`--retain-disk-total`).
+    reserved_disk: u64,
     /// Ids reserved by spawns under way (the table lock is not held while
     /// the OS process is created).
     starting: HashSet<String>,
+    /// Name -> id, for known processes and spawns under way.
+    names: HashMap<String, String>,
 }
 
 /// Every process the server knows, running or exited.
@@ -42,6 +47,8 @@ pub struct ProcessTable {
     draining: AtomicBool,
     /// Woken whenever a spawn under way has finished (or failed).
     spawned: Notify,
+    /// Where the disk logs go; memory only without.
+    data_dir: Option<Arc<DataDir>>,
 }
 
 /// What the table answers a spawn request with, under its lock.
@@ -57,9 +64,15 @@ enum Admission {
 }
 
 impl ProcessTable {
-    /// An empty table.
+    /// An empty table that retains output in memory only.
     pub fn new(config: Arc<Config>) -> Arc<ProcessTable> {
+        ProcessTable::with_data_dir(config, None)
+    }
+
+    /// An empty table whose processes retain output on disk in `data_dir`.
+    pub fn with_data_dir(config: Arc<Config>, data_dir: Option<Arc<DataDir>>) -> Arc<ProcessTable> {
         Arc::new(ProcessTable {
+            data_dir,
             attachment_slots: Slots::new(config.max_attachments),
             config,
             entries: Mutex::new(Entries::default()),
@@ -80,20 +93,32 @@ impl ProcessTable {
         &self.config
     }
 
-    /// Looks a process up by id. An id of another node is a misrouted
-    /// request (421), not a process that does not exist.
-    pub fn get(&self, id: &str) -> Result<Arc<Process>, ApiError> {
-        if let Some(process) = self.entries().processes.get(id) {
+    /// Looks a process up by id, or by the name it was given. An id of
+    /// another node is a misrouted request (421), not a process that does
+    /// not exist.
+    pub fn get(&self, id_or_name: &str) -> Result<Arc<Process>, ApiError> {
+        let entries = self.entries();
+        let id = entries
+            .names
+            .get(id_or_name)
+            .map(String::as_str)
+            .unwrap_or(id_or_name);
+        if let Some(process) = entries.processes.get(id) {
             return Ok(process.clone());
         }
-        match crate::process::node_of(id) {
-            Some(node) if self.config.node.as_deref() != Some(node) => {
-                Err(ApiError::WrongNode(id.to_string(), node.to_string()))
-            }
-            _ => Err(ApiError::NotFound(id.to_string())),
+        match crate::process::node_of(id_or_name) {
+            Some(node) if self.config.node.as_deref() != Some(node) => Err(ApiError::WrongNode(
+                id_or_name.to_string(),
+                node.to_string(),
+            )),
+            _ => Err(ApiError::NotFound(id_or_name.to_string())),
         }
     }
 
+    /// True once shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
     /// Whether SIGTERM has started a drain (or the shutdown itself).
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::SeqCst) || self.shutting_down.load(Ordering::SeqCst)
@@ -210,6 +235,8 @@ impl ProcessTable {
             return Err(ApiError::Internal("spawn admitted without a plan".into()));
         };
         let reserved = plan.reserved_bytes();
+        let reserved_disk = plan.reserved_disk_bytes();
+        let name = plan.name.clone();
         let started = spawn(id.clone(), plan, &self.config, self.metrics.clone());
         {
             let mut entries = self.entries();
@@ -220,7 +247,11 @@ impl ProcessTable {
                 }
                 Err(_) => {
                     entries.reserved = entries.reserved.saturating_sub(reserved);
+                    entries.reserved_disk = entries.reserved_disk.saturating_sub(reserved_disk);
                     entries.idempotency.retain(|_, (_, pid)| *pid != id);
+                    if let Some(name) = &name {
+                        entries.names.remove(name);
+                    }
                 }
             }
         }
@@ -263,18 +294,31 @@ impl ProcessTable {
         let Some(plan) = plan else {
             return Ok(Admission::Validate);
         };
+        if let Some(name) = &plan.name {
+            if entries.names.contains_key(name) {
+                return Err(ApiError::NameTaken(name.clone()));
+            }
+        }
         let running = Self::running_locked(&entries) + entries.starting.len();
         if running >= self.config.max_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_processes));
         }
-        self.make_room(&mut entries, plan.reserved_bytes())?;
+        self.make_room(
+            &mut entries,
+            plan.reserved_bytes(),
+            plan.reserved_disk_bytes(),
+        )?;
         let random = uuid::Uuid::new_v4().simple();
         let id = match &self.config.node {
             Some(node) => format!("{node}.{random}"),
             None => random.to_string(),
         };
         entries.reserved += plan.reserved_bytes();
+        entries.reserved_disk += plan.reserved_disk_bytes();
         entries.starting.insert(id.clone());
+        if let Some(name) = &plan.name {
+            entries.names.insert(name.clone(), id.clone());
+        }
         if let Some(key) = key {
             entries
                 .idempotency
@@ -285,10 +329,11 @@ impl ProcessTable {
 
     /// Frees retention and known-process slots by forgetting the oldest
     /// exited processes early, if that is what it takes.
-    fn make_room(&self, entries: &mut Entries, want: u64) -> Result<(), ApiError> {
+    fn make_room(&self, entries: &mut Entries, want: u64, want_disk: u64) -> Result<(), ApiError> {
         let known = |e: &Entries| e.processes.len() + e.starting.len();
         let over = |e: &Entries| {
             e.reserved + want > self.config.retain_total
+                || e.reserved_disk + want_disk > self.config.retain_disk_total
                 || known(e) >= self.config.max_known_processes
         };
         if !over(entries) {
@@ -312,6 +357,12 @@ impl ProcessTable {
                 entries.reserved, self.config.retain_total
             )));
         }
+        if entries.reserved_disk + want_disk > self.config.retain_disk_total {
+            return Err(ApiError::RetentionExhausted(format!(
+                "{want_disk} bytes of disk wanted, {} of {} (--retain-disk-total) reserved by running processes",
+                entries.reserved_disk, self.config.retain_disk_total
+            )));
+        }
         if known(entries) >= self.config.max_known_processes {
             return Err(ApiError::TooManyProcesses(self.config.max_known_processes));
         }
@@ -325,9 +376,15 @@ impl ProcessTable {
     fn forget_locked(entries: &mut Entries, id: &str) {
         if let Some(process) = entries.processes.remove(id) {
             entries.reserved = entries.reserved.saturating_sub(process.reserved_bytes);
+            entries.reserved_disk = entries
+                .reserved_disk
+                .saturating_sub(process.reserved_disk_bytes);
             entries.idempotency.retain(|_, (_, pid)| pid != id);
             if !process.is_running() {
                 process.output().discard();
+            }
+            if let Some(name) = &process.name {
+                entries.names.remove(name);
             }
         }
     }
@@ -363,6 +420,33 @@ impl ProcessTable {
         drop(exit);
         tokio::time::sleep(self.config.exited_ttl()).await;
         self.forget(&id);
+    }
+
+    /// Lists the processes an earlier run left in the data directory, as
+    /// exited, and forgets them after the exited TTL.
+    pub fn recover(self: &Arc<Self>) {
+        let Some(dir) = &self.data_dir else { return };
+        for recovered in dir.recover() {
+            let process = Process::recovered(recovered, &self.config, self.metrics.clone());
+            let age = process
+                .finished_at()
+                .and_then(|at| at.elapsed().ok())
+                .unwrap_or_default();
+            if age >= self.config.exited_ttl() {
+                // Its time to be forgotten passed while no server ran:
+                // dropping it removes its files.
+                continue;
+            }
+            tracing::info!(id = %process.id, reason = ?process.info().reason, "recovered from the data directory");
+            {
+                let mut entries = self.entries();
+                entries.reserved_disk += process.reserved_disk_bytes;
+                entries
+                    .processes
+                    .insert(process.id.clone(), process.clone());
+            }
+            tokio::spawn(self.clone().retire(process));
+        }
     }
 
     /// Kills every running process (reason `killed`) and waits, at most
@@ -429,7 +513,17 @@ impl ProcessTable {
             return bad("retain_bytes must be at least 1".into());
         }
         let retain = retain.min(self.config.max_retain_bytes);
+        let window = retain.min(self.config.retain_memory_bytes.max(1));
+        // Memory only, the window is all of the retention.
+        let retain = if self.data_dir.is_some() {
+            retain
+        } else {
+            window
+        };
         let metadata_bytes = SpawnPlan::metadata_of(&argv);
+        if let Some(name) = &request.name {
+            check_name(name)?;
+        }
         Ok(SpawnPlan {
             metadata_bytes,
             argv,
@@ -443,9 +537,34 @@ impl ProcessTable {
             stdin: request.stdin,
             overflow: request.overflow,
             retain_bytes: usize::try_from(retain).unwrap_or(usize::MAX),
+            retain_memory_bytes: usize::try_from(window).unwrap_or(usize::MAX),
+            data_dir: self.data_dir.clone(),
             kubernetes: None,
+            name: request.name,
+            unattached_timeout: request
+                .unattached_timeout_ms
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis),
         })
     }
+}
+
+/// A process name: 1 to [`MAX_NAME_LEN`] of `A-Z a-z 0-9 . _ -`, and not
+/// something that reads as an id (32 hex digits), so a lookup is never
+/// ambiguous.
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
+    if name.is_empty() || name.len() > MAX_NAME_LEN || !name.bytes().all(allowed) {
+        return Err(ApiError::InvalidRequest(format!(
+            "name {name:?} must be 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 . _ -"
+        )));
+    }
+    if name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::InvalidRequest(format!(
+            "name {name:?} looks like a process id; choose another"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

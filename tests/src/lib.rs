@@ -90,9 +90,12 @@ struct Launch<'a> {
     stderr: Option<&'a std::path::Path>,
 }
 
-/// A running `tetherd` on an ephemeral port; killed on drop.
+/// A running `tetherd` on an ephemeral port; killed on drop. Unless the
+/// flags name one (or `--memory-only`), it gets a `--data-dir` of its own,
+/// removed on drop: a killed server cannot remove its private one.
 pub struct TestServer {
     child: Child,
+    data_dir: Option<PathBuf>,
     /// `http://127.0.0.1:PORT`
     pub base: String,
     pub http: reqwest::Client,
@@ -190,6 +193,13 @@ impl TestServer {
         if !args.contains(&"--listen") {
             command.args(["--listen", how.listen.unwrap_or("127.0.0.1:0")]);
         }
+        let data_dir = (!args
+            .iter()
+            .any(|a| *a == "--data-dir" || *a == "--memory-only"))
+        .then(fresh_dir);
+        if let Some(dir) = &data_dir {
+            command.arg("--data-dir").arg(dir);
+        }
         command
             .args(args)
             .env_remove("TETHER_TOKEN")
@@ -241,6 +251,7 @@ impl TestServer {
         });
         TestServer {
             child,
+            data_dir,
             base: addr,
             http: reqwest::Client::new(),
             stdout: std::sync::Mutex::new(lines),
@@ -352,7 +363,17 @@ impl Drop for TestServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if let Some(dir) = &self.data_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
+}
+
+/// A new, not yet existing, path under the system's temporary directory.
+pub fn fresh_dir() -> PathBuf {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir().join(format!("tether-test-{}-{n}", std::process::id()))
 }
 
 /// Everything an attachment received until the exit frame.
@@ -499,6 +520,7 @@ impl Attachment {
             }
             ServerFrame::Error { code, message } => panic!("error frame {code}: {message}"),
             ServerFrame::Hello { .. } => panic!("second hello"),
+            ServerFrame::Screen { .. } => panic!("a screen frame after the first frames"),
         }
         false
     }
@@ -720,6 +742,23 @@ pub async fn settle<T>(mut probe: impl FnMut() -> T, done: impl Fn(&T) -> bool) 
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let value = probe();
+        if done(&value) || tokio::time::Instant::now() >= deadline {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// [`settle`] for a probe that must await (an HTTP request): polls every
+/// 20 ms, bounded by [`WAIT`], until `done` holds; returns the last value
+/// either way, for the caller to assert on.
+pub async fn settle_async<T, F>(mut probe: impl FnMut() -> F, done: impl Fn(&T) -> bool) -> T
+where
+    F: std::future::Future<Output = T>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let value = probe().await;
         if done(&value) || tokio::time::Instant::now() >= deadline {
             return value;
         }

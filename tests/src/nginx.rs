@@ -83,6 +83,11 @@ impl Nginx {
         }
     }
 
+    /// Its prefix directory (removed on drop): where a site keeps its files.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// What nginx logged (errors and warnings).
     pub fn error_log(&self) -> String {
         std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()

@@ -308,3 +308,104 @@ async fn a_rebound_dns_name_cannot_reach_a_server_without_a_token() {
         .unwrap();
     assert_eq!(named.status(), 200);
 }
+
+/// While it drains after SIGTERM (here: a process that ignores TERM keeps
+/// it draining), `/healthz` says so, so load balancers stop sending work
+/// and a client whose process was killed can tell why. (Once the drain ends
+/// the listener stops accepting: a client then finds nobody to ask.)
+#[tokio::test]
+async fn healthz_answers_503_while_the_server_shuts_down() {
+    let server = TestServer::start_with(&["--kill-grace-ms", "5000", "--drain-grace-ms", "5000"]);
+    let (status, _) = server.get("/healthz").await;
+    assert_eq!(status, 200);
+    let stubborn = server
+        .sh(
+            "trap '' TERM; echo ready; while :; do sleep 0.05; done",
+            json!({}),
+        )
+        .await;
+    let mut attachment = server.attach(&stubborn.id, "").await;
+    attachment
+        .until_stdout_contains("ready", &mut tether_tests::Received::default())
+        .await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let (status, text) = tether_tests::settle_async(
+        || async {
+            let response = server
+                .http
+                .get(server.url("/healthz"))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            (status, response.text().await.unwrap())
+        },
+        |(status, _)| *status == 503,
+    )
+    .await;
+    assert_eq!(status, 503, "healthz never said 503");
+    assert_eq!(text, "draining\n");
+}
+
+/// Colour escapes only on a terminal: a log redirected to a file or a pipe
+/// is plain text (`--log-json` is unchanged).
+#[test]
+fn the_log_has_no_colour_when_stderr_is_not_a_terminal() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(binary("tetherd"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .env_remove("TETHER_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    // Read the log on a thread, so every wait for it is bounded.
+    let (tx, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("tetherd listening on ")
+        .unwrap()
+        .to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let status = runtime.block_on(async {
+        reqwest::Client::new()
+            .post(format!("{base}/v1/processes"))
+            .json(&json!({"argv": ["true"]}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+    });
+    assert_eq!(status, 201);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let log = log.recv_timeout(tether_tests::WAIT).unwrap();
+    let _ = child.wait();
+    assert!(log.contains("spawned"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour escapes in a redirected log: {log:?}"
+    );
+}

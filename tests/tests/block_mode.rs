@@ -227,7 +227,7 @@ async fn block_mode_credit_is_not_stuck_behind_stdin_the_process_has_not_read() 
     let got = output.len();
     let _ = server
         .http
-        .delete(server.url(&format!("/v1/processes/{}", process.id)))
+        .delete(server.url(&format!("/v1/processes/{}?force=1", process.id)))
         .send()
         .await;
     assert!(

@@ -196,6 +196,6 @@ async fn stdin_posted_to_a_process_that_does_not_read_is_bounded_with_a_clear_42
     }
     assert!(refused > 0);
     assert!(accepted as u64 * MIB <= 4 * MIB, "{accepted} MiB queued");
-    let url = server.url(&format!("/v1/processes/{}", process.id));
+    let url = server.url(&format!("/v1/processes/{}?force=1", process.id));
     server.http.delete(url).send().await.unwrap();
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::json;
 use tether_tests::{binary, TestServer, WAIT};
 
 /// `tether ARGS` against `server`, with `stdin` fed to it.
@@ -228,7 +229,16 @@ fn subcommands_detach_wait_logs_ps_signal_kill() {
     let status = tether(base, &["status", &id], b"");
     let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(info["exit_code"], 3);
+    // Killing an exited process changes nothing; `rm` forgets it.
     let out = tether(base, &["kill", &id], b"");
+    assert_eq!(out.status.code(), Some(0));
+    let status = tether(base, &["status", &id], b"");
+    let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        (&info["exit_code"], &info["reason"]),
+        (&json!(3), &json!("exit"))
+    );
+    let out = tether(base, &["rm", &id], b"");
     assert_eq!(out.status.code(), Some(0));
     let out = tether(base, &["status", &id], b"");
     assert_eq!(out.status.code(), Some(125));
@@ -325,6 +335,17 @@ impl Tmux {
     /// after (`stty -g`) and tether's exit status in files of `dir`.
     fn start(name: &str, server: &str, env: &str) -> (Tmux, PathBuf) {
         let tether = binary("tether");
+        Tmux::start_script(name, |d| {
+            format!(
+                "stty -g > {d}/before; {env} TETHER_SERVER={server} {tether} run -t --env 'PS1=prompt> ' -- bash --norc -i; echo $? > {d}/rc; stty -g > {d}/after; exec sleep 600",
+                tether = tether.display(),
+            )
+        })
+    }
+
+    /// A detached tmux session (100x30) running the shell script that
+    /// `script` makes from the session's directory.
+    fn start_script(name: &str, script: impl FnOnce(&str) -> String) -> (Tmux, PathBuf) {
         let dir = std::env::temp_dir().join(format!("tether-cli-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("tmux.conf"), "set -g status off\n").unwrap();
@@ -332,11 +353,7 @@ impl Tmux {
             socket: format!("tether-test-{name}-{}", std::process::id()),
             dir: dir.clone(),
         };
-        let script = format!(
-            "stty -g > {d}/before; {env} TETHER_SERVER={server} {tether} run -t --env 'PS1=prompt> ' -- bash --norc -i; echo $? > {d}/rc; stty -g > {d}/after; exec sleep 600",
-            d = dir.display(),
-            tether = tether.display(),
-        );
+        let script = script(&dir.display().to_string());
         let out = tmux.cmd(&[
             "new-session",
             "-d",
@@ -513,4 +530,432 @@ fn a_panic_in_raw_mode_restores_the_terminal() {
     let before = wait_file(&dir.join("before"));
     let after = wait_file(&dir.join("after"));
     assert_eq!(before, after, "terminal mode restored after the panic");
+}
+
+/// Runs an async harness call from these synchronous tests.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// `tether ARGS` left running, with its stdout lines on a channel (so
+/// every wait for one is bounded) and its stderr piped.
+fn tether_lines(
+    server: &str,
+    args: &[&str],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(binary("tether"))
+        .args(args)
+        .env("TETHER_SERVER", server)
+        .env_remove("TETHER_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                return;
+            }
+        }
+    });
+    (child, lines)
+}
+
+/// The process objects `tether ps --json` lists.
+fn ps(server: &str) -> Vec<serde_json::Value> {
+    let out = tether(server, &["ps", "--json"], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn argument_errors_exit_125_with_the_usage_and_start_nothing() {
+    let server = TestServer::start();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["run", "--timeout", "1", "--", "sleep", "3"],
+            "Usage: tether run",
+        ),
+        (&["bogus"], "Usage: tether"),
+        (&["run"], "Usage: tether run"),
+        (&["attach"], "Usage: tether attach"),
+        (
+            &["run", "--detach-keys", "ctrl-1", "--", "true"],
+            "Usage: tether run",
+        ),
+    ];
+    for (args, usage) in cases {
+        let out = tether(&server.base, args, b"");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {stderr}");
+        assert!(stderr.contains(usage), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+    }
+    assert!(
+        ps(&server.base).is_empty(),
+        "a bad command line started something"
+    );
+}
+
+#[test]
+fn help_says_what_the_cli_does() {
+    let out = tether("http://127.0.0.1:1", &["--help"], b"");
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    assert!(
+        help.starts_with("Run commands on a tetherd server and attach to them"),
+        "{help}"
+    );
+    for needle in ["tether run -t -- bash", "Ctrl-P Ctrl-Q", "126", "127"] {
+        assert!(help.contains(needle), "{needle:?} missing from:\n{help}");
+    }
+    let out = tether("http://127.0.0.1:1", &["run", "--help"], b"");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("--detach-keys"));
+}
+
+#[test]
+fn an_end_other_than_exit_is_explained_on_stderr() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(base, &["run", "--", "sh", "-c", "kill -KILL $$"], b"");
+    assert_eq!(out.status.code(), Some(137));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("tether: signal: the process was killed by SIGKILL"),
+        "{stderr}"
+    );
+
+    let out = tether(
+        base,
+        &["run", "--timeout", "100ms", "--", "sleep", "5"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(124));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("tether: timeout: "), "{stderr}");
+
+    // A kill request while `tether run` is attached.
+    let (child, lines) = tether_lines(
+        base,
+        &["run", "--", "sh", "-c", "echo ready; exec sleep 60"],
+    );
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
+    let id = ps(base)
+        .iter()
+        .find(|p| p["status"] == "running")
+        .map(|p| p["id"].as_str().unwrap().to_string())
+        .unwrap();
+    let out = tether(base, &["kill", &id], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // `tether kill` is `docker kill`: SIGKILL.
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(137));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("tether: killed: a kill request"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ids_may_be_shortened_to_any_unique_prefix() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    // Seventeen ids: two of them share a first hex digit.
+    let ids: Vec<String> = (0..17)
+        .map(|i| {
+            let out = tether(
+                base,
+                &["run", "-d", "--", "sh", "-c", &format!("echo p{i}")],
+                b"",
+            );
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+            text(&out.stdout).trim().to_string()
+        })
+        .collect();
+    let matching = |prefix: &str| ids.iter().filter(|id| id.starts_with(prefix)).count();
+
+    // The shortest prefix of the first id that no other id shares.
+    let id = &ids[0];
+    let prefix = (1..=id.len())
+        .map(|n| &id[..n])
+        .find(|p| matching(p) == 1)
+        .unwrap();
+    let out = tether(base, &["wait", prefix], b"");
+    assert_eq!(
+        (text(&out.stdout).trim(), out.status.code()),
+        ("0", Some(0))
+    );
+    let out = tether(base, &["logs", prefix], b"");
+    assert_eq!(text(&out.stdout), "p0\n");
+    let out = tether(base, &["status", prefix], b"");
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["id"], id.as_str());
+
+    // A prefix of several ids is refused, listing them.
+    let shared = ids
+        .iter()
+        .map(|id| &id[..1])
+        .find(|p| matching(p) > 1)
+        .unwrap();
+    let out = tether(base, &["status", shared], b"");
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("ambiguous"), "{stderr}");
+    for candidate in ids.iter().filter(|id| id.starts_with(shared)) {
+        assert!(
+            stderr.contains(candidate.as_str()),
+            "{candidate} not listed: {stderr}"
+        );
+    }
+    assert!(out.stdout.is_empty());
+
+    // No match at all is the server's 404.
+    let out = tether(base, &["status", "nothex"], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("not_found"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn detach_keys_leave_the_process_running_and_attach_resumes_it() {
+    let server = TestServer::start();
+    let tether = binary("tether");
+    let base = server.base.clone();
+    // run -t, detached with Ctrl-P Ctrl-Q; then attach by an 8-character
+    // prefix with other keys (Ctrl-X), detached again; then attach again
+    // and exit the shell.
+    let (tmux, dir) = Tmux::start_script("detach", |d| {
+        format!(
+            "stty -g > {d}/before; export TETHER_SERVER={base}; \
+             {t} run -t --env 'PS1=prompt> ' -- bash --norc -i 2> {d}/detached; echo $? > {d}/rc1; \
+             id=$(sed -n 's/.*tether attach \\([0-9a-f]*\\).*/\\1/p' {d}/detached | cut -c1-8); \
+             {t} attach --detach-keys ctrl-x $id; echo $? > {d}/rc2; \
+             {t} attach $id; echo $? > {d}/rc3; stty -g > {d}/after; exec sleep 600",
+            t = tether.display(),
+        )
+    });
+    tmux.until("the prompt", |p| p.contains("prompt>"));
+    tmux.type_line("echo one-$((1+1))");
+    tmux.until("one-2", |p| p.lines().any(|l| l.trim() == "one-2"));
+
+    tmux.cmd(&["send-keys", "-t", "main", "C-p", "C-q"]);
+    assert_eq!(wait_file(&dir.join("rc1")), "0\n", "a detach exits 0");
+    let message = std::fs::read_to_string(dir.join("detached")).unwrap();
+    let id = message
+        .split("tether attach ")
+        .nth(1)
+        .map(|rest| rest.trim_end_matches(|c: char| !c.is_ascii_hexdigit()))
+        .unwrap_or_else(|| panic!("no re-attach hint in {message:?}"))
+        .to_string();
+    assert_eq!(id.len(), 32, "{message}");
+    let info = block_on(server.status(&id));
+    assert!(!info.is_exited(), "the process was ended by the detach");
+
+    // Re-attached (by prefix): the output is replayed (so the attachment
+    // is live and the terminal raw; typed earlier, a line would be flushed
+    // by the switch to raw mode), and the shell takes input again.
+    let count = |p: &str, line: &str| p.lines().filter(|l| l.trim() == line).count();
+    tmux.until("the replay", |p| count(p, "one-2") >= 2);
+    tmux.type_line("echo two-$((2+2))");
+    tmux.until("two-4", |p| p.lines().any(|l| l.trim() == "two-4"));
+    tmux.cmd(&["send-keys", "-t", "main", "C-x"]);
+    assert_eq!(wait_file(&dir.join("rc2")), "0\n", "--detach-keys ctrl-x");
+    assert!(!block_on(server.status(&id)).is_exited());
+
+    tmux.until("the second replay", |p| count(p, "two-4") >= 2);
+    tmux.type_line("echo three-$((3+3)); exit 5");
+    assert_eq!(wait_file(&dir.join("rc3")), "5\n");
+    assert!(tmux.pane().lines().any(|l| l.trim() == "three-6"));
+    assert_eq!(
+        wait_file(&dir.join("before")),
+        wait_file(&dir.join("after")),
+        "terminal mode restored"
+    );
+}
+
+#[test]
+fn a_program_found_but_not_runnable_exits_126_and_one_not_found_127() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    for args in [
+        &["run", "--", "/etc/passwd"][..],
+        &["run", "--", "/tmp"][..],
+        &["run", "--cwd", "/nonexistent", "--", "true"][..],
+    ] {
+        let out = tether(base, args, b"");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(126), "{args:?}: {stderr}");
+        assert!(stderr.contains("cannot_execute"), "{args:?}: {stderr}");
+    }
+    let out = tether(base, &["run", "--", "no-such-program-anywhere"], b"");
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+}
+
+#[test]
+fn kill_keeps_the_process_for_wait_and_logs_until_rm_forgets_it() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(
+        base,
+        &["run", "-d", "--", "sh", "-c", "echo started; exec sleep 60"],
+        b"",
+    );
+    let id = text(&out.stdout).trim().to_string();
+    let deadline = Instant::now() + WAIT;
+    while text(&tether(base, &["logs", &id], b"").stdout) != "started\n" {
+        assert!(Instant::now() < deadline, "never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A running process is not forgotten without -f.
+    let out = tether(base, &["rm", &id], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("still_running"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = tether(base, &["kill", &id], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // As after `docker kill`: SIGKILL, and wait reports 137.
+    let out = tether(base, &["wait", &id], b"");
+    assert_eq!(
+        (text(&out.stdout).trim(), out.status.code()),
+        ("137", Some(137))
+    );
+    let out = tether(base, &["logs", &id], b"");
+    assert_eq!(text(&out.stdout), "started\n");
+    let status = tether(base, &["status", &id], b"");
+    let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        (info["reason"].as_str(), info["signal"].as_str()),
+        (Some("killed"), Some("KILL"))
+    );
+
+    let out = tether(base, &["rm", &id], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = tether(base, &["status", &id], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("not_found"));
+
+    // rm -f kills and forgets a running one.
+    let out = tether(base, &["run", "-d", "--", "sleep", "60"], b"");
+    let id = text(&out.stdout).trim().to_string();
+    let out = tether(base, &["rm", "-f", &id], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(ps(base).iter().all(|p| p["id"] != id.as_str()));
+}
+
+#[test]
+fn a_name_works_wherever_an_id_does() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(
+        base,
+        &[
+            "run",
+            "-d",
+            "--name",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "echo serving; exec sleep 60",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_string();
+    let status = tether(base, &["status", "web"], b"");
+    let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(
+        (info["id"].as_str(), info["name"].as_str()),
+        (Some(id.as_str()), Some("web"))
+    );
+    let ps_text = text(&tether(base, &["ps"], b"").stdout);
+    assert!(
+        ps_text
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains(" web ")),
+        "{ps_text}"
+    );
+    // Unique among known processes.
+    let out = tether(base, &["run", "-d", "--name", "web", "--", "true"], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("name_taken"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = tether(base, &["kill", "web"], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = tether(base, &["wait", "web"], b"");
+    assert_eq!(out.status.code(), Some(137));
+    let out = tether(base, &["logs", "web"], b"");
+    assert_eq!(text(&out.stdout), "serving\n");
+    let out = tether(base, &["rm", "web"], b"");
+    assert_eq!(out.status.code(), Some(0));
+    // Forgotten, the name is free again.
+    let out = tether(base, &["run", "--name", "web", "--", "echo", "again"], b"");
+    assert_eq!(
+        (text(&out.stdout).as_str(), out.status.code()),
+        ("again\n", Some(0))
+    );
+}
+
+#[test]
+fn an_attached_run_says_when_the_server_shut_down() {
+    let mut server = TestServer::start();
+    let (child, lines) = tether_lines(
+        &server.base,
+        &["run", "--", "sh", "-c", "echo ready; exec sleep 60"],
+    );
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
+    assert_eq!(block_on(server.terminate()), Some(0));
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(143));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("tether: killed: the server shut down"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unattached_timeout_ends_a_process_nobody_attaches_to() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(
+        base,
+        &[
+            "run",
+            "-d",
+            "--unattached-timeout",
+            "300ms",
+            "--",
+            "sleep",
+            "30",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_string();
+    let out = tether(base, &["wait", &id], b"");
+    assert_eq!(out.status.code(), Some(143));
+    let status = tether(base, &["status", &id], b"");
+    let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(info["reason"], "unattached");
 }

@@ -198,7 +198,7 @@ async fn setsid_and_double_fork_escapees_are_gone_after_delete() {
         wait_alive(&marks).await;
         let response = server
             .http
-            .delete(server.url(&format!("/v1/processes/{}", info.id)))
+            .delete(server.url(&format!("/v1/processes/{}?force=1", info.id)))
             .send()
             .await
             .unwrap();
@@ -226,7 +226,7 @@ async fn a_fork_loop_is_gone_after_delete_every_time() {
             wait_alive(std::slice::from_ref(&child)).await;
             let response = server
                 .http
-                .delete(server.url(&format!("/v1/processes/{}", info.id)))
+                .delete(server.url(&format!("/v1/processes/{}?force=1", info.id)))
                 .send()
                 .await
                 .unwrap();
@@ -379,7 +379,7 @@ async fn a_pid_reused_within_the_kill_grace_is_not_killed() {
         let pid = victim.pid;
         let response = server
             .http
-            .delete(server.url(&format!("/v1/processes/{}", victim.id)))
+            .delete(server.url(&format!("/v1/processes/{}?force=1", victim.id)))
             .send()
             .await
             .unwrap();

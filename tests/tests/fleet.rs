@@ -418,14 +418,11 @@ async fn a_draining_host_takes_no_spawns_and_lets_its_processes_finish() {
     )
     .expect("SIGTERM tetherd-2");
     // Readiness turns to 503 (the event the proxy and Kubernetes watch).
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let health = loop {
-        let health = fleet.get("/nodes/tetherd-2/healthz").await;
-        if health.0 == 503 || tokio::time::Instant::now() >= deadline {
-            break health;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let health = tether_tests::settle_async(
+        || fleet.get("/nodes/tetherd-2/healthz"),
+        |(status, _)| *status == 503,
+    )
+    .await;
     assert_eq!(health, (503, Value::String("draining\n".into())));
     // A spawn sent to it is refused with a Retry-After ...
     let refused = fleet

@@ -77,7 +77,7 @@ async fn read_response(tcp: &mut TcpStream) -> (u16, String) {
 }
 
 async fn delete(server: &TestServer, id: &str) {
-    let url = server.url(&format!("/v1/processes/{id}"));
+    let url = server.url(&format!("/v1/processes/{id}?force=1"));
     let response = server.http.delete(url).send().await.unwrap();
     assert_eq!(response.status(), 200);
 }

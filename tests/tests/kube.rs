@@ -480,7 +480,8 @@ async fn attach_joins_an_existing_process_and_an_unknown_pod_is_a_404_status() {
 
 #[tokio::test]
 async fn a_client_that_stops_reading_paces_the_program_and_loses_nothing() {
-    let server = TestServer::start();
+    // Retention far below the output, so that block mode must pace it.
+    let server = TestServer::start_with(&["--retain-bytes", "1048576"]);
     let total: usize = 48 << 20;
     let query = format!(
         "{}&stdout=true",

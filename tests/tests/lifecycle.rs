@@ -1,6 +1,9 @@
-//! A process's life: spawn and its errors, idempotency keys, deadlines,
-//! signals it sends itself, DELETE, stubborn and forking children, and the
-//! exit reported with its final fields.
+//! A process's life: spawn and its errors, idempotency keys, names,
+//! deadlines, the unattached timeout, signals it sends itself, kill and
+//! DELETE (two things), stubborn and forking children, and the exit
+//! reported with its final fields.
+
+use std::time::Duration;
 
 use serde_json::json;
 use tether_protocol::ExitReason;
@@ -157,13 +160,13 @@ async fn a_self_inflicted_kill_is_a_signal_not_a_timeout() {
 }
 
 #[tokio::test]
-async fn delete_kills_the_session_with_reason_killed_and_forgets() {
+async fn a_forced_delete_kills_the_session_with_reason_killed_and_forgets() {
     let server = TestServer::start();
     let process = server.sh("sleep 30 & sleep 30", json!({})).await;
     let mut attachment = server.attach(&process.id, "").await;
     let response = server
         .http
-        .delete(server.url(&format!("/v1/processes/{}", process.id)))
+        .delete(server.url(&format!("/v1/processes/{}?force=1", process.id)))
         .send()
         .await
         .unwrap();
@@ -175,7 +178,7 @@ async fn delete_kills_the_session_with_reason_killed_and_forgets() {
     assert_eq!(status, 404);
 }
 
-/// DELETE of a session that traps TERM waits (bounded by the kill grace)
+/// A forced DELETE of a session that traps TERM waits (bounded by the kill grace)
 /// until it has exited. While it is dying it still counts against
 /// `--max-processes`: the limit bounds processes running on the machine,
 /// not entries in the table.
@@ -194,7 +197,7 @@ async fn a_deleted_process_still_dying_counts_against_the_process_limit() {
     let delete = {
         let request = server
             .http
-            .delete(server.url(&format!("/v1/processes/{}", stubborn.id)));
+            .delete(server.url(&format!("/v1/processes/{}?force=1", stubborn.id)));
         tokio::spawn(async move { request.send().await.unwrap() })
     };
     // Once the DELETE has sent TERM (the trap says so), the session lives on
@@ -299,4 +302,275 @@ async fn a_deadline_of_u64_max_milliseconds_is_accepted_and_never_fires() {
     let exit = server.wait_exit(&process.id).await;
     assert_eq!(exit.reason, Some(ExitReason::Exit));
     assert_eq!(exit.exit_code, Some(0));
+}
+
+// ---- Kill and forget are two things (issue 13) ----
+
+/// `POST .../kill` ends the whole session and keeps the process: its
+/// object, output and `wait` stay until the exited TTL, like any exit.
+#[tokio::test]
+async fn a_killed_process_stays_queryable_until_it_is_forgotten() {
+    let server = TestServer::start();
+    let process = server
+        .sh("echo started; sleep 30 & sleep 30", json!({}))
+        .await;
+    let mut attachment = server.attach(&process.id, "").await;
+    let mut seen = Received::default();
+    attachment.until_stdout_contains("started", &mut seen).await;
+    let (status, killed) = server
+        .post(&format!("/v1/processes/{}/kill", process.id), json!(null))
+        .await;
+    assert_eq!(status, 200, "{killed}");
+    assert_eq!(
+        killed["status"], "exited",
+        "kill answers once exited: {killed}"
+    );
+    assert_eq!(killed["reason"], "killed");
+    assert_eq!(killed["exit_code"], 143, "TERM first, by default: {killed}");
+    assert!(
+        wait_session_gone(process.pid).await,
+        "the background job too"
+    );
+    assert_eq!(
+        attachment.until_exit().await.exit.unwrap().reason,
+        Some(ExitReason::Killed)
+    );
+    // Still known: status, wait and a replaying attach.
+    assert_eq!(
+        server.status(&process.id).await.reason,
+        Some(ExitReason::Killed)
+    );
+    let waited = server.wait_exit(&process.id).await;
+    assert_eq!(waited.exit_code, Some(143));
+    let replay = server.attach(&process.id, "").await.until_exit().await;
+    assert_eq!(replay.stdout, b"started\n");
+    // Killing it again changes nothing.
+    let (status, again) = server
+        .post(&format!("/v1/processes/{}/kill", process.id), json!(null))
+        .await;
+    assert_eq!((status, &again["exit_code"]), (200, &json!(143)));
+    // Forgetting is DELETE.
+    let response = server
+        .http
+        .delete(server.url(&format!("/v1/processes/{}", process.id)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let (status, _) = server.get(&format!("/v1/processes/{}", process.id)).await;
+    assert_eq!(status, 404);
+}
+
+/// `grace_ms=0` is `docker kill`: SIGKILL at once, even for a program that
+/// traps TERM; exit code 137.
+#[tokio::test]
+async fn kill_with_no_grace_sends_sigkill_at_once() {
+    let server = TestServer::start_with(&["--kill-grace-ms", "30000"]);
+    let process = server
+        .sh(
+            "trap '' TERM; echo ready; while :; do sleep 0.05; done",
+            json!({}),
+        )
+        .await;
+    let mut attachment = server.attach(&process.id, "").await;
+    attachment
+        .until_stdout_contains("ready", &mut Received::default())
+        .await;
+    let started = std::time::Instant::now();
+    let (status, killed) = server
+        .post(
+            &format!("/v1/processes/{}/kill?grace_ms=0", process.id),
+            json!(null),
+        )
+        .await;
+    assert_eq!(status, 200, "{killed}");
+    assert_eq!(
+        (&killed["exit_code"], &killed["signal"]),
+        (&json!(137), &json!("KILL"))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    for bad in ["soon", "600001"] {
+        let (status, body) = server
+            .post(
+                &format!("/v1/processes/{}/kill?grace_ms={bad}", process.id),
+                json!(null),
+            )
+            .await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (400, &json!("invalid_request"))
+        );
+    }
+}
+
+/// DELETE forgets; a running process is refused (409 `still_running`)
+/// unless `force=1`, which kills it first.
+#[tokio::test]
+async fn delete_forgets_and_refuses_a_running_process_unless_forced() {
+    let server = TestServer::start();
+    let process = server.sh("sleep 30", json!({})).await;
+    let url = server.url(&format!("/v1/processes/{}", process.id));
+    let response = server.http.delete(&url).send().await.unwrap();
+    assert_eq!(response.status(), 409);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "still_running");
+    assert!(!server.status(&process.id).await.is_exited());
+    let response = server
+        .http
+        .delete(format!("{url}?force=1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(
+        (&body["status"], &body["reason"]),
+        (&json!("exited"), &json!("killed"))
+    );
+    assert!(wait_session_gone(process.pid).await);
+    let (status, _) = server.get(&format!("/v1/processes/{}", process.id)).await;
+    assert_eq!(status, 404);
+}
+
+// ---- Names (issue 13) ----
+
+#[tokio::test]
+async fn a_name_is_unique_and_works_wherever_the_id_does() {
+    let server = TestServer::start();
+    let process = server
+        .spawn(json!({"command": "echo hi; read x", "stdin": true, "name": "build-1"}))
+        .await;
+    assert_eq!(process.name.as_deref(), Some("build-1"));
+    let by_name = server.status("build-1").await;
+    assert_eq!(by_name.id, process.id);
+    let (status, body) = server
+        .post(
+            "/v1/processes",
+            json!({"argv": ["true"], "name": "build-1"}),
+        )
+        .await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (409, &json!("name_taken")),
+        "{body}"
+    );
+    for bad in ["", "has space", "a/b", &"x".repeat(65), &"0".repeat(32)] {
+        let (status, body) = server
+            .post("/v1/processes", json!({"argv": ["true"], "name": bad}))
+            .await;
+        assert_eq!(status, 400, "{bad:?}: {body}");
+    }
+    // stdin, attach and wait by name.
+    let (status, _) = server.post_raw_stdin("build-1", b"go\n").await;
+    assert_eq!(status, 204);
+    let received = server.attach("build-1", "").await.until_exit().await;
+    assert_eq!(received.stdout, b"hi\n");
+    let (status, waited) = server.get("/v1/processes/build-1/wait").await;
+    assert_eq!((status, &waited["exit_code"]), (200, &json!(0)));
+    // Forgotten, the name is free.
+    let response = server
+        .http
+        .delete(server.url("/v1/processes/build-1"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let again = server
+        .spawn(json!({"argv": ["true"], "name": "build-1"}))
+        .await;
+    assert_ne!(again.id, process.id);
+}
+
+// ---- The end of an unattached process (issue 13) ----
+
+/// With `unattached_timeout_ms`, a process nobody attaches to is ended
+/// (the whole session, reason `unattached`).
+#[tokio::test]
+async fn a_process_nobody_attaches_to_ends_after_its_unattached_timeout() {
+    let server = TestServer::start();
+    let process = server
+        .sh("sleep 30 & sleep 30", json!({"unattached_timeout_ms": 300}))
+        .await;
+    let exit = server.wait_exit(&process.id).await;
+    assert_eq!(exit.reason, Some(ExitReason::Unattached));
+    assert_eq!(exit.exit_code, Some(143));
+    assert!(wait_session_gone(process.pid).await);
+    // 0 means never, as for timeout_ms.
+    let (status, body) = server
+        .post(
+            "/v1/processes",
+            json!({"argv": ["true"], "unattached_timeout_ms": 0}),
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+}
+
+/// An attached process is never ended, however long it stays attached;
+/// the timer starts afresh when the last attachment goes.
+#[tokio::test]
+async fn an_attached_process_is_never_ended_and_the_timer_restarts_at_detach() {
+    let server = TestServer::start();
+    let process = server
+        .sh("sleep 30", json!({"unattached_timeout_ms": 400}))
+        .await;
+    let attachment = server.attach(&process.id, "readonly=1").await;
+    // Attached for three times the timeout: still running.
+    let (status, value) = server
+        .get(&format!(
+            "/v1/processes/{}/wait?timeout_ms=1200",
+            process.id
+        ))
+        .await;
+    assert_eq!(
+        (status, &value["status"]),
+        (200, &json!("running")),
+        "{value}"
+    );
+    drop(attachment);
+    // Detached: it runs on for the timeout counted from the detach, not
+    // from the spawn (1.2 s ago), then ends.
+    let detached = std::time::Instant::now();
+    let exit = server.wait_exit(&process.id).await;
+    assert_eq!(exit.reason, Some(ExitReason::Unattached));
+    assert!(
+        detached.elapsed() >= Duration::from_millis(300),
+        "ended {:?} after the detach",
+        detached.elapsed()
+    );
+}
+
+/// "Found but cannot run" (a file without execute permission, a directory,
+/// a missing cwd) is `cannot_execute`, apart from "not found"
+/// (`spawn_failed`), so clients can exit 126 and 127 as a shell does.
+#[tokio::test]
+async fn a_program_that_cannot_run_is_told_apart_from_one_not_found() {
+    let server = TestServer::start();
+    for (body, code) in [
+        (json!({"argv": ["/etc/passwd"]}), "cannot_execute"),
+        (json!({"argv": ["/tmp"]}), "cannot_execute"),
+        (
+            json!({"argv": ["true"], "cwd": "/nonexistent"}),
+            "cannot_execute",
+        ),
+        (
+            json!({"argv": ["true"], "cwd": "/etc/passwd"}),
+            "cannot_execute",
+        ),
+        (json!({"argv": ["/no/such/program"]}), "spawn_failed"),
+        (
+            json!({"argv": ["no-such-program-anywhere"]}),
+            "spawn_failed",
+        ),
+    ] {
+        let (status, answer) = server.post("/v1/processes", body.clone()).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (422, Some(code)),
+            "{body}: {answer}"
+        );
+    }
 }

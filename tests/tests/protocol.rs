@@ -273,3 +273,24 @@ async fn negative_numbers_in_frames_close_only_that_attachment() {
     let received = witness.until_exit().await;
     assert!(String::from_utf8_lossy(&received.stdout).contains("got fine"));
 }
+
+#[tokio::test]
+async fn a_wrong_method_is_405_method_not_allowed() {
+    let server = TestServer::start();
+    let response = server
+        .http
+        .put(server.url("/v1/processes"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("PUT /v1/processes"),
+        "{body}"
+    );
+}

@@ -32,6 +32,13 @@ export interface AttachOptions {
   offsets?: { stdout?: number; stderr?: number };
   /** Credit window per stream in bytes: at most this much of each stream is buffered in the client (default 256 KiB). */
   window?: number;
+  /**
+   * PTY only: start from the terminal screen (`screen=1`) rather than
+   * replaying bytes, and on a reconnect whose offset was evicted, get the
+   * screen instead of a `dropped` gap (`screen=evicted`). stdout then
+   * yields a `screen` chunk first.
+   */
+  screen?: boolean;
   /** Read-only attachment (`readonly=1`): `write`, `closeStdin`, `resize` and `signal` throw. */
   readonly?: boolean;
   /** Retry budget for connecting and for each reconnect after a drop (default: the client's `retry`, 30 s with backoff 100 ms to 2 s; `budgetMs: Infinity` never gives up). */
@@ -281,6 +288,7 @@ export class Attachment {
       const wanted = { stdout: stdout.next, stderr: stderr.next };
       const query: Record<string, string | number> = { stdout: wanted.stdout, stderr: wanted.stderr, window: connWindow };
       if (this.options.readonly) query.readonly = 1;
+      if (this.options.screen) query.screen = this.connections === 0 ? 1 : "evicted";
       const url = this.client.attachUrl(this.id, query);
       const shownUrl = url.replace(/access_token=[^&]*/, "access_token=…");
       const generation = ++this.generation;
@@ -329,6 +337,8 @@ export class Attachment {
         }
         if (!opened) {
           if (frame.type === "hello") {
+            // With `screen`, stdout starts where the screen frame says.
+            if (this.options.screen && frame.stdout !== wanted.stdout) stdout.next = wanted.stdout = frame.stdout;
             if (frame.stdout !== wanted.stdout || frame.stderr !== wanted.stderr) {
               return settle(new ProtocolError(`the server resumed at offsets ${frame.stdout}/${frame.stderr}, asked for ${wanted.stdout}/${wanted.stderr}`));
             }
@@ -467,6 +477,12 @@ export class Attachment {
         if (frame.offset !== s.next) throw new ProtocolError(`dropped range of ${frame.stream} starts at ${frame.offset}, expected ${s.next}`);
         s.next = frame.offset + frame.length;
         if (!s.discard) s.push({ type: "dropped", offset: frame.offset, length: frame.length });
+        return;
+      }
+      case "screen": {
+        const s = this.streams.stdout;
+        if (frame.offset !== s.next) throw new ProtocolError(`screen at offset ${frame.offset}, expected ${s.next}`);
+        if (!s.discard) s.push({ type: "screen", offset: frame.offset, cols: frame.cols, rows: frame.rows, data: frame.data });
         return;
       }
       case "exit":

@@ -197,12 +197,23 @@ export class TetherClient {
   }
 
   /**
-   * `DELETE /v1/processes/{id}`: kills the whole session if it runs (reason
-   * `killed`) and answers with the final process object once it has exited.
-   * Not retried.
+   * `POST /v1/processes/{id}/kill`: kills the whole session if it runs
+   * (reason `killed`) and answers with the final process object once it has
+   * exited. The process stays known (output, exit, `wait`) until the
+   * server's exited TTL or `remove`. Not retried.
    */
   async kill(id: string, options: CallOptions = {}): Promise<ProcessInfo> {
-    return parseProcess(await this.requestJson({ method: "DELETE", path: `/v1/processes/${segment(id)}`, signal: options.signal }));
+    return parseProcess(await this.requestJson({ method: "POST", path: `/v1/processes/${segment(id)}/kill`, signal: options.signal }));
+  }
+
+  /**
+   * `DELETE /v1/processes/{id}`: forgets an exited process. A running one is
+   * refused (409 `still_running`) unless `force`, which kills it first. Not
+   * retried.
+   */
+  async remove(id: string, options: CallOptions & { force?: boolean } = {}): Promise<ProcessInfo> {
+    const query = options.force ? "?force=1" : "";
+    return parseProcess(await this.requestJson({ method: "DELETE", path: `/v1/processes/${segment(id)}${query}`, signal: options.signal }));
   }
 
   /**

@@ -11,7 +11,13 @@ export type Chunk =
   /** Bytes of the stream; `offset` is that of `data[0]` since spawn. */
   | { type: "data"; offset: number; data: Uint8Array }
   /** Bytes `offset..offset+length` were evicted on the server (drop mode) before this attachment got them. */
-  | { type: "dropped"; offset: number; length: number };
+  | { type: "dropped"; offset: number; length: number }
+  /**
+   * The terminal screen at `offset` (stdout of a PTY, with the `screen`
+   * option): reset the terminal, resize it to `cols x rows`, write `data`;
+   * the data chunks that follow start at `offset`. Not counted as credit.
+   */
+  | { type: "screen"; offset: number; cols: number; rows: number; data: Uint8Array };
 
 /** Flow-control figures of one stream, for tests and curious callers. */
 export interface StreamStats {
@@ -65,7 +71,12 @@ export class StreamState {
   }
 
   push(chunk: Chunk): void {
-    if (chunk.type === "dropped") {
+    if (chunk.type === "screen") {
+      // What was queued before it is replaced by it.
+      this.consumed(this.unconsumed);
+      this.queue = [];
+      this.head = 0;
+    } else if (chunk.type === "dropped") {
       this.droppedBytes += chunk.length;
       const last = this.queue.length > this.head ? this.queue[this.queue.length - 1] : undefined;
       if (last?.type === "dropped" && last.offset + last.length === chunk.offset) {

@@ -24,8 +24,8 @@ export const PROTOCOL_VERSION = 1;
 export type StreamName = "stdout" | "stderr";
 /** `exited` means reaped *and* output fully captured. */
 export type ProcessStatus = "running" | "exited";
-/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for DELETE and shutdown. */
-export type ExitReason = "exit" | "signal" | "timeout" | "killed";
+/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for a kill request and shutdown, `unattached` when its `unattached_timeout_ms` passed with nobody attached, `lost` when a restarted server read it back from its data directory. */
+export type ExitReason = "exit" | "signal" | "timeout" | "killed" | "unattached" | "lost";
 /** What a full retention does: evict the oldest bytes (`drop`) or pace the program (`block`). */
 export type Overflow = "drop" | "block";
 
@@ -33,6 +33,8 @@ export type Overflow = "drop" | "block";
 export interface ProcessInfo {
   /** Server-assigned id used in URLs. */
   id: string;
+  /** The name given at spawn, if any. */
+  name?: string;
   /** OS pid of the session leader. */
   pid: number;
   /** What was executed (`["/bin/sh", "-c", TEXT]` for a `command`). */
@@ -69,6 +71,7 @@ export type ServerFrame =
   | { type: "stdout"; offset: number; data: Uint8Array }
   | { type: "stderr"; offset: number; data: Uint8Array }
   | { type: "dropped"; stream: StreamName; offset: number; length: number }
+  | { type: "screen"; offset: number; cols: number; rows: number; data: Uint8Array }
   | { type: "exit"; process: ProcessInfo }
   | { type: "error"; code: string; message: string };
 
@@ -110,6 +113,10 @@ export interface SpawnRequest {
   stdin?: boolean;
   /** `drop` (default) or `block`. */
   overflow?: Overflow;
+  /** A name unique among the server's known processes, usable wherever the id is. */
+  name?: string;
+  /** End the process (reason `unattached`) once it has had no attachment this long (ms), counted afresh from each detach; 0 or absent: never. */
+  unattached_timeout_ms?: number;
 }
 
 /** Why a frame could not be decoded; mirrors the Rust `DecodeError`. */
@@ -197,6 +204,7 @@ export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
   if (!Array.isArray(argv)) invalid(kind, "argv must be an array");
   return {
     id: str(kind, "id", p.id),
+    ...(p.name === undefined ? {} : { name: str(kind, "name", p.name) }),
     pid: u64(kind, "pid", p.pid),
     argv: argv.map((a) => str(kind, "argv", a)),
     tty: bool(kind, "tty", p.tty),
@@ -205,7 +213,7 @@ export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
     started_at: str(kind, "started_at", p.started_at),
     exit_code: nullable(p.exit_code, (v) => int(kind, "exit_code", v)),
     signal: nullable(p.signal, (v) => str(kind, "signal", v)),
-    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed"] as const)),
+    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed", "unattached", "lost"] as const)),
     finished_at: nullable(p.finished_at, (v) => str(kind, "finished_at", v)),
     duration_ms: nullable(p.duration_ms, (v) => u64(kind, "duration_ms", v)),
     stdout_bytes: u64(kind, "stdout_bytes", p.stdout_bytes),
@@ -254,6 +262,14 @@ export function decodeServerFrame(input: Uint8Array | ArrayBuffer): ServerFrame 
         offset: u64(kind, "offset", f.offset),
         length: u64(kind, "length", f.length),
       };
+    case "screen":
+      return {
+        type: "screen",
+        offset: u64(kind, "offset", f.offset),
+        cols: u64(kind, "cols", f.cols),
+        rows: u64(kind, "rows", f.rows),
+        data: bytes(kind, "data", f.data),
+      };
     case "exit":
       return { type: "exit", process: parseProcess(f.process, kind) };
     case "error":
@@ -288,6 +304,7 @@ export function decodeClientFrame(input: Uint8Array | ArrayBuffer): ClientFrame 
 function orderedProcess(p: ProcessInfo): ProcessInfo {
   return {
     id: p.id,
+    ...(p.name === undefined ? {} : { name: p.name }),
     pid: p.pid,
     argv: p.argv,
     tty: p.tty,
@@ -314,6 +331,8 @@ function orderedServer(f: ServerFrame): object {
       return { type: f.type, offset: f.offset, data: f.data };
     case "dropped":
       return { type: f.type, stream: f.stream, offset: f.offset, length: f.length };
+    case "screen":
+      return { type: f.type, offset: f.offset, cols: f.cols, rows: f.rows, data: f.data };
     case "exit":
       return { type: f.type, process: orderedProcess(f.process) };
     case "error":

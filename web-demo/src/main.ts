@@ -14,6 +14,9 @@ import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { HttpError, TetherClient, type Attachment, type ProcessInfo } from "@tether/client";
 
+/** A session of this page ends after this long with no tab attached (10 minutes). */
+const UNATTACHED_MS = 10 * 60 * 1000;
+
 // Credit window per stream. Large enough that a fast stream never waits on
 // round trips, small enough that the tab holds at most this much unwritten.
 export const WINDOW = 256 * 1024;
@@ -86,7 +89,9 @@ const view = {
   text(): string {
     const buffer = term.buffer.active;
     const lines: string[] = [];
-    for (let y = 0; y < buffer.length; y++) lines.push(buffer.getLine(y)?.translateToString(true) ?? "");
+    // A screen snapshot writes blanks out; xterm keeps those apart from
+    // cells never written, nothing a person sees does: trim both.
+    for (let y = 0; y < buffer.length; y++) lines.push((buffer.getLine(y)?.translateToString(true) ?? "").replace(/ +$/, ""));
     return lines.join("\n");
   },
 };
@@ -150,6 +155,22 @@ async function withToken<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
+// Stdout below this offset was written before the current attachment.
+let replayedUntil = 0;
+// True while xterm parses replayed bytes or a screen snapshot.
+let renderingReplay = false;
+
+/** Writes bytes that are not live: whatever the terminal answers is dropped. */
+function writeReplayed(data: Uint8Array): Promise<void> {
+  return new Promise<void>((resolve) => {
+    renderingReplay = true;
+    term.write(data, () => {
+      renderingReplay = false;
+      resolve();
+    });
+  });
+}
+
 async function attach(id: string): Promise<void> {
   attachment?.close();
   attachment = undefined;
@@ -170,17 +191,23 @@ async function attach(id: string): Promise<void> {
   if (startingEl.hidden) setStarting(`connecting to ${id.slice(0, 8)}…`);
   let current: Attachment;
   try {
+    // A PTY starts from its screen (first load, reload, and a reconnect
+    // whose offset was evicted), not from a replay of old bytes.
+    const tty = (await withToken(() => conn.get(id))).tty;
     current = await withToken(() =>
       conn.attach(id, {
         window: WINDOW,
         // A read-only share link never writes, resizes or signals.
         readonly: scope !== undefined && !scope.write,
+        screen: tty,
         // A tab keeps trying for as long as it is open; the page has no
         // use for the exit long-poll (one PTY stream, read as it comes).
         reconnect: { budgetMs: Infinity, initialBackoffMs: 250, maxBackoffMs: 5000 },
         pollExit: false,
         onOpen: (process, resumed) => {
           if (generation !== attachGeneration) return;
+          // Everything up to here was written before this attachment: replayed.
+          replayedUntil = process.stdout_bytes;
           setStatus(`${resumed ? "reconnected" : "attached"}: ${describeCommand(process)} (${id})`, "ok");
           // The PTY follows this tab's size; another tab may have changed it.
           // A process on pipes has no size (the server refuses a resize).
@@ -210,9 +237,16 @@ async function attach(id: string): Promise<void> {
     // frames whole. Waiting for its write callback before taking the next
     // chunk is what grants credit: the tab never holds more than WINDOW.
     for await (const chunk of current.stdout) {
-      if (chunk.type === "data") {
+      if (chunk.type === "screen") {
+        // A session that has printed nothing yet has an empty screen.
+        if (chunk.offset > 0 && !startingEl.hidden) setStarting(undefined);
+        term.write("\x1bc");
+        await writeReplayed(chunk.data);
+        void current.resize(term.cols, term.rows).catch(() => {});
+      } else if (chunk.type === "data") {
         if (!startingEl.hidden) setStarting(undefined);
-        await new Promise<void>((resolve) => term.write(chunk.data, resolve));
+        if (chunk.offset < replayedUntil) await writeReplayed(chunk.data);
+        else await new Promise<void>((resolve) => term.write(chunk.data, resolve));
       } else {
         notice(`tether: ${chunk.length} bytes of output were dropped`);
       }
@@ -249,7 +283,10 @@ async function startSession(): Promise<void> {
     const process = await withToken(() =>
       // overflow "drop": see README.md (a slow or background tab must
       // never stall the shell for everyone else).
-      conn.spawn({ command, tty: true, cols: term.cols, rows: term.rows, overflow: "drop" }),
+      // A closed tab must not leave a shell running forever: a session
+      // nobody has attached for UNATTACHED_MS ends (reload and other tabs
+      // reattach well within it).
+      conn.spawn({ command, tty: true, cols: term.cols, rows: term.rows, overflow: "drop", unattached_timeout_ms: UNATTACHED_MS }),
     );
     void attach(process.id);
     void refreshSessions();
@@ -344,8 +381,14 @@ async function refreshSessions(): Promise<void> {
 const type = (bytes: Uint8Array) => {
   if (mayType()) void attachment?.write(bytes).catch(() => {});
 };
-term.onData((data) => type(encoder.encode(data)));
-term.onBinary((data) => type(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff)));
+// Replies xterm makes to queries in replayed output (cursor position,
+// device attributes, colours) would be typed into the session: dropped.
+term.onData((data) => {
+  if (!renderingReplay) type(encoder.encode(data));
+});
+term.onBinary((data) => {
+  if (!renderingReplay) type(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
+});
 term.onResize(({ cols, rows }) => {
   if (attachment?.process?.tty && mayType()) void attachment.resize(cols, rows).catch(() => {});
 });

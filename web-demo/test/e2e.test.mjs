@@ -465,6 +465,10 @@ test("an EventSource resumes after a cut connection with no gap and no repeat", 
     const spawned = await fetch(`${baseUrl}/v1/processes`, {
       method: "POST",
       body: JSON.stringify({ command: "for i in $(seq 1 60); do echo line-$i; sleep 0.03; done; printf '\\377'" }),
+      body: JSON.stringify({
+        command: "for i in $(seq 1 30); do echo line-$i; done; read go; for i in $(seq 31 60); do echo line-$i; sleep 0.02; done; printf '\\377'",
+        stdin: true,
+      }),
     }).then((r) => r.json());
     const page = await browser.newPage();
     // Any document of the proxy's origin will do.
@@ -483,6 +487,11 @@ test("an EventSource resumes after a cut connection with no gap and no repeat", 
     await page.waitForFunction(() => /line-5\n/.test(window.seen.text), null, { timeout: TIMEOUT });
     proxy.cut();
     // The browser notices and retries (refused until restore()).
+    await page.waitForFunction(() => /line-30\n/.test(window.seen.text), null, { timeout: TIMEOUT });
+    proxy.cut();
+    // The program prints on while the browser is cut off and retrying.
+    const go = await fetch(`${baseUrl}/v1/processes/${spawned.id}/stdin`, { method: "POST", body: "go\n" });
+    assert.equal(go.status, 204);
     await page.waitForFunction(() => window.es.readyState === EventSource.CONNECTING, null, { timeout: TIMEOUT });
     proxy.restore();
     await page.waitForFunction(() => window.seen.exit !== null, null, { timeout: TIMEOUT });
@@ -584,4 +593,73 @@ test("share links: read-only shows the live session and typing changes nothing; 
   } finally {
     await stopServer(secured.server);
   }
+});
+
+// Issue 14: the screen, not a byte soup. vim's start (the switch to the
+// alternate screen, its terminal queries) is long evicted when the page
+// reloads; the page must show vim's screen, as the server's emulator has it,
+// and nothing the terminal answered on any reload or second tab may reach
+// the shell.
+test("a reload during vim shows vim's screen and types nothing into the session", { timeout: 120_000 }, async () => {
+  const spawned = await fetch(`${baseUrl}/v1/processes`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ command: SHELL, tty: true, retain_bytes: 8192 }),
+  }).then((r) => r.json());
+  const id = spawned.id;
+  const page = await openTerminal(`session=${id}`);
+  await run(page, "vim -u NONE -N -i NONE -n /etc/services");
+  await waitForText(page, /"\/etc\/services"/);
+  // Redraws until far more than the retention has been written since vim started.
+  for (let i = 0; i < 40; i++) {
+    await page.keyboard.press(i % 2 ? "g" : "G");
+    if (i % 2) await page.keyboard.press("g");
+  }
+  await page.keyboard.type(":echo 'marker-' . (6*7)\n");
+  await waitForText(page, /marker-42/);
+  const status = await fetch(`${baseUrl}/v1/processes/${id}`).then((r) => r.json());
+  assert.ok(status.stdout_bytes > 4 * 8192, `only ${status.stdout_bytes} bytes written`);
+
+  // The rows the page shows equal the server's screen (after the page's own
+  // resize, if any, has been redrawn by vim).
+  const visible = () =>
+    page.evaluate(() => {
+      const b = window.tetherTerm.buffer.active;
+      const rows = [];
+      // Blanks vim wrote and cells never written look alike: trim both.
+      for (let y = b.baseY; y < b.baseY + window.tetherTerm.rows; y++) rows.push((b.getLine(y)?.translateToString(true) ?? "").replace(/ +$/, ""));
+      return { type: b.type, text: rows.join("\n") + "\n" };
+    });
+  const sameAsServer = async (p) => {
+    const deadline = Date.now() + TIMEOUT;
+    let last;
+    while (Date.now() < deadline) {
+      const server = await fetch(`${baseUrl}/v1/processes/${id}/screen`).then((r) => r.text());
+      last = { page: await visible.call(null, p), server };
+      if (last.page.text === server) return last;
+      await new Promise((r) => setTimeout(r, 100)); // polling a condition, bounded
+    }
+    assert.fail(`page never showed the server's screen:\n${JSON.stringify(last, null, 1)}`);
+  };
+  for (let reload = 0; reload < 2; reload++) {
+    await page.reload();
+    await page.waitForFunction((sid) => window.tether?.sessionId === sid && window.tether.status.startsWith("attached"), id, { timeout: TIMEOUT });
+    const shown = await sameAsServer(page);
+    assert.equal(shown.page.type, "alternate", "vim's alternate screen is restored");
+    assert.match(shown.page.text, /marker-42|services/);
+  }
+  const second = await openTerminal(`session=${id}`, { prompt: false });
+  await waitForText(second, /services/);
+  await second.close();
+
+  // :q works, and the shell received exactly what was typed: a stray reply
+  // (ESC[2R, ESC[?...c, colours) would precede this line and break it.
+  await page.locator("#terminal").click();
+  await page.keyboard.type(":q!\n");
+  await waitForText(page, /[#$] ?$/);
+  await run(page, "true; echo \"status=$? clean-$((6*7))\"");
+  await waitForText(page, /^status=0 clean-42$/);
+  const text = await page.evaluate(() => window.tether.text());
+  assert.doesNotMatch(text, /\d+;\d+R|rgb:|\[\?\d+(;\d+)*c/, "no terminal reply reached the shell");
+  await page.close();
 });

@@ -547,8 +547,10 @@ class Attachment:
             return True
         elif isinstance(frame, ErrorFrame):
             self.last_rejection = (frame.code, frame.message)
-        else:
+        elif isinstance(frame, Hello):
             raise ProtocolError("a second hello frame")
+        else:
+            raise ProtocolError("a screen frame this client did not ask for")
         return False
 
 

@@ -319,12 +319,13 @@ class AsyncClient:
         """Kills the whole session of the process (SIGTERM, SIGKILL after the server's grace), waits for its exit, forgets it on the server and returns its final object (reason ``killed`` if it was running). Not retried.
 
         This is the one place that knows how the server kills: today
-        ``DELETE /v1/processes/{id}``.
+        ``DELETE /v1/processes/{id}?force=1`` (a plain DELETE refuses a running
+        process with 409 ``still_running``; ``POST .../kill`` kills and keeps).
         """
         return ProcessInfo.from_wire(
             await self._json(
                 "DELETE",
-                f"/v1/processes/{_segment(process_id)}",
+                f"/v1/processes/{_segment(process_id)}?force=1",
                 # The server answers once the process has exited: allow for
                 # its kill grace and drain bound.
                 timeout=self.request_timeout + 10.0,

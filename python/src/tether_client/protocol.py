@@ -35,7 +35,7 @@ StreamName = Literal["stdout", "stderr"]
 STREAMS: tuple[StreamName, StreamName] = ("stdout", "stderr")
 """Both streams, in the order the server serves them."""
 
-ExitReason = Literal["exit", "signal", "timeout", "killed"]
+ExitReason = Literal["exit", "signal", "timeout", "killed", "unattached", "lost"]
 """Why a process ended: by itself, by a signal the server did not send for a
 deadline, by the server's ``timeout_ms`` deadline (exit code 124), or by
 ``DELETE`` / server shutdown."""
@@ -243,6 +243,26 @@ class Dropped:
 
 
 @dataclass(frozen=True)
+class Screen:
+    """A PTY's screen at stdout ``offset`` (attach with ``screen=1``): ``data``
+    written to a fresh ``cols`` x ``rows`` terminal reproduces it; stdout
+    continues from exactly ``offset``."""
+
+    offset: int
+    cols: int
+    rows: int
+    data: bytes
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "screen", "offset": self.offset, "cols": self.cols, "rows": self.rows, "data": self.data}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+@dataclass(frozen=True)
 class Exit:
     """The last frame: the exited process, sent once all of its output has been sent."""
 
@@ -273,7 +293,7 @@ class ErrorFrame:
         return _pack(self.to_wire())
 
 
-ServerFrame = Hello | Data | Dropped | Exit | ErrorFrame
+ServerFrame = Hello | Data | Dropped | Screen | Exit | ErrorFrame
 """A frame the server sends."""
 
 # ---------------------------------------------------------------- client frames
@@ -398,6 +418,13 @@ def decode_server_frame(payload: bytes) -> ServerFrame:
             )
         if kind == "dropped":
             return Dropped(stream=_stream(v), offset=_uint(v, "offset"), length=_uint(v, "length"))
+        if kind == "screen":
+            return Screen(
+                offset=_uint(v, "offset"),
+                cols=_uint(v, "cols", _U32_MAX),
+                rows=_uint(v, "rows", _U32_MAX),
+                data=_field(v, "data", bytes),
+            )
         if kind == "exit":
             return Exit(process=ProcessInfo.from_wire(_field(v, "process", dict)))
         if kind == "error":

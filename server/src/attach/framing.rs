@@ -46,6 +46,24 @@ impl Framing {
         }
     }
 
+    /// The `screen` frame of `screen=1` (tether.v1 only: Kubernetes
+    /// attachments never ask for one).
+    pub fn screen(&self, snapshot: crate::screen::Snapshot) -> Option<Message> {
+        match self {
+            Framing::Tether => Some(Message::Binary(
+                ServerFrame::Screen {
+                    offset: snapshot.offset,
+                    cols: u32::from(snapshot.cols),
+                    rows: u32::from(snapshot.rows),
+                    data: snapshot.data,
+                }
+                .encode()
+                .into(),
+            )),
+            Framing::Kube(_) => None,
+        }
+    }
+
     /// Whether the client reads `stream` at all; the writer still moves
     /// through a stream it does not read, so it paces nothing.
     pub fn wants(&self, stream: StreamName) -> bool {

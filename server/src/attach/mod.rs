@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures_util::StreamExt;
+use tether_protocol::StreamName;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
@@ -43,6 +44,20 @@ pub struct AttachOptions {
     pub window: Option<u64>,
     /// May not write stdin, signal or resize.
     pub readonly: bool,
+    /// Whether to start from the terminal screen (`screen=`, PTY only).
+    pub screen: ScreenStart,
+}
+
+/// `screen=` of the attach query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScreenStart {
+    /// Absent: start from the requested offsets.
+    Never,
+    /// `screen=1`: a `screen` frame, then stdout from its offset.
+    Always,
+    /// `screen=evicted`: as `Always` if the requested stdout offset was
+    /// evicted, else as `Never` (a resume that would otherwise see `dropped`).
+    IfEvicted,
 }
 
 /// An attachment slot, taken before the upgrade (so a refusal is an HTTP
@@ -105,7 +120,21 @@ pub async fn serve_framed(
     let process = admission.process.clone();
     let config = admission.table.config().clone();
     process.metrics.attaches.fetch_add(1, Ordering::Relaxed);
-    let output = process.output().reader(options.start);
+    let evicted = options.start[0] < process.output().retained_start(StreamName::Stdout);
+    let at_screen = match options.screen {
+        ScreenStart::Always => true,
+        ScreenStart::IfEvicted => evicted,
+        ScreenStart::Never => false,
+    };
+    let (output, screen) = match at_screen.then(|| process.output().reader_at_screen()) {
+        Some(Some((reader, snapshot))) => (reader, Some(snapshot)),
+        // A pipe process has no screen: refused before the upgrade.
+        _ => (process.output().reader(options.start), None),
+    };
+    let start = match &screen {
+        Some(snapshot) => [snapshot.offset, process.output().totals()[1]],
+        None => options.start,
+    };
     let (sink, stream) = socket.split();
     let (events_tx, events) = mpsc::channel(16);
     let credit = Arc::new(Credit::default());
@@ -136,7 +165,8 @@ pub async fn serve_framed(
         send_timeout: config.send_timeout(),
         max_data: config.max_data_frame_bytes.max(1),
         window: options.window,
-        cursors: options.start.map(Cursor::at),
+        cursors: start.map(Cursor::at),
+        screen,
         credit,
         unflushed: 0,
         framing,

@@ -20,6 +20,7 @@ use super::state::{Credit, Liveness, ReaderEvent};
 use crate::metrics::Metrics;
 use crate::process::Process;
 use crate::retained::{Cursor, Next, Reader};
+use crate::screen::Snapshot;
 
 /// Flush after this many bytes of feed()s, so big bursts go out in few
 /// syscalls and small ones promptly.
@@ -47,6 +48,8 @@ pub struct Writer {
     pub unflushed: usize,
     /// The wire format.
     pub framing: Framing,
+    /// `screen=1`: the snapshot to send right after `hello`.
+    pub screen: Option<Snapshot>,
 }
 
 /// What [`Writer::send_available`] left behind.
@@ -86,6 +89,11 @@ impl Writer {
         let start = [self.cursors[0].next, self.cursors[1].next];
         if let Some(hello) = self.framing.hello(self.process.info(), start) {
             if self.send(hello).await.is_err() {
+                return None;
+            }
+        }
+        if let Some(screen) = self.screen.take().and_then(|s| self.framing.screen(s)) {
+            if self.send(screen).await.is_err() {
                 return None;
             }
         }

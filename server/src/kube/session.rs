@@ -208,6 +208,7 @@ async fn serve(
         start: [0, 0],
         window: None,
         readonly,
+        screen: crate::attach::ScreenStart::Never,
     };
     let id = process.id.clone();
     async move {

@@ -116,7 +116,13 @@ impl Status {
                 process.duration_ms.unwrap_or(0)
             ),
             ExitReason::Killed => format!(
-                "command killed by tetherd (DELETE or shutdown): command {command}, exit code {code}"
+                "command killed by tetherd (a kill request or shutdown): command {command}, exit code {code}"
+            ),
+            ExitReason::Unattached => format!(
+                "command ended by tetherd: nothing attached for its unattached_timeout_ms: command {command}, exit code {code}"
+            ),
+            ExitReason::Lost => format!(
+                "command lost: tetherd restarted while command {command} ran; its exit is unknown"
             ),
         };
         let mut message = how;
@@ -216,6 +222,7 @@ mod tests {
 
     fn exited(code: i32, signal: Option<&str>, reason: ExitReason) -> ProcessInfo {
         ProcessInfo {
+            name: None,
             id: "p1".into(),
             pid: 1,
             argv: vec!["sh".into(), "-c".into(), "exit 3".into()],
@@ -231,6 +238,7 @@ mod tests {
             stdout_bytes: 0,
             stderr_bytes: 0,
             output_incomplete: false,
+            retention_error: None,
             kubernetes: None,
             node: None,
             containment: None,

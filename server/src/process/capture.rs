@@ -13,7 +13,7 @@ use std::time::Duration;
 use tether_protocol::StreamName;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::{sleep, sleep_until, Instant};
 
 use crate::metrics::Metrics;
 use crate::pty::{self, PtyMaster};
@@ -65,6 +65,9 @@ pub struct Capture {
     pub drain: Duration,
     /// Counts captured bytes.
     pub metrics: Arc<Metrics>,
+    /// A PTY's stdout: after this long without output the screen's
+    /// emulator is put to sleep (reduced to its snapshot bytes).
+    pub screen_idle: Option<Duration>,
 }
 
 impl Capture {
@@ -72,6 +75,7 @@ impl Capture {
     /// Returns true when it reached end of file.
     pub async fn run(mut self) -> bool {
         let mut deadline: Option<Instant> = None;
+        let mut screen_awake = false;
         loop {
             // Block mode: wait for room. After the reap the tail of the pipe
             // fits the exit slack; what still finds no room is a descendant
@@ -91,7 +95,7 @@ impl Capture {
                     let Ok(mut guard) = ready else { return true };
                     match guard.try_io(|fd| self.read_once(fd.get_ref(), room)) {
                         Ok(Ok(0)) => return true,
-                        Ok(Ok(_)) => {}
+                        Ok(Ok(_)) => screen_awake = self.screen_idle.is_some(),
                         Ok(Err(e)) => {
                             tracing::warn!(stream = self.stream.as_str(), error = %e, "capture read failed");
                             return true;
@@ -103,6 +107,16 @@ impl Capture {
                 Ok(()) = self.reaped.changed(), if deadline.is_none() => {
                     deadline = self.on_reaped();
                 }
+                _ = sleep(self.screen_idle.unwrap_or_default()), if screen_awake => {
+                    self.output.sleep_screen();
+                    screen_awake = false;
+                }
+            }
+            if screen_awake {
+                // Each read also ran the terminal emulator over its bytes:
+                // let other tasks of this worker run between reads, so a
+                // text flood on a PTY never starves attachments or HTTP.
+                tokio::task::yield_now().await;
             }
         }
     }

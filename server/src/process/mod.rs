@@ -10,6 +10,7 @@
 //! serves signals and kills, and publishes the exit.
 
 pub mod capture;
+pub mod recovered;
 pub mod spawn;
 pub mod stdin;
 pub mod supervise;
@@ -41,6 +42,8 @@ pub struct HttpStdinPermit(tokio::sync::OwnedSemaphorePermit);
 pub struct Process {
     /// Server-assigned id.
     pub id: String,
+    /// The name given at spawn, unique among known processes.
+    pub name: Option<String>,
     /// OS pid of the session leader.
     pub pid: u32,
     /// What was executed.
@@ -51,6 +54,8 @@ pub struct Process {
     pub started_at: SystemTime,
     /// Retention reserved against `--retain-total`.
     pub reserved_bytes: u64,
+    /// Disk retention reserved against `--retain-disk-total`.
+    pub reserved_disk_bytes: u64,
     /// Attachment slots (`--max-attachments-per-process`).
     pub attachment_slots: Slots,
     /// The server's counters.
@@ -102,6 +107,7 @@ impl Process {
         let [stdout_bytes, stderr_bytes] = self.output.totals();
         ProcessInfo {
             id: self.id.clone(),
+            name: self.name.clone(),
             pid: self.pid,
             argv: self.argv.clone(),
             tty: self.tty,
@@ -119,6 +125,7 @@ impl Process {
             kubernetes: self.kubernetes.clone(),
             node: node_of(&self.id).map(str::to_string),
             containment: Some(self.contained.kind()),
+            retention_error: self.output.retention_error(),
         }
     }
 
@@ -139,18 +146,26 @@ impl Process {
         rx.await.map_err(|_| self.not_running())
     }
 
-    /// Kills the whole session with `reason`. Once the leader has been
-    /// reaped (the exit may still be draining, or published), the reason
-    /// stays what it was, but descendants left in the session are killed
-    /// all the same: DELETE and shutdown leave nothing behind.
+    /// Kills the whole session with `reason`: TERM, then KILL after
+    /// `--kill-grace-ms`. Once the leader has been reaped (the exit may
+    /// still be draining, or published), the reason stays what it was, but
+    /// descendants left in the session are killed all the same: a kill,
+    /// DELETE and shutdown leave nothing behind.
     pub async fn kill(&self, reason: ExitReason) {
+        self.kill_with_grace(reason, self.kill_grace).await;
+    }
+
+    /// [`Process::kill`] with this grace between TERM and KILL (zero: KILL
+    /// at once).
+    pub async fn kill_with_grace(&self, reason: ExitReason, grace: Duration) {
         let (tx, rx) = oneshot::channel();
-        if self.control.send(Control::Kill(reason, tx)).await.is_ok() && rx.await.is_ok() {
+        let request = Control::Kill(reason, grace, tx);
+        if self.control.send(request).await.is_ok() && rx.await.is_ok() {
             return;
         }
         // Reaped: what is left is ended through its cgroup, or through
         // its session if no stranger took over the number.
-        tokio::spawn(self.contained.clone().end(self.kill_grace));
+        tokio::spawn(self.contained.clone().end(grace));
     }
 
     /// Queues bytes for stdin; waits while the stdin queue is full.
@@ -213,12 +228,16 @@ impl Process {
             return Err(self.not_running());
         }
         self.output
-            .resize_with(|| pty.resize(size))
+            .resize_with(size, || pty.resize(size))
             .map_err(|e| ApiError::Internal(format!("resize failed: {e}")))
     }
 }
 
-/// The node named in a process id (`NODE.HEX`), if the server has one.
+/// The node named in a process id (`NODE.HEX32`), if it has one. A name
+/// given at spawn may hold a dot too, but never ends in 32 hex digits
+/// after it.
 pub fn node_of(id: &str) -> Option<&str> {
-    id.split_once('.').map(|(node, _)| node)
+    let (node, random) = id.rsplit_once('.')?;
+    let random_ok = random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit());
+    (random_ok && !node.is_empty()).then_some(node)
 }

@@ -14,14 +14,17 @@ use tracing::Instrument;
 
 use super::capture::{Capture, Source};
 use super::stdin::StdinQueue;
-use super::supervise::Supervisor;
+use super::supervise::{Supervisor, Unattached};
 use super::Process;
 use crate::config::Config;
+use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::launch::{self, StartPlan, Started, StartedIo};
 use crate::metrics::Metrics;
 use crate::pty::PtyMaster;
+use crate::retained::log::StreamLog;
 use crate::retained::RetainedOutput;
+use crate::screen::{Screen, ScreenLimits};
 use crate::slots::Slots;
 
 /// Environment variables of the server that children never inherit.
@@ -39,7 +42,7 @@ pub struct SpawnPlan {
     /// A stdin pipe (always with a PTY).
     pub stdin: bool,
     pub overflow: Overflow,
-    /// Per-stream retention.
+    /// Per-stream retention (on disk with a data directory).
     pub retain_bytes: usize,
     /// What the server keeps for this process besides its output, counted
     /// against `--retain-total` as well: see [`SpawnPlan::metadata_of`],
@@ -47,6 +50,15 @@ pub struct SpawnPlan {
     pub metadata_bytes: u64,
     /// The names of a Kubernetes exec (`server/src/kube/`), if it is one.
     pub kubernetes: Option<KubernetesNames>,
+    /// Per-stream memory window (all of the retention without a data
+    /// directory).
+    pub retain_memory_bytes: usize,
+    /// Where the disk logs go; memory only without.
+    pub data_dir: Option<Arc<DataDir>>,
+    /// Unique among known processes (the table checks).
+    pub name: Option<String>,
+    /// `unattached_timeout_ms`, if any.
+    pub unattached_timeout: Option<Duration>,
 }
 
 /// What a known process costs besides its argv and output: the process
@@ -54,11 +66,19 @@ pub struct SpawnPlan {
 const PROCESS_OVERHEAD: u64 = 4 << 10;
 
 impl SpawnPlan {
-    /// Retention and metadata this process reserves against
-    /// `--retain-total` while it is known.
+    fn streams(&self) -> u64 {
+        if self.tty.is_some() {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Memory this process reserves against `--retain-total`: its
+    /// windows and its metadata.
     pub fn reserved_bytes(&self) -> u64 {
-        let streams = if self.tty.is_some() { 1 } else { 2 };
-        RetainedOutput::reservation(self.retain_bytes, self.overflow, streams) + self.metadata_bytes
+        RetainedOutput::reservation(self.retain_memory_bytes, self.overflow, self.streams())
+            + self.metadata_bytes
     }
 
     /// The fixed overhead plus argv twice (the process keeps it, and so
@@ -67,6 +87,35 @@ impl SpawnPlan {
     pub fn metadata_of(argv: &[String]) -> u64 {
         let argv: usize = argv.iter().map(|a| a.len() + 1).sum();
         PROCESS_OVERHEAD + 2 * argv as u64
+    }
+
+    /// Disk this process reserves against `--retain-disk-total`.
+    pub fn reserved_disk_bytes(&self) -> u64 {
+        match self.data_dir {
+            Some(_) => {
+                RetainedOutput::reservation(self.retain_bytes, self.overflow, self.streams())
+            }
+            None => 0,
+        }
+    }
+
+    /// The retained output: disk logs behind memory windows, or memory.
+    fn output(&self, id: &str, screen: Option<Screen>) -> RetainedOutput {
+        let Some(dir) = &self.data_dir else {
+            let window = self.retain_memory_bytes;
+            let logs = [StreamLog::memory(window), StreamLog::memory(window)];
+            return RetainedOutput::with_logs(logs, self.overflow, None, screen);
+        };
+        // The file has room for block mode's exit slack from the start.
+        let physical = RetainedOutput::reservation(self.retain_bytes, self.overflow, 1);
+        let logs = dir.logs(
+            id,
+            self.streams() as usize,
+            self.retain_memory_bytes,
+            self.retain_bytes as u64,
+            physical,
+        );
+        RetainedOutput::with_logs(logs, self.overflow, Some(dir.record(id)), screen)
     }
 }
 
@@ -107,13 +156,24 @@ pub fn spawn(
             return Err(e);
         }
     };
-    let output = Arc::new(RetainedOutput::new(plan.retain_bytes, plan.overflow));
+    let screen = plan.tty.filter(|_| !config.no_screen).map(|size| {
+        Screen::new(
+            size.cols(),
+            size.rows(),
+            ScreenLimits {
+                scrollback_lines: config.screen_scrollback,
+            },
+        )
+    });
+    let output = Arc::new(plan.output(&id, screen));
     let (control, control_rx) = mpsc::channel(8);
     let (exit_tx, exit) = watch::channel(None);
     let process = Arc::new(Process {
         id,
         pid,
         reserved_bytes: plan.reserved_bytes(),
+        reserved_disk_bytes: plan.reserved_disk_bytes(),
+        name: plan.name,
         argv: plan.argv,
         tty: pty.is_some(),
         started_at: SystemTime::now(),
@@ -129,6 +189,7 @@ pub fn spawn(
         contained: contained.clone(),
     });
 
+    output.record(&process.info());
     let span = tracing::info_span!("process", id = %process.id);
     let (reaped, reaped_rx) = watch::channel(None);
     let captures = sources
@@ -141,6 +202,8 @@ pub fn spawn(
                 reaped: reaped_rx.clone(),
                 drain: config.drain_timeout(),
                 metrics: metrics.clone(),
+                screen_idle: (plan.tty.is_some() && stream == StreamName::Stdout)
+                    .then(|| config.screen_idle()),
             };
             tokio::spawn(capture.run().instrument(span.clone()))
         })
@@ -152,6 +215,9 @@ pub fn spawn(
         started,
         timeout: plan.timeout,
         kill_grace: config.kill_grace(),
+        unattached: plan
+            .unattached_timeout
+            .map(|timeout| Unattached::new(timeout, process.attachment_slots.watch())),
         control: control_rx,
         reaped,
         captures,
@@ -211,9 +277,9 @@ fn check_cwd(cwd: Option<&str>) -> Result<(), ApiError> {
     let Some(cwd) = cwd else { return Ok(()) };
     match std::fs::metadata(cwd) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(ApiError::SpawnFailed(format!(
+        Ok(_) => Err(ApiError::CannotExecute(format!(
             "cwd {cwd:?} is not a directory"
         ))),
-        Err(e) => Err(ApiError::SpawnFailed(format!("cwd {cwd:?}: {e}"))),
+        Err(e) => Err(ApiError::CannotExecute(format!("cwd {cwd:?}: {e}"))),
     }
 }

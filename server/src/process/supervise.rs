@@ -1,8 +1,8 @@
 //! Supervision: the only owner of the OS child. It reaps it (through its
-//! pidfd), fires the deadline, serves signal and kill requests (only here,
-//! so nothing is signalled by number after the reap), hands what is left of
-//! it to its containment, waits for capture (bounded by the drain timeout),
-//! then publishes the exit.
+//! pidfd), fires the deadline and the unattached timeout, serves signal and
+//! kill requests (only here, so nothing is signalled by number after the
+//! reap), hands what is left of it to its containment, waits for capture
+//! (bounded by the drain timeout), then publishes the exit.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -30,8 +30,63 @@ pub enum Control {
     /// Send a signal to the process group; the reply says it was sent.
     Signal(Signal, oneshot::Sender<()>),
     /// Kill the process and every descendant (TERM, then KILL after the
-    /// grace) and report this reason.
-    Kill(ExitReason, oneshot::Sender<()>),
+    /// grace; KILL at once for a zero grace) and report this reason.
+    Kill(ExitReason, Duration, oneshot::Sender<()>),
+}
+
+/// `unattached_timeout_ms`: fires once the process has had no attachment
+/// for `timeout`, counted from the spawn and afresh from each time the
+/// last attachment goes. Never while one is attached.
+pub struct Unattached {
+    timeout: Duration,
+    /// Attachments in use (`Process::attachment_slots`).
+    attachments: watch::Receiver<usize>,
+    /// When it fires, while nobody is attached.
+    deadline: Option<Instant>,
+}
+
+impl Unattached {
+    /// The timer of a process with no attachment yet.
+    pub fn new(timeout: Duration, attachments: watch::Receiver<usize>) -> Unattached {
+        Unattached {
+            timeout,
+            attachments,
+            deadline: None,
+        }
+    }
+
+    /// Resolves when the deadline passes. Cancel-safe: the deadline lives
+    /// in `self`, so the supervisor's loop may drop and recreate this.
+    async fn expired(&mut self) {
+        loop {
+            // A change means attachments came or went since the last look:
+            // if none is left, the time starts afresh.
+            let changed = self.attachments.has_changed().unwrap_or(false);
+            if *self.attachments.borrow_and_update() > 0 {
+                self.deadline = None;
+            } else if changed || self.deadline.is_none() {
+                self.deadline = Some(Instant::now() + self.timeout);
+            }
+            tokio::select! {
+                result = self.attachments.changed() => {
+                    if result.is_err() {
+                        // The process was forgotten: nobody can attach again.
+                        wait_deadline(self.deadline).await;
+                        return;
+                    }
+                }
+                _ = wait_deadline(self.deadline) => return,
+            }
+        }
+    }
+}
+
+/// The unattached timeout, or never.
+async fn unattached(timer: &mut Option<Unattached>) {
+    match timer {
+        Some(timer) => timer.expired().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The published exit: the final process object, and when it counted as
@@ -57,8 +112,11 @@ pub struct Supervisor {
     pub started: Instant,
     /// `timeout_ms`, if any.
     pub timeout: Option<Duration>,
-    /// How long a killed process has between TERM and KILL.
+    /// How long a process killed by its deadline or unattached timeout has
+    /// between TERM and KILL.
     pub kill_grace: Duration,
+    /// `unattached_timeout_ms`, if any.
+    pub unattached: Option<Unattached>,
     /// Signal and kill requests.
     pub control: mpsc::Receiver<Control>,
     /// Tells capture the moment of the reap (the drain bound starts then).
@@ -105,8 +163,10 @@ impl Supervisor {
             stdout_bytes,
             stderr_bytes,
             output_incomplete: !complete,
+            retention_error: self.output.retention_error(),
             ..self.birth
         };
+        self.output.record(&info);
         self.exit.send_replace(Some(Exited { info, finished_at }));
     }
 
@@ -142,6 +202,12 @@ impl Supervisor {
                     self.contained.kill().await;
                     kill_at = None;
                 }
+                _ = unattached(&mut self.unattached), if killed.is_none() => {
+                    tracing::info!("no attachment for the unattached timeout; killing session");
+                    killed = Some(ExitReason::Unattached);
+                    self.contained.terminate().await;
+                    kill_at = Some(Instant::now() + self.kill_grace);
+                }
                 Some(request) = self.control.recv() => match request {
                     Control::Signal(signal, reply) => {
                         // Not yet reaped (only this task reaps), so the
@@ -149,11 +215,18 @@ impl Supervisor {
                         signal_group(pid, signal);
                         let _ = reply.send(());
                     }
-                    Control::Kill(reason, reply) => {
-                        if killed.is_none() {
-                            killed = Some(reason);
-                            self.contained.terminate().await;
-                            kill_at = Some(Instant::now() + self.kill_grace);
+                    Control::Kill(reason, grace, reply) => {
+                        // The first kill gives the reason; a later one with
+                        // no grace still hastens a process that is dying.
+                        if killed.is_none() || grace.is_zero() {
+                            killed.get_or_insert(reason);
+                            if grace.is_zero() {
+                                self.contained.kill().await;
+                                kill_at = None;
+                            } else {
+                                self.contained.terminate().await;
+                                kill_at = Some(Instant::now() + grace);
+                            }
                         }
                         let _ = reply.send(());
                     }

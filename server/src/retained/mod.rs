@@ -5,20 +5,27 @@
 //! cursor, release what a reader was sent, wait for room) and the matching
 //! wake-up happens here.
 //!
-//! The bytes live in a pure ring per stream (`ring::StreamBuffer`); this
-//! owner adds the lock, the wake-ups and the block-mode rules, all in the
-//! "Block mode" section below. A disk-backed log would replace the ring
-//! behind these same methods.
+//! The bytes of each stream live in a [`log::StreamLog`]: a bounded log on
+//! disk ([`disk::RingFile`]) behind a bounded window of the newest bytes in
+//! memory (the pure ring, `ring::StreamBuffer`), or the window alone.
+//! This owner adds the lock, the wake-ups and the block-mode rules, all in
+//! the "Block mode" section below; disk writes and reads happen outside
+//! its lock.
 
+pub mod disk;
+pub mod log;
 mod ring;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tether_protocol::{Overflow, StreamName};
+use tether_protocol::{Overflow, StreamName, TermSize};
 use tokio::sync::{watch, Notify};
 
+use crate::screen::{Screen, Snapshot};
+use disk::Record;
+use log::{Read, StreamLog};
 pub use ring::Next;
-use ring::{ReaderId, StreamBuffer};
+use ring::ReaderId;
 
 /// How far block-mode retention may grow once the program has exited: the
 /// largest pipe Linux gives an unprivileged process (`pipe-max-size`).
@@ -34,12 +41,29 @@ pub struct RetainedOutput {
     appended: watch::Sender<()>,
     /// Block mode: a capture waiting for room in a stream.
     room_freed: [Notify; 2],
+    /// The process record beside the disk logs, for a restart.
+    record: Option<Record>,
 }
 
 #[derive(Debug)]
 struct Streams {
-    buffers: [StreamBuffer; 2],
+    buffers: [StreamLog; 2],
     next_reader: ReaderId,
+    /// A PTY's terminal emulator, fed with stdout here, under this lock.
+    screen: Option<Screen>,
+}
+
+/// The plain-text screen of a PTY and the offset it corresponds to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScreenText {
+    /// Stdout offset the text reflects.
+    pub offset: u64,
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+    /// One line per row.
+    pub text: String,
 }
 
 /// One reader's progress through one stream.
@@ -62,16 +86,43 @@ impl Cursor {
 }
 
 impl RetainedOutput {
-    /// Empty streams of `capacity` bytes each.
+    /// Empty streams of `capacity` bytes each, in memory only.
     pub fn new(capacity: usize, overflow: Overflow) -> RetainedOutput {
+        RetainedOutput::with_logs(
+            [StreamLog::memory(capacity), StreamLog::memory(capacity)],
+            overflow,
+            None,
+            None,
+        )
+    }
+
+    /// Streams retained in these logs (stdout, stderr), with the process
+    /// record kept beside them, if any, and a terminal emulator fed from
+    /// stdout (a PTY process), if any.
+    pub fn with_logs(
+        logs: [StreamLog; 2],
+        overflow: Overflow,
+        record: Option<Record>,
+        screen: Option<Screen>,
+    ) -> RetainedOutput {
         RetainedOutput {
             overflow,
             state: Mutex::new(Streams {
-                buffers: [StreamBuffer::new(capacity), StreamBuffer::new(capacity)],
+                buffers: logs,
                 next_reader: 0,
+                screen,
             }),
             appended: watch::Sender::new(()),
             room_freed: [Notify::new(), Notify::new()],
+            record,
+        }
+    }
+
+    /// Writes the process object to the record beside the disk logs (at
+    /// spawn and at the exit), so a restarted server can list it.
+    pub fn record(&self, info: &tether_protocol::ProcessInfo) {
+        if let Some(record) = &self.record {
+            record.write(info);
         }
     }
 
@@ -93,25 +144,92 @@ impl RetainedOutput {
     /// model (a terminal emulator per PTY) is to be fed, under the same lock
     /// as [`RetainedOutput::resize_with`], so it sees bytes and resizes in
     /// one order.
+    ///
+    /// The disk write, if any, happens after the lock is released, in the
+    /// caller's (capture's) task: a write to the page cache costs about a
+    /// memcpy, and readers at the front meanwhile read the window.
     pub fn append(&self, stream: StreamName, data: &[u8]) -> u64 {
-        let offset = {
+        let (offset, write) = {
             let mut state = self.lock();
             let buffer = &mut state.buffers[stream.index()];
             let offset = buffer.end();
-            buffer.push(data);
-            offset
+            let write = buffer.push(data);
+            if stream == StreamName::Stdout {
+                if let Some(screen) = &mut state.screen {
+                    screen.feed(data);
+                }
+            }
+            (offset, write)
         };
+        if let Some(write) = write {
+            let outcome = write.perform(data);
+            self.lock().buffers[stream.index()].written(&write, outcome);
+        }
         self.appended.send_replace(());
         offset
+    }
+
+    /// Why some output is not retained on disk (`disk full`, an IO error),
+    /// if that is so: the first stream's reason.
+    pub fn retention_error(&self) -> Option<String> {
+        let state = self.lock();
+        state
+            .buffers
+            .iter()
+            .find_map(|b| b.fault().map(str::to_string))
     }
 
     /// Applies a terminal resize in order with the captured output: `apply`
     /// runs under the lock that [`RetainedOutput::append`] takes, so
     /// whatever is fed from both sees the resize between the bytes written
     /// before it and after it.
-    pub fn resize_with<T>(&self, apply: impl FnOnce() -> T) -> T {
-        let _state = self.lock();
-        apply()
+    pub fn resize_with<E>(
+        &self,
+        size: TermSize,
+        apply: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut state = self.lock();
+        apply()?;
+        if let Some(screen) = &mut state.screen {
+            screen.resize(size.cols(), size.rows());
+        }
+        Ok(())
+    }
+
+    /// True for a PTY process with a terminal emulator.
+    pub fn has_screen(&self) -> bool {
+        self.lock().screen.is_some()
+    }
+
+    /// The terminal screen now (a PTY process), as bytes for a fresh
+    /// terminal, with the stdout offset it corresponds to.
+    pub fn screen_snapshot(&self) -> Option<Snapshot> {
+        self.lock().screen.as_ref().map(Screen::snapshot)
+    }
+
+    /// The terminal screen now as plain text (a PTY process).
+    pub fn screen_text(&self) -> Option<ScreenText> {
+        self.lock().screen.as_ref().map(|screen| {
+            let (cols, rows) = screen.size();
+            ScreenText {
+                offset: screen.offset(),
+                cols,
+                rows,
+                text: screen.text(),
+            }
+        })
+    }
+
+    /// Output has been quiet: reduce the emulator to its snapshot bytes.
+    pub fn sleep_screen(&self) {
+        if let Some(screen) = &mut self.lock().screen {
+            screen.sleep();
+        }
+    }
+
+    /// Offset of the oldest retained byte of `stream`.
+    pub fn retained_start(&self, stream: StreamName) -> u64 {
+        self.lock().buffers[stream.index()].start()
     }
 
     /// Marks capture finished on both streams and returns their final
@@ -122,7 +240,7 @@ impl RetainedOutput {
             for buffer in &mut state.buffers {
                 buffer.complete();
             }
-            state.buffers.each_ref().map(StreamBuffer::end)
+            state.buffers.each_ref().map(StreamLog::end)
         };
         self.appended.send_replace(());
         totals
@@ -146,7 +264,7 @@ impl RetainedOutput {
 
     /// Bytes written to each stream since spawn (retained or not).
     pub fn totals(&self) -> [u64; 2] {
-        self.lock().buffers.each_ref().map(StreamBuffer::end)
+        self.lock().buffers.each_ref().map(StreamLog::end)
     }
 
     /// A receiver that changes whenever output is appended or complete.
@@ -158,15 +276,26 @@ impl RetainedOutput {
     /// from there on until it has been sent them; the registration ends
     /// when the [`Reader`] is dropped.
     pub fn reader(self: &Arc<Self>, starts: [u64; 2]) -> Reader {
-        let id = {
-            let mut state = self.lock();
-            let id = state.next_reader;
-            state.next_reader += 1;
-            for (buffer, start) in state.buffers.iter_mut().zip(starts) {
-                buffer.register(id, start);
-            }
-            id
-        };
+        let mut state = self.lock();
+        self.register(&mut state, starts)
+    }
+
+    /// A PTY's screen and a reader registered at exactly its offset, in one
+    /// step, so that not a byte falls between the two. None for pipes.
+    pub fn reader_at_screen(self: &Arc<Self>) -> Option<(Reader, Snapshot)> {
+        let mut state = self.lock();
+        let snapshot = state.screen.as_ref()?.snapshot();
+        let stderr = state.buffers[StreamName::Stderr.index()].end();
+        let reader = self.register(&mut state, [snapshot.offset, stderr]);
+        Some((reader, snapshot))
+    }
+
+    fn register(self: &Arc<Self>, state: &mut Streams, starts: [u64; 2]) -> Reader {
+        let id = state.next_reader;
+        state.next_reader += 1;
+        for (buffer, start) in state.buffers.iter_mut().zip(starts) {
+            buffer.register(id, start);
+        }
         Reader {
             output: self.clone(),
             id,
@@ -185,8 +314,9 @@ pub struct Reader {
 
 impl Reader {
     /// The next thing to send from `stream` at `cursor`, at most `max` data
-    /// bytes, which `encode` turns into a frame straight from the ring (one
-    /// copy). Advances the cursor past what it returns.
+    /// bytes, which `encode` turns into a frame straight from the window
+    /// (one copy), or from a read of the disk log made outside the lock.
+    /// Advances the cursor past what it returns.
     pub fn next(
         &self,
         stream: StreamName,
@@ -194,7 +324,7 @@ impl Reader {
         max: usize,
         encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
     ) -> Next {
-        let next = self.output.lock().buffers[stream.index()].next(cursor.next, max, encode);
+        let next = self.output.next(stream, cursor.next, max, encode);
         match &next {
             Next::Dropped { offset, length } => cursor.next = offset + length,
             Next::Data { offset, length, .. } => {
@@ -204,6 +334,48 @@ impl Reader {
             Next::Pending | Next::End => {}
         }
         next
+    }
+}
+
+impl RetainedOutput {
+    /// The next thing for a reader of `stream` at `cursor`: from memory
+    /// under the lock, or from the file outside it and then checked, under
+    /// the lock again, not to have been overwritten meanwhile (if it was,
+    /// the bytes are gone and the next answer says `dropped`).
+    fn next(
+        &self,
+        stream: StreamName,
+        cursor: u64,
+        max: usize,
+        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
+    ) -> Next {
+        let mut encode = Some(encode);
+        let mut encode_once = |offset: u64, parts: &[&[u8]]| {
+            encode.take().map(|f| f(offset, parts)).unwrap_or_default()
+        };
+        loop {
+            let read = self.lock().buffers[stream.index()].next(cursor, max, &mut encode_once);
+            let (file, offset, length) = match read {
+                Read::Ready(next) => return next,
+                Read::Disk {
+                    file,
+                    offset,
+                    length,
+                } => (file, offset, length),
+            };
+            let mut bytes = vec![0; length as usize];
+            if let Err(e) = file.read(offset, &mut bytes) {
+                tracing::warn!(error = %e, offset, length, "reading the disk log failed");
+                return Next::Dropped { offset, length };
+            }
+            if self.lock().buffers[stream.index()].still_on_disk(offset) {
+                return Next::Data {
+                    offset,
+                    length,
+                    frame: encode_once(offset, &[&bytes]),
+                };
+            }
+        }
     }
 }
 

@@ -4,12 +4,11 @@
 //!
 //! Each stream keeps at most `capacity` bytes in a ring. In `drop` mode the
 //! oldest bytes are evicted to make room, and a reader whose cursor falls
-//! below the retained start learns the exact lost range. In `block` mode
-//! capture asks [`StreamBuffer::block_room`] before reading and never evicts
-//! a byte that an attachment has not yet been sent, so the program waits on
-//! its write as it would on a full pipe.
+//! below the retained start learns the exact lost range. Block mode's
+//! floors live with the stream's log ([`super::log::StreamLog`]), which
+//! knows how much the disk holds besides this ring.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Identifies an attachment's registration with the buffers.
 pub type ReaderId = u64;
@@ -23,11 +22,6 @@ pub struct StreamBuffer {
     capacity: usize,
     /// Set once capture has finished; `end()` is then the final total.
     complete: bool,
-    /// Block mode: per attachment, the lowest offset it may still need.
-    floors: HashMap<ReaderId, u64>,
-    /// Block mode: the delivered floor while nobody is attached, so that a
-    /// reconnecting client finds everything the last one was not sent.
-    idle_floor: u64,
 }
 
 /// What a reader at some offset gets next.
@@ -55,8 +49,15 @@ impl StreamBuffer {
             start: 0,
             capacity,
             complete: false,
-            floors: HashMap::new(),
-            idle_floor: 0,
+        }
+    }
+
+    /// An empty ring whose next byte has offset `offset` (a stream whose
+    /// earlier bytes are kept elsewhere, on disk).
+    pub fn resume_at(capacity: usize, offset: u64) -> StreamBuffer {
+        StreamBuffer {
+            start: offset,
+            ..StreamBuffer::new(capacity)
         }
     }
 
@@ -66,7 +67,6 @@ impl StreamBuffer {
     }
 
     /// Offset of the oldest retained byte.
-    #[cfg(test)]
     pub fn start(&self) -> u64 {
         self.start
     }
@@ -76,8 +76,6 @@ impl StreamBuffer {
     pub fn discard(&mut self) {
         self.start = self.end();
         self.ring = VecDeque::new();
-        self.floors.clear();
-        self.idle_floor = self.start;
         self.complete = true;
     }
 
@@ -144,44 +142,6 @@ impl StreamBuffer {
             offset: cursor,
             length: (to - from) as u64,
             frame: encode(cursor, &[first, second]),
-        }
-    }
-
-    /// Block mode: how many bytes capture may read now without evicting
-    /// anything an attachment still needs.
-    pub fn block_room(&self) -> usize {
-        let floor = self.delivered_floor().max(self.start);
-        let pending = (self.end() - floor) as usize;
-        self.capacity.saturating_sub(pending)
-    }
-
-    fn delivered_floor(&self) -> u64 {
-        self.floors
-            .values()
-            .copied()
-            .min()
-            .unwrap_or(self.idle_floor)
-    }
-
-    /// Block mode: `reader` needs every byte from `floor` on.
-    pub fn register(&mut self, reader: ReaderId, floor: u64) {
-        self.floors.insert(reader, floor);
-    }
-
-    /// Records that `reader` no longer needs bytes below `floor`.
-    pub fn advance(&mut self, reader: ReaderId, floor: u64) {
-        if let Some(f) = self.floors.get_mut(&reader) {
-            *f = (*f).max(floor);
-        }
-    }
-
-    /// Forgets `reader`; the last one's floor holds while nobody is
-    /// attached.
-    pub fn unregister(&mut self, reader: ReaderId) {
-        if let Some(floor) = self.floors.remove(&reader) {
-            if self.floors.is_empty() {
-                self.idle_floor = self.idle_floor.max(floor);
-            }
         }
     }
 
@@ -275,34 +235,5 @@ mod tests {
         b.push(b"f");
         assert_eq!(data(b.next(2, 4, concat)), (2, b"cdef".to_vec()));
         assert_eq!(b.next(2, 0, concat), Next::Pending);
-    }
-
-    #[test]
-    fn block_room_counts_bytes_not_yet_sent_to_the_slowest_reader() {
-        let mut b = StreamBuffer::new(8);
-        b.register(1, 0);
-        b.register(2, 0);
-        b.push(b"123456");
-        assert_eq!(b.block_room(), 2);
-        b.advance(1, 6);
-        assert_eq!(b.block_room(), 2);
-        b.advance(2, 4);
-        assert_eq!(b.block_room(), 6);
-        // A floor never moves back.
-        b.advance(2, 1);
-        assert_eq!(b.block_room(), 6);
-        b.unregister(1);
-        b.unregister(2);
-        // With nobody attached the last floor holds.
-        assert_eq!(b.block_room(), 6);
-    }
-
-    #[test]
-    fn with_nobody_ever_attached_block_room_is_what_is_not_retained() {
-        let mut b = StreamBuffer::new(8);
-        b.push(b"12345");
-        assert_eq!(b.block_room(), 3);
-        b.grow(10);
-        assert_eq!(b.block_room(), 13);
     }
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
+use tether_tests::nginx::Nginx;
 use tether_tests::WAIT;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -291,57 +292,41 @@ impl Drop for Tmux {
 /// nginx terminating TLS (a self-signed certificate for 127.0.0.1) in
 /// front of a tetherd, as a deployment with a token must be for kubectl.
 pub struct TlsProxy {
-    child: Child,
-    pub dir: PathBuf,
+    /// Kept for its lifetime: nginx stops when the proxy is dropped.
+    _nginx: Nginx,
+    certificate: PathBuf,
     /// `https://127.0.0.1:PORT`
     pub base: String,
 }
 
 impl TlsProxy {
     pub async fn start(upstream: &str) -> TlsProxy {
-        let dir = unique_dir("nginx");
-        let made = Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                "/CN=127.0.0.1",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-                "-keyout",
-            ])
-            .arg(dir.join("key.pem"))
-            .arg("-out")
-            .arg(dir.join("cert.pem"))
-            .output()
-            .expect("run openssl");
-        assert!(made.status.success(), "openssl: {}", text(&made.stderr));
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let upstream = upstream.trim_start_matches("http://");
-        let d = dir.display();
-        let conf = format!(
-            r#"daemon off;
-master_process off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {d}/client_body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let nginx = Nginx::start(|dir, port| {
+            let made = Command::new("openssl")
+                .args([
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-days",
+                    "1",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                    "-addext",
+                    "subjectAltName=IP:127.0.0.1",
+                    "-keyout",
+                ])
+                .arg(dir.join("key.pem"))
+                .arg("-out")
+                .arg(dir.join("cert.pem"))
+                .output()
+                .expect("run openssl");
+            assert!(made.status.success(), "openssl: {}", text(&made.stderr));
+            let d = dir.display();
+            format!(
+                r#"
     map $http_upgrade $connection_upgrade {{
         default upgrade;
         ''      close;
@@ -359,57 +344,19 @@ http {{
             proxy_buffering off;
         }}
     }}
-}}
 "#
-        );
-        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-        let nginx = if Path::new("/usr/sbin/nginx").exists() {
-            "/usr/sbin/nginx"
-        } else {
-            "nginx"
-        };
-        let child = Command::new(nginx)
-            .arg("-p")
-            .arg(&dir)
-            .arg("-e")
-            .arg(dir.join("error.log"))
-            .arg("-c")
-            .arg(dir.join("nginx.conf"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start nginx (apt-get install nginx)");
-        let mut proxy = TlsProxy {
-            child,
-            dir,
-            base: format!("https://127.0.0.1:{port}"),
-        };
-        // Bounded retry of connect: the event is nginx accepting.
-        let deadline = Instant::now() + WAIT;
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            if let Some(status) = proxy.child.try_wait().unwrap() {
-                panic!("nginx exited with {status}");
-            }
-            assert!(Instant::now() < deadline, "nginx never accepted");
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            )
+        })
+        .await;
+        TlsProxy {
+            certificate: nginx.dir().join("cert.pem"),
+            base: format!("https://127.0.0.1:{}", nginx.port),
+            _nginx: nginx,
         }
-        proxy
     }
 
     pub fn certificate(&self) -> PathBuf {
-        self.dir.join("cert.pem")
-    }
-}
-
-impl Drop for TlsProxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.certificate.clone()
     }
 }
 

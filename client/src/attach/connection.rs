@@ -1,0 +1,454 @@
+//! The connection task: it owns the WebSocket, opens it from the saved
+//! offsets, moves server frames into the shared state and commands and
+//! credit out to the server, and resumes when the connection drops.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName, SUBPROTOCOL};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_util::sync::CancellationToken;
+
+use super::credit::CreditLedger;
+use super::input::Command;
+use super::state::{Applied, Shared};
+use super::AttachOptions;
+use crate::client::{path_segment, Backoff, Client};
+use crate::error::{Error, Result};
+
+pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// How one connection ended.
+enum Outcome {
+    /// The exit frame arrived.
+    Exited,
+    /// Every handle was dropped.
+    Cancelled,
+    /// The connection broke; resume.
+    Lost(Error),
+    /// Unrecoverable.
+    Fatal(Error),
+}
+
+/// The connection task's own state: what it needs to open (and reopen)
+/// the WebSocket, and what it must remember across connections.
+pub(crate) struct Conn {
+    client: Client,
+    id: String,
+    options: AttachOptions,
+    shared: Arc<Shared>,
+    /// An `stdin_eof` was handed to a connection that then broke.
+    eof_in_doubt: bool,
+    /// An `stdin_eof` has been sent.
+    eof_sent: bool,
+    /// The process runs on a PTY.
+    tty: bool,
+}
+
+impl Conn {
+    /// Opens the first connection, retrying transient failures within
+    /// `options.reconnect`.
+    pub async fn open(
+        client: Client,
+        id: &str,
+        options: AttachOptions,
+        shared: Arc<Shared>,
+    ) -> Result<(Conn, Ws, ProcessInfo)> {
+        let mut conn = Conn {
+            client,
+            id: id.to_string(),
+            options,
+            shared,
+            eof_in_doubt: false,
+            eof_sent: false,
+            tty: false,
+        };
+        let mut backoff = Backoff::new(conn.options.reconnect);
+        let (ws, process) = loop {
+            match conn.connect().await {
+                Ok(pair) => break pair,
+                Err(e) => backoff.failed(e).await?,
+            }
+        };
+        conn.shared.learn(&process);
+        conn.tty = process.tty;
+        Ok((conn, ws, process))
+    }
+
+    /// Opens a connection from the saved offsets. The credit window of the
+    /// new connection is sized so that, with what is still queued, each
+    /// stream's buffer stays within `window` bytes: the server counts the
+    /// window afresh from each attach.
+    async fn connect(&mut self) -> Result<(Ws, ProcessInfo)> {
+        let (offsets, conn_window) = {
+            let mut states = [
+                self.shared.stream(StreamName::Stdout),
+                self.shared.stream(StreamName::Stderr),
+            ];
+            let conn_window =
+                CreditLedger::connection_window([&states[0].credit, &states[1].credit]);
+            for s in states.iter_mut() {
+                s.credit.connected(conn_window);
+            }
+            ([states[0].next, states[1].next], conn_window)
+        };
+        let mut url = self.client.ws_url(&format!(
+            "/v1/processes/{}/attach?stdout={}&stderr={}&window={}",
+            path_segment(&self.id),
+            offsets[0],
+            offsets[1],
+            conn_window
+        ));
+        if self.options.readonly {
+            url.push_str("&readonly=1");
+        }
+        let fut = open(&url, self.client.token());
+        let (mut ws, process) = match tokio::time::timeout(self.options.connect_timeout, fut).await
+        {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(Error::Transport {
+                    url,
+                    message: "attach timed out".into(),
+                    timeout: true,
+                })
+            }
+        }
+        .check_offsets(offsets)?;
+        // Grant at once the credit that sizes each stream's allowance.
+        self.grant(&mut ws, true).await?;
+        self.shared.connections.fetch_add(1, Ordering::Relaxed);
+        Ok((ws, process))
+    }
+
+    /// Sends the credit due on each stream, when a grant is wanted (or
+    /// whatever is due, with `force`).
+    async fn grant(&mut self, ws: &mut Ws, force: bool) -> Result<()> {
+        for stream in StreamName::ALL {
+            let Some(bytes) = self.shared.stream(stream).credit.take_grant(force) else {
+                continue;
+            };
+            send(ws, ClientFrame::Credit { stream, bytes }).await?;
+        }
+        Ok(())
+    }
+
+    pub async fn run(
+        mut self,
+        ws: Ws,
+        mut commands: mpsc::Receiver<Command>,
+        cancel: CancellationToken,
+    ) {
+        let poller = tokio::spawn(poll_exit(
+            self.client.clone(),
+            self.id.clone(),
+            self.shared.clone(),
+        ));
+        let mut ws = Some(ws);
+        let mut backoff = Backoff::new(self.options.reconnect);
+        loop {
+            let Some(mut current) = ws.take() else {
+                if self.shared.complete() {
+                    break;
+                }
+                let attempt = tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    attempt = self.connect() => attempt,
+                };
+                match attempt {
+                    Ok((socket, process)) => {
+                        self.shared.learn(&process);
+                        ws = Some(socket);
+                    }
+                    Err(e) => {
+                        if e.is_not_found() {
+                            self.shared.fail(e);
+                            break;
+                        }
+                        let retry = tokio::select! {
+                            _ = cancel.cancelled() => break,
+                            retry = backoff.failed(e) => retry,
+                        };
+                        if let Err(e) = retry {
+                            self.shared.fail(e);
+                            break;
+                        }
+                    }
+                }
+                continue;
+            };
+            let started = Instant::now();
+            let (outcome, progressed) = self.session(&mut current, &mut commands, &cancel).await;
+            match outcome {
+                Outcome::Exited | Outcome::Cancelled => {
+                    close(current).await;
+                    break;
+                }
+                Outcome::Fatal(e) => {
+                    self.shared.fail(e);
+                    break;
+                }
+                Outcome::Lost(e) => {
+                    drop(current);
+                    if progressed || started.elapsed() > Duration::from_secs(1) {
+                        backoff.reset();
+                    }
+                    let retry = tokio::select! {
+                        _ = cancel.cancelled() => break,
+                        retry = backoff.failed(e) => retry,
+                    };
+                    if let Err(e) = retry {
+                        self.shared.fail(e);
+                        break;
+                    }
+                }
+            }
+        }
+        poller.abort();
+        // Whatever happened, nobody waits forever.
+        self.shared
+            .fail(Error::Closed("the attachment was dropped".into()));
+    }
+
+    /// Serves one connection. Returns how it ended and whether any frame
+    /// arrived.
+    async fn session(
+        &mut self,
+        ws: &mut Ws,
+        commands: &mut mpsc::Receiver<Command>,
+        cancel: &CancellationToken,
+    ) -> (Outcome, bool) {
+        let mut progressed = false;
+        let mut commands_open = true;
+        // A lost `stdin_eof` would leave the process waiting for input
+        // forever. On pipes closing twice is harmless (the server answers
+        // the second with a non-fatal error), so it is repeated on every
+        // resume; on a PTY it types ^D, so only when its sending failed.
+        if self.eof_in_doubt || (self.eof_sent && !self.tty) {
+            match send(ws, ClientFrame::StdinEof).await {
+                Ok(()) => self.eof_in_doubt = false,
+                Err(e) => return (Outcome::Lost(e), progressed),
+            }
+        }
+        let idle = self.options.idle_timeout;
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return (Outcome::Cancelled, progressed),
+                message = tokio::time::timeout(idle, ws.next()) => {
+                    let message = match message {
+                        Err(_) => return (Outcome::Lost(self.lost(format!("no message for {idle:?}"))), progressed),
+                        Ok(None) => return (Outcome::Lost(self.lost("connection closed".into())), progressed),
+                        Ok(Some(Err(e))) => return (Outcome::Lost(self.lost(e.to_string())), progressed),
+                        Ok(Some(Ok(message))) => message,
+                    };
+                    match message {
+                        Message::Binary(bytes) => {
+                            progressed = true;
+                            let applied = ServerFrame::decode(&bytes)
+                                .map_err(|e| Error::Protocol(format!("bad frame from the server: {e}")))
+                                .and_then(|frame| self.shared.apply(frame));
+                            match applied {
+                                Ok(Applied::Exited) => return (Outcome::Exited, progressed),
+                                Ok(Applied::More) => {}
+                                Err(e) => return (Outcome::Fatal(e), progressed),
+                            }
+                            if let Err(e) = self.grant(ws, false).await {
+                                return (Outcome::Lost(e), progressed);
+                            }
+                        }
+                        Message::Close(frame) => {
+                            let code = frame.as_ref().map(|f| f.code);
+                            return match code {
+                                Some(CloseCode::Normal | CloseCode::Away) | None => {
+                                    (Outcome::Lost(self.lost(format!("server closed the connection ({code:?})"))), progressed)
+                                }
+                                Some(other) => {
+                                    let detail = self
+                                        .shared
+                                        .rejection()
+                                        .map(|(c, m)| format!("{c}: {m}"))
+                                        .unwrap_or_else(|| "no error frame".into());
+                                    (Outcome::Fatal(Error::Protocol(format!(
+                                        "server closed the attachment with code {} ({detail})",
+                                        u16::from(other)
+                                    ))), progressed)
+                                }
+                            };
+                        }
+                        _ => {}
+                    }
+                }
+                command = commands.recv(), if commands_open => {
+                    let Some(command) = command else {
+                        commands_open = false;
+                        continue;
+                    };
+                    let is_eof = matches!(command, Command::Eof);
+                    if let Err(e) = send(ws, command.into_frame()).await {
+                        self.eof_in_doubt |= is_eof;
+                        return (Outcome::Lost(e), progressed);
+                    }
+                    self.eof_sent |= is_eof;
+                }
+                _ = self.shared.credit.notified() => {
+                    if let Err(e) = self.grant(ws, false).await {
+                        return (Outcome::Lost(e), progressed);
+                    }
+                }
+            }
+        }
+    }
+
+    fn lost(&self, message: String) -> Error {
+        Error::Transport {
+            url: format!("{}/v1/processes/{}/attach", self.client.base_url(), self.id),
+            message,
+            timeout: false,
+        }
+    }
+}
+
+/// Long-polls `wait` so readers learn the final totals even while the exit
+/// frame waits for output nobody reads.
+async fn poll_exit(client: Client, id: String, shared: Arc<Shared>) {
+    if let Ok(info) = client.wait(&id).await {
+        shared.learn(&info);
+    }
+}
+
+async fn send(ws: &mut Ws, frame: ClientFrame) -> Result<()> {
+    ws.send(Message::Binary(frame.encode().into()))
+        .await
+        .map_err(|e| Error::Transport {
+            url: String::new(),
+            message: format!("sending to the attachment failed: {e}"),
+            timeout: false,
+        })
+}
+
+/// Completes the close handshake, bounded.
+async fn close(mut ws: Ws) {
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = ws.close(None).await;
+        while let Some(Ok(_)) = ws.next().await {}
+    })
+    .await;
+}
+
+/// The result of opening an attachment: the socket and its hello.
+struct Opened {
+    ws: Ws,
+    process: ProcessInfo,
+    offsets: [u64; 2],
+}
+
+impl Opened {
+    fn check_offsets(self, wanted: [u64; 2]) -> Result<(Ws, ProcessInfo)> {
+        if self.offsets != wanted {
+            return Err(Error::Protocol(format!(
+                "the server resumed at offsets {:?}, asked for {:?}",
+                self.offsets, wanted
+            )));
+        }
+        Ok((self.ws, self.process))
+    }
+}
+
+/// Connects, checks the subprotocol and reads `hello`.
+async fn open(url: &str, token: Option<&str>) -> Result<Opened> {
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| Error::InvalidArgument(format!("bad attach URL {url}: {e}")))?;
+    let headers = request.headers_mut();
+    headers.insert(
+        "Sec-WebSocket-Protocol",
+        SUBPROTOCOL
+            .parse()
+            .map_err(|_| Error::InvalidArgument("bad subprotocol".into()))?,
+    );
+    if let Some(token) = token {
+        headers.insert(
+            "Authorization",
+            format!("Bearer {token}").parse().map_err(|_| {
+                Error::InvalidArgument("the token is not a valid header value".into())
+            })?,
+        );
+    }
+    let (mut ws, response) = match tokio_tungstenite::connect_async(request).await {
+        Ok(pair) => pair,
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let status = response.status().as_u16();
+            let body = response.body().as_deref().unwrap_or_default();
+            return Err(Error::from_body(status, body));
+        }
+        Err(e) => {
+            return Err(Error::Transport {
+                url: url.to_string(),
+                message: e.to_string(),
+                timeout: false,
+            })
+        }
+    };
+    if let Some(protocol) = response.headers().get("sec-websocket-protocol") {
+        if protocol.as_bytes() != SUBPROTOCOL.as_bytes() {
+            return Err(Error::Protocol(format!(
+                "server chose subprotocol {protocol:?}, not {SUBPROTOCOL}"
+            )));
+        }
+    }
+    loop {
+        let message = match ws.next().await {
+            Some(Ok(message)) => message,
+            Some(Err(e)) => {
+                return Err(Error::Transport {
+                    url: url.to_string(),
+                    message: e.to_string(),
+                    timeout: false,
+                })
+            }
+            None => {
+                return Err(Error::Transport {
+                    url: url.to_string(),
+                    message: "closed before hello".into(),
+                    timeout: false,
+                })
+            }
+        };
+        match message {
+            Message::Binary(bytes) => {
+                return match ServerFrame::decode(&bytes) {
+                    Ok(ServerFrame::Hello {
+                        process,
+                        stdout,
+                        stderr,
+                        ..
+                    }) => Ok(Opened {
+                        ws,
+                        process,
+                        offsets: [stdout, stderr],
+                    }),
+                    Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
+                        "attach refused: {code}: {message}"
+                    ))),
+                    Ok(other) => Err(Error::Protocol(format!("expected hello, got {other:?}"))),
+                    Err(e) => Err(Error::Protocol(format!("bad hello frame: {e}"))),
+                };
+            }
+            Message::Close(_) => {
+                return Err(Error::Transport {
+                    url: url.to_string(),
+                    message: "closed before hello".into(),
+                    timeout: false,
+                })
+            }
+            _ => continue,
+        }
+    }
+}

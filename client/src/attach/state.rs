@@ -1,0 +1,327 @@
+//! The attachment's state, shared by the connection task and the handles:
+//! one [`StreamState`] per stream (its queue of chunks, resume offset,
+//! credit ledger and end), the exit, and the last refusal. Server frames
+//! are applied here ([`Shared::apply`]); the connection only moves them.
+
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, MutexGuard};
+use std::task::Waker;
+
+use bytes::Bytes;
+use tether_protocol::{ProcessInfo, ServerFrame, StreamName};
+use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+
+use super::credit::{CreditLedger, Receipt};
+use crate::error::{Error, Result};
+
+/// Small data frames are merged in the queue up to this size.
+const COALESCE_BYTES: usize = 16 << 10;
+
+/// One item of an output stream, from [`OutputReader::chunk`](super::OutputReader::chunk).
+///
+/// ```
+/// use tether_client::Chunk;
+///
+/// let chunk = Chunk::Dropped { offset: 10, length: 5 };
+/// assert_eq!(chunk.end(), 15);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chunk {
+    /// Bytes of the stream; `offset` is that of `data[0]` since spawn.
+    Data {
+        /// Absolute offset of the first byte.
+        offset: u64,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// Bytes `offset..offset+length` were evicted on the server (drop mode)
+    /// before this attachment got them.
+    Dropped {
+        /// First lost offset.
+        offset: u64,
+        /// Number of lost bytes.
+        length: u64,
+    },
+}
+
+impl Chunk {
+    /// The offset just past this chunk.
+    pub fn end(&self) -> u64 {
+        match self {
+            Chunk::Data { offset, data } => offset + data.len() as u64,
+            Chunk::Dropped { offset, length } => offset + length,
+        }
+    }
+}
+
+/// One stream's state.
+#[derive(Debug)]
+pub(crate) struct StreamState {
+    pub queue: VecDeque<Chunk>,
+    /// Offset just past the last item received: where a resume starts.
+    pub next: u64,
+    /// The stream's final length, once the process has exited.
+    pub total: Option<u64>,
+    /// The exit frame has arrived: nothing more will come.
+    pub finished: bool,
+    /// Fatal failure, reported after the queued items.
+    pub failure: Option<Error>,
+    /// What the client holds and what the server may still send.
+    pub credit: CreditLedger,
+    /// Bytes skipped by `AsyncRead` because they were dropped.
+    pub dropped: u64,
+    pub waker: Option<Waker>,
+}
+
+impl StreamState {
+    pub fn new(next: u64, window: u64) -> StreamState {
+        StreamState {
+            queue: VecDeque::new(),
+            next,
+            total: None,
+            finished: false,
+            failure: None,
+            credit: CreditLedger::new(window),
+            dropped: 0,
+            waker: None,
+        }
+    }
+
+    /// Nothing more will arrive for this stream.
+    pub fn at_end(&self) -> bool {
+        self.finished || self.total.is_some_and(|t| self.next >= t)
+    }
+
+    pub fn wake(&mut self) {
+        if let Some(waker) = self.waker.take() {
+            waker.wake();
+        }
+    }
+
+    /// Appends a `dropped` range, merged with a `dropped` just before it.
+    fn push_dropped(&mut self, offset: u64, length: u64) {
+        if let Some(Chunk::Dropped {
+            offset: o,
+            length: l,
+        }) = self.queue.back_mut()
+        {
+            if *o + *l == offset {
+                *l += length;
+                return;
+            }
+        }
+        self.queue.push_back(Chunk::Dropped { offset, length });
+    }
+
+    /// Appends data, merged with small data just before it.
+    fn push_data(&mut self, offset: u64, data: Vec<u8>) {
+        if let Some(Chunk::Data { offset: o, data: d }) = self.queue.back_mut() {
+            if *o + d.len() as u64 == offset && d.len() + data.len() <= COALESCE_BYTES {
+                let mut merged = Vec::with_capacity(d.len() + data.len());
+                merged.extend_from_slice(d);
+                merged.extend_from_slice(&data);
+                *d = Bytes::from(merged);
+                return;
+            }
+        }
+        self.queue.push_back(Chunk::Data {
+            offset,
+            data: Bytes::from(data),
+        });
+    }
+}
+
+pub(crate) type ExitState = Option<Result<ProcessInfo>>;
+
+/// What a server frame meant for the connection.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// Carry on.
+    More,
+    /// The exit frame: the attachment is complete.
+    Exited,
+}
+
+/// Everything the connection task and the handles share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    streams: [Mutex<StreamState>; 2],
+    /// Wakes the connection task: credit is due.
+    pub credit: Notify,
+    pub exit: watch::Sender<ExitState>,
+    /// The last `error` frame the server sent without closing (a rejected
+    /// stdin, signal or resize).
+    rejection: Mutex<Option<(String, String)>>,
+    /// Connections opened so far (1 + successful resumes).
+    pub connections: AtomicU64,
+}
+
+impl Shared {
+    /// State for streams starting at `offsets`, each buffered up to `window`.
+    pub fn new(offsets: [u64; 2], window: u64, exit: watch::Sender<ExitState>) -> Shared {
+        Shared {
+            streams: offsets.map(|next| Mutex::new(StreamState::new(next, window))),
+            credit: Notify::new(),
+            exit,
+            rejection: Mutex::new(None),
+            connections: AtomicU64::new(0),
+        }
+    }
+
+    pub fn stream(&self, stream: StreamName) -> MutexGuard<'_, StreamState> {
+        // A panic while holding this lock cannot leave the state invalid in
+        // a way that matters more than losing the attachment would.
+        self.streams[stream.index()]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn rejection(&self) -> Option<(String, String)> {
+        self.rejection
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// True when the process has exited and both streams are complete, so
+    /// no reconnect is needed.
+    pub fn complete(&self) -> bool {
+        StreamName::ALL.iter().all(|s| self.stream(*s).at_end())
+    }
+
+    /// Records what the process object says about the final totals.
+    pub fn learn(&self, info: &ProcessInfo) {
+        if !info.is_exited() {
+            return;
+        }
+        // The exit first: a reader that reaches its end can count on it.
+        self.exit.send_if_modified(|exit| {
+            if exit.is_none() {
+                *exit = Some(Ok(info.clone()));
+                true
+            } else {
+                false
+            }
+        });
+        for (stream, total) in [
+            (StreamName::Stdout, info.stdout_bytes),
+            (StreamName::Stderr, info.stderr_bytes),
+        ] {
+            let mut s = self.stream(stream);
+            s.total = Some(total);
+            s.wake();
+        }
+    }
+
+    /// Ends the attachment with `error`: readers get it after what they
+    /// hold, unless their stream was already complete.
+    pub fn fail(&self, error: Error) {
+        for stream in StreamName::ALL {
+            let mut s = self.stream(stream);
+            if !s.at_end() {
+                s.failure = Some(error.clone());
+            }
+            s.finished = true;
+            s.wake();
+        }
+        self.exit.send_if_modified(|exit| {
+            if exit.is_none() {
+                *exit = Some(Err(error));
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Applies one server frame (after `hello`) to the state.
+    pub fn apply(&self, frame: ServerFrame) -> Result<Applied> {
+        match frame {
+            ServerFrame::Stdout { offset, data } => self.data(StreamName::Stdout, offset, data)?,
+            ServerFrame::Stderr { offset, data } => self.data(StreamName::Stderr, offset, data)?,
+            ServerFrame::Dropped {
+                stream,
+                offset,
+                length,
+            } => {
+                let mut s = self.stream(stream);
+                if offset != s.next {
+                    return Err(Error::Protocol(format!(
+                        "dropped range of {} starts at {offset}, expected {}",
+                        stream.as_str(),
+                        s.next
+                    )));
+                }
+                s.next = offset.saturating_add(length);
+                if !s.credit.is_discarding() {
+                    s.push_dropped(offset, length);
+                    s.wake();
+                }
+            }
+            ServerFrame::Exit { process } => {
+                self.learn(&process);
+                for stream in StreamName::ALL {
+                    let mut s = self.stream(stream);
+                    s.finished = true;
+                    s.wake();
+                }
+                return Ok(Applied::Exited);
+            }
+            ServerFrame::Error { code, message } => {
+                *self.rejection.lock().unwrap_or_else(|p| p.into_inner()) = Some((code, message));
+            }
+            ServerFrame::Hello { .. } => {
+                return Err(Error::Protocol("a second hello frame".into()));
+            }
+            ServerFrame::Screen { .. } => {
+                return Err(Error::Protocol(
+                    "a screen frame this client did not ask for".into(),
+                ));
+            }
+        }
+        Ok(Applied::More)
+    }
+
+    fn data(&self, stream: StreamName, offset: u64, data: Vec<u8>) -> Result<()> {
+        let mut s = self.stream(stream);
+        if offset != s.next {
+            return Err(Error::Protocol(format!(
+                "{} data at offset {offset}, expected {}",
+                stream.as_str(),
+                s.next
+            )));
+        }
+        let len = data.len() as u64;
+        s.next += len;
+        if len == 0 {
+            return Ok(());
+        }
+        match s.credit.received(len) {
+            Err(overrun) => Err(Error::Protocol(format!(
+                "the server sent {} bytes of {} with credit for {} (window {})",
+                overrun.received,
+                stream.as_str(),
+                overrun.allowance,
+                s.credit.window()
+            ))),
+            Ok(Receipt::Discard) => Ok(()),
+            Ok(Receipt::Keep) => {
+                s.push_data(offset, data);
+                s.wake();
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Cancels the connection task once every handle is gone.
+#[derive(Debug)]
+pub(crate) struct Guard(pub CancellationToken);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}

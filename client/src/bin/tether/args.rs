@@ -1,0 +1,217 @@
+//! The command line: what `tether` accepts, parsed by clap.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::detach::DetachKeys;
+
+/// What `tether --help` opens with.
+const LONG_ABOUT: &str = "\
+Run commands on a tetherd server and attach to them, as `docker exec` does
+for containers: the output is captured on the server from the first byte,
+so you can detach, re-attach, and read it again later.
+
+  tether run -- make test        run, relay stdout/stderr, exit with its code
+  tether run -t -- bash          an interactive shell on a PTY
+                                 (Ctrl-P Ctrl-Q detaches, the shell runs on)
+  tether attach ID               re-attach; ID may be any unique prefix
+  tether run --name web -d -- ./serve    start in the background, by name
+  tether ps / logs / wait / kill / rm
+  tether share ID [--write]      a web-terminal link for this one session
+
+Exit status: the remote exit code (124: its deadline fired, 128+N: signal
+N); 0 after a detach; 125 when tether itself fails (bad arguments, unknown
+id, server unreachable); 126 when the program cannot be run (not
+executable, bad --cwd); 127 when it is not found.";
+
+/// The `tether` command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tether",
+    version,
+    propagate_version = true,
+    about = "Run commands on a tetherd server and attach to them, as `docker exec` does for containers",
+    long_about = LONG_ABOUT
+)]
+pub struct Cli {
+    /// Base URL of the server.
+    #[arg(
+        long,
+        env = "TETHER_SERVER",
+        default_value = "http://127.0.0.1:7420",
+        global = true
+    )]
+    pub server: String,
+
+    /// Bearer token for the server. Default: for a server on this machine,
+    /// the token it generated, from $TETHER_TOKEN_FILE,
+    /// $XDG_RUNTIME_DIR/tether/token or ~/.local/state/tether/token.
+    #[arg(long, env = "TETHER_TOKEN", hide_env_values = true, global = true)]
+    pub token: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a process and attach to it; exit with its exit code.
+    Run(RunArgs),
+    /// Attach to a running process (replays its retained output first).
+    Attach {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Forward local stdin (always on for a PTY process when stdin is a
+        /// terminal).
+        #[arg(short, long)]
+        interactive: bool,
+        /// Start at the current end of the output instead of replaying it.
+        #[arg(long)]
+        no_replay: bool,
+        #[command(flatten)]
+        detach_keys: DetachKeysArg,
+    },
+    /// Wait for a process to exit; print and exit with its exit code.
+    Wait {
+        /// Process id, unique prefix or name.
+        id: String,
+    },
+    /// List processes.
+    Ps {
+        /// Print the process objects as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print one process object as JSON.
+    Status {
+        /// Process id, unique prefix or name.
+        id: String,
+    },
+    /// Kill a process's whole session (SIGKILL, as `docker kill`); it stays
+    /// known (`wait`, `logs`, `status`) until `tether rm` or its TTL.
+    Kill {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Send TERM first and KILL only after this long (`2s`, ...).
+        #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+        grace: Option<Duration>,
+    },
+    /// Forget an exited process (its output and exit); `-f` kills a running
+    /// one first.
+    Rm {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Kill it first if it is still running.
+        #[arg(short, long)]
+        force: bool,
+    },
+    /// Send a signal (TERM, INT, KILL, HUP, QUIT, USR1, USR2, CONT, STOP,
+    /// WINCH) to a process group.
+    Signal {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Signal name or number.
+        signal: String,
+    },
+    /// Print a PTY process's terminal screen now: the text a person sees,
+    /// one line per row (or, with --ansi, the escape sequences that redraw
+    /// it, colours and all).
+    Screen {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Print the escape-sequence form instead of plain text.
+        #[arg(long)]
+        ansi: bool,
+    },
+    /// Print a link to the web terminal that shows this one session
+    /// (read-only unless --write), carrying a token scoped to it.
+    Share {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Let the link type into the session (stdin, resize, signal).
+        #[arg(long)]
+        write: bool,
+        /// How long the link works (`30m`, `2h`, ...).
+        #[arg(long, value_name = "DUR", default_value = "1h", value_parser = humantime::parse_duration)]
+        ttl: Duration,
+    },
+    /// Print a process's retained output (stdout to stdout, stderr to
+    /// stderr).
+    Logs {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Keep printing until the process exits.
+        #[arg(short, long)]
+        follow: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Run on a PTY sized to the local terminal, in raw mode.
+    #[arg(short = 't', long)]
+    pub tty: bool,
+    /// Forward local stdin to the process (implied by -t).
+    #[arg(short, long)]
+    pub interactive: bool,
+    /// Server-side deadline (`1s`, `5m`, ...); exit status 124 when it fires.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Environment variable for the process (repeatable).
+    #[arg(short, long = "env", value_name = "K=V", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Working directory of the process.
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// Drop output the client is too slow for (reported as gaps) instead
+    /// of pacing the program (the default, `overflow: block`).
+    #[arg(long)]
+    pub drop: bool,
+    /// Per-stream retention on the server, in bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub retain: Option<u64>,
+    /// Print the process id and return at once, without attaching.
+    #[arg(short, long)]
+    pub detach: bool,
+    /// A name for the process, unique on the server, usable wherever its
+    /// id is.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// End the process (reason `unattached`) once nobody has been attached
+    /// to it for this long (`10m`, ...), counted afresh from each detach.
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    pub unattached_timeout: Option<Duration>,
+    #[command(flatten)]
+    pub detach_keys: DetachKeysArg,
+    /// Program and arguments (after `--`).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "PROG"
+    )]
+    pub argv: Vec<String>,
+}
+
+/// `--detach-keys`, shared by `run` and `attach`.
+#[derive(Debug, Args)]
+pub struct DetachKeysArg {
+    /// Key sequence that detaches from the process and leaves it running,
+    /// when stdin is a terminal and is forwarded (docker's syntax: letters
+    /// and `ctrl-X`, comma-separated; empty to disable).
+    #[arg(
+        long = "detach-keys",
+        value_name = "KEYS",
+        default_value = "ctrl-p,ctrl-q",
+        value_parser = DetachKeys::parse
+    )]
+    pub keys: DetachKeys,
+}
+
+fn parse_env(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected K=V, got {text:?}")),
+    }
+}

@@ -1,0 +1,350 @@
+//! `run`, `attach` and `logs`: spawning, attaching, and one attached
+//! session from start to its end (the exit, or the detach keys).
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use tether_client::{
+    AttachOptions, Attachment, Client, Error, ExitReason, Overflow, ProcessInfo, SpawnRequest,
+    SpawnSpec,
+};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::oneshot;
+
+use crate::args::RunArgs;
+use crate::detach::DetachKeys;
+use crate::relay::{copy_output, forward_input};
+use crate::{exit_code, term, NOT_EXECUTABLE, NOT_FOUND};
+
+/// Signals caught from the start of `run` or `attach` (so that one that
+/// comes early is not fatal to tether), to be forwarded once attached.
+pub struct Caught(Vec<(tokio::signal::unix::Signal, &'static str)>);
+
+impl Caught {
+    pub fn none() -> Caught {
+        Caught(Vec::new())
+    }
+
+    pub fn catch() -> Caught {
+        let mut caught = Vec::new();
+        for (kind, name) in [
+            (SignalKind::interrupt(), "INT"),
+            (SignalKind::terminate(), "TERM"),
+            (SignalKind::hangup(), "HUP"),
+            (SignalKind::quit(), "QUIT"),
+        ] {
+            if let Ok(stream) = signal(kind) {
+                caught.push((stream, name));
+            }
+        }
+        Caught(caught)
+    }
+}
+
+/// How an attached session ended.
+pub enum Ending {
+    /// The process exited (the object has its reason and code).
+    Exited(Box<ProcessInfo>),
+    /// The detach keys were typed: the process runs on.
+    Detached,
+}
+
+/// What one attached session does locally.
+pub struct Local {
+    /// Raw mode, window size changes forwarded.
+    pub tty: bool,
+    /// Local stdin goes to the process.
+    pub forward_stdin: bool,
+    /// Watched for on stdin when it is a terminal.
+    pub detach_keys: DetachKeys,
+}
+
+/// `tether run`: spawns, then attaches unless `-d`.
+pub async fn run(
+    signals: Caught,
+    client: &Client,
+    quick: &Client,
+    args: RunArgs,
+) -> Result<i32, Error> {
+    let tty = args.tty;
+    if tty && !std::io::stdin().is_terminal() {
+        return Err(Error::InvalidArgument(
+            "-t needs a terminal on stdin (drop -t, or run it from a terminal)".into(),
+        ));
+    }
+    let mut spec = SpawnRequest::argv(args.argv);
+    for (k, v) in args.env {
+        spec = spec.env(k, v);
+    }
+    if let Some(cwd) = args.cwd {
+        spec = spec.cwd(cwd);
+    }
+    if let Some(limit) = args.timeout {
+        spec = spec.timeout(limit);
+    }
+    if let Some(bytes) = args.retain {
+        spec = spec.retain_bytes(bytes);
+    }
+    if let Some(name) = args.name {
+        spec = spec.name(name);
+    }
+    if let Some(limit) = args.unattached_timeout {
+        spec = spec.unattached_timeout(limit);
+    }
+    spec = spec.overflow(if args.drop {
+        Overflow::Drop
+    } else {
+        Overflow::Block
+    });
+    if tty {
+        let (cols, rows) = term::size().unwrap_or((80, 24));
+        spec = spec.tty(cols, rows);
+        if let Ok(term) = std::env::var("TERM") {
+            if !term.is_empty() && !spec.env.contains_key("TERM") {
+                spec = spec.env("TERM", term);
+            }
+        }
+    } else if args.interactive {
+        spec = spec.with_stdin();
+    }
+    let info = match quick.spawn(spec).await {
+        Ok(info) => info,
+        Err(e) => {
+            // As a shell (and `docker run`) reports a command that cannot
+            // be run: 127 not found, 126 found but not runnable.
+            let status = match e.code() {
+                Some("spawn_failed") => NOT_FOUND,
+                Some("cannot_execute") => NOT_EXECUTABLE,
+                _ => return Err(e),
+            };
+            eprintln!("tether: {e}");
+            return Ok(status);
+        }
+    };
+    if args.detach {
+        println!("{}", info.id);
+        return Ok(0);
+    }
+    let mut options = AttachOptions::default();
+    if let Some(retain) = args.retain {
+        // In block mode a credit window as large as the retention would
+        // stop the program at every round trip (see the client's exec).
+        options.window = options.window.min((retain / 2).max(1));
+    }
+    let local = Local {
+        tty,
+        forward_stdin: tty || args.interactive,
+        detach_keys: args.detach_keys.keys,
+    };
+    let ending = session(signals, client, &info, options, local).await?;
+    Ok(conclude(ending, &info, client).await)
+}
+
+/// `tether attach`.
+pub async fn attach(
+    signals: Caught,
+    client: &Client,
+    info: &ProcessInfo,
+    interactive: bool,
+    no_replay: bool,
+    detach_keys: DetachKeys,
+) -> Result<i32, Error> {
+    let mut options = AttachOptions::default();
+    if no_replay {
+        options.stdout_offset = info.stdout_bytes;
+        options.stderr_offset = info.stderr_bytes;
+    }
+    let tty = info.tty && std::io::stdin().is_terminal();
+    let local = Local {
+        tty,
+        forward_stdin: interactive || tty,
+        detach_keys,
+    };
+    let ending = session(signals, client, info, options, local).await?;
+    Ok(conclude(ending, info, client).await)
+}
+
+/// The exit status for how a session ended, and a word on stderr for
+/// every end that is not the program's own exit.
+async fn conclude(ending: Ending, info: &ProcessInfo, client: &Client) -> i32 {
+    match ending {
+        Ending::Detached => {
+            eprintln!(
+                "tether: detached; the process keeps running (re-attach with: tether attach {})",
+                info.id
+            );
+            0
+        }
+        Ending::Exited(info) => {
+            if let Some(why) = why_it_ended(&info, client).await {
+                eprintln!("tether: {why}");
+            }
+            exit_code(&info)
+        }
+    }
+}
+
+/// `reason: explanation` for an end other than `exit`.
+async fn why_it_ended(info: &ProcessInfo, client: &Client) -> Option<String> {
+    let code = exit_code(info);
+    let signal = info.signal.as_deref().unwrap_or("?");
+    Some(match info.reason? {
+        ExitReason::Exit => return None,
+        ExitReason::Signal => {
+            format!("signal: the process was killed by SIG{signal} (exit {code})")
+        }
+        ExitReason::Timeout => {
+            format!("timeout: the deadline passed and the server killed the session (exit {code})")
+        }
+        ExitReason::Killed if server_stopping(client).await => {
+            format!("killed: the server shut down (exit {code})")
+        }
+        ExitReason::Killed => format!("killed: a kill request ended the session (exit {code})"),
+        ExitReason::Unattached => format!(
+            "unattached: the session had no attachment for its unattached_timeout_ms (exit {code})"
+        ),
+        ExitReason::Lost => {
+            "lost: the server restarted while the process ran; its exit is unknown".to_string()
+        }
+    })
+}
+
+/// Whether the server is shutting down or gone: `/healthz` answers
+/// anything but 200 (503 while shutting down) or nothing.
+async fn server_stopping(client: &Client) -> bool {
+    let Ok(http) = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+    else {
+        return false;
+    };
+    let url = format!("{}/healthz", client.base_url().trim_end_matches('/'));
+    match http.get(url).send().await {
+        Ok(response) => response.status() != reqwest::StatusCode::OK,
+        Err(_) => true,
+    }
+}
+
+/// Attaches and relays until the process exits or the detach keys are
+/// typed. Raw mode (with `tty`) lasts exactly as long as this call.
+async fn session(
+    signals: Caught,
+    client: &Client,
+    info: &ProcessInfo,
+    options: AttachOptions,
+    local: Local,
+) -> Result<Ending, Error> {
+    let attachment = client.attach(&info.id, options).await?;
+    let Attachment {
+        stdout,
+        stderr,
+        stdin,
+        control,
+        exit,
+        ..
+    } = attachment;
+    let _raw = if local.tty {
+        let raw = term::RawMode::enter()?;
+        // Test hook: proves that a panic in raw mode restores the terminal.
+        if std::env::var_os("TETHER_TEST_PANIC_IN_RAW_MODE").is_some() {
+            panic!("TETHER_TEST_PANIC_IN_RAW_MODE is set");
+        }
+        Some(raw)
+    } else {
+        None
+    };
+    let out = tokio::spawn(copy_output(stdout, tokio::io::stdout(), u64::MAX));
+    let err = tokio::spawn(copy_output(stderr, tokio::io::stderr(), u64::MAX));
+    let relays = [out.abort_handle(), err.abort_handle()];
+    let (detached_tx, detached_rx) = oneshot::channel();
+    if local.forward_stdin {
+        // Only a person at a terminal types detach keys; piped input is
+        // passed through untouched.
+        let keys = if std::io::stdin().is_terminal() {
+            local.detach_keys
+        } else {
+            DetachKeys::none()
+        };
+        tokio::spawn(forward_input(
+            tokio::io::stdin(),
+            stdin,
+            keys.watcher(),
+            detached_tx,
+        ));
+    } else {
+        drop(stdin);
+        drop(detached_tx);
+    }
+    if local.tty {
+        let control = control.clone();
+        tokio::spawn(async move {
+            let Ok(mut winch) = signal(SignalKind::window_change()) else {
+                return;
+            };
+            while winch.recv().await.is_some() {
+                if let Some((cols, rows)) = term::size() {
+                    let _ = control.resize(cols, rows).await;
+                }
+            }
+        });
+    }
+    // Signals to tether go to the remote process (in raw mode Ctrl-C is a
+    // byte on stdin instead).
+    for (mut stream, name) in signals.0 {
+        let control = control.clone();
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                let _ = control.signal(name).await;
+            }
+        });
+    }
+    let finished = async {
+        let (out, err) = (out.await, err.await);
+        let info = exit.await?;
+        for result in [out, err] {
+            if let Ok(Err(e)) = result {
+                // Output failed part way (the attachment broke for good).
+                return Err(e);
+            }
+        }
+        Ok(info)
+    };
+    let detached = async {
+        // A dropped sender (stdin ended, or is not forwarded) is no detach.
+        if detached_rx.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        result = finished => result.map(|info| Ending::Exited(Box::new(info))),
+        () = detached => {
+            for relay in relays {
+                relay.abort();
+            }
+            Ok(Ending::Detached)
+        }
+    }
+}
+
+/// `tether logs`: the retained output, up to now or (`--follow`) to exit.
+pub async fn logs(client: &Client, quick: &Client, id: &str, follow: bool) -> Result<i32, Error> {
+    let info = quick.get(id).await?;
+    let options = AttachOptions {
+        readonly: true,
+        ..AttachOptions::default()
+    };
+    let attachment = client.attach(id, options).await?;
+    let Attachment { stdout, stderr, .. } = attachment;
+    let (until_out, until_err) = if follow || info.is_exited() {
+        (u64::MAX, u64::MAX)
+    } else {
+        (info.stdout_bytes, info.stderr_bytes)
+    };
+    let (a, b) = tokio::join!(
+        copy_output(stdout, tokio::io::stdout(), until_out),
+        copy_output(stderr, tokio::io::stderr(), until_err)
+    );
+    a?;
+    b?;
+    Ok(0)
+}

@@ -1,0 +1,174 @@
+//! `POST /v1/exec`: a command's whole result in one request, for the
+//! simplest clients (an agent's tool call, a shell script with curl). The
+//! body is a spawn request plus two fields of its own; the answer, once the
+//! process has exited, is its process object with `stdout` and `stderr`
+//! beside it: text when the bytes are valid UTF-8, base64 otherwise, each
+//! the first `max_output_bytes` of its stream (the cap is in the answer).
+//!
+//! Output is read while the process runs (from offset 0, as an attachment
+//! would), so the first bytes are kept however much follows. A deadline
+//! (`timeout_ms`) answers reason `timeout` with what was printed before it.
+//! A client that goes away leaves the command running (it stays listed,
+//! readable through `output` until the exited TTL) unless it asked for
+//! `kill_on_disconnect`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Extension, State};
+use axum::Json;
+use base64::Engine;
+use serde::Serialize;
+use tether_protocol::api::SpawnRequest;
+use tether_protocol::{ExitReason, ProcessInfo, StreamName};
+
+use crate::error::ApiError;
+use crate::follow::{Chunk, Follower};
+use crate::grant::{Grant, Need};
+use crate::process::Process;
+use crate::table::ProcessTable;
+
+/// Default of `max_output_bytes`.
+pub const DEFAULT_MAX_OUTPUT: u64 = 1 << 20;
+
+/// The answer.
+#[derive(Debug, Serialize)]
+pub struct ExecResponse {
+    /// The exited process object.
+    #[serde(flatten)]
+    pub process: ProcessInfo,
+    /// Its stdout (up to the cap).
+    pub stdout: CapturedOutput,
+    /// Its stderr (up to the cap; empty on a PTY).
+    pub stderr: CapturedOutput,
+    /// The cap that applied to each stream.
+    pub max_output_bytes: u64,
+}
+
+/// One stream's captured output.
+#[derive(Debug, Default, Serialize)]
+pub struct CapturedOutput {
+    /// The bytes: as text, or base64 (see `encoding`).
+    pub data: String,
+    /// `utf8` or `base64`.
+    pub encoding: &'static str,
+    /// Bytes in `data` (before encoding).
+    pub bytes: u64,
+    /// True when the stream has more than the cap (see `stdout_bytes` or
+    /// `stderr_bytes` of the process object for its total).
+    pub truncated: bool,
+    /// Bytes within the cap that were evicted before they could be read
+    /// (only with a `retain_bytes` smaller than the output).
+    pub dropped: u64,
+}
+
+/// The handler.
+pub async fn exec(
+    State(table): State<Arc<ProcessTable>>,
+    Extension(grant): Extension<Grant>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<ExecResponse>, ApiError> {
+    grant.require(&table, Need::Spawn)?;
+    let max_body = table.config().max_body_bytes;
+    let body = body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(max_body),
+        other => ApiError::InvalidRequest(other.body_text()),
+    })?;
+    let mut fields: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))?;
+    let cap = match fields.remove("max_output_bytes") {
+        None => DEFAULT_MAX_OUTPUT,
+        Some(value) => value.as_u64().ok_or_else(|| {
+            ApiError::InvalidRequest("max_output_bytes must be a non-negative integer".into())
+        })?,
+    };
+    let kill_on_disconnect = match fields.remove("kill_on_disconnect") {
+        None => false,
+        Some(value) => value.as_bool().ok_or_else(|| {
+            ApiError::InvalidRequest("kill_on_disconnect must be true or false".into())
+        })?,
+    };
+    let request: SpawnRequest = serde_json::from_value(serde_json::Value::Object(fields))
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))?;
+    let (process, _) = table.spawn(request, None).await?;
+    grant.audit("spawn", &process.id);
+    let guard = KillOnDrop {
+        process: kill_on_disconnect.then(|| process.clone()),
+    };
+    let max = table.config().max_data_frame_bytes;
+    let mut follower = Follower::new(process, StreamName::ALL.to_vec(), [0, 0], max, None);
+    let mut kept: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    let mut dropped = [0u64; 2];
+    let info = loop {
+        match follower.next(true).await {
+            Some(Chunk::Data { stream, bytes, .. }) => {
+                let kept = &mut kept[stream.index()];
+                let room = (cap as usize).saturating_sub(kept.len());
+                kept.extend_from_slice(&bytes[..room.min(bytes.len())]);
+            }
+            Some(Chunk::Dropped {
+                stream,
+                offset,
+                length,
+            }) => {
+                let within = cap.saturating_sub(offset).min(length);
+                dropped[stream.index()] += within;
+            }
+            Some(Chunk::Exit(info)) => break *info,
+            None => break follower.process().info(),
+        }
+    };
+    drop(guard.disarm());
+    let totals = [info.stdout_bytes, info.stderr_bytes];
+    let [stdout, stderr] = StreamName::ALL.map(|stream| {
+        let i = stream.index();
+        captured(std::mem::take(&mut kept[i]), totals[i] > cap, dropped[i])
+    });
+    Ok(Json(ExecResponse {
+        process: info,
+        stdout,
+        stderr,
+        max_output_bytes: cap,
+    }))
+}
+
+fn captured(bytes: Vec<u8>, truncated: bool, dropped: u64) -> CapturedOutput {
+    let length = bytes.len() as u64;
+    let (data, encoding) = match String::from_utf8(bytes) {
+        Ok(text) => (text, "utf8"),
+        Err(e) => (
+            base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
+            "base64",
+        ),
+    };
+    CapturedOutput {
+        data,
+        encoding,
+        bytes: length,
+        truncated,
+        dropped,
+    }
+}
+
+/// Kills the process if the request is dropped before it was answered
+/// (the client went away) and it asked for that.
+struct KillOnDrop {
+    process: Option<Arc<Process>>,
+}
+
+impl KillOnDrop {
+    fn disarm(mut self) -> Self {
+        self.process = None;
+        self
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(process) = self.process.take() {
+            tracing::info!(id = %process.id, "exec client went away; killing (kill_on_disconnect)");
+            tokio::spawn(async move { process.kill(ExitReason::Killed).await });
+        }
+    }
+}

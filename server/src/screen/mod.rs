@@ -1,0 +1,327 @@
+//! The terminal screen of a PTY process: a server-side terminal emulator fed
+//! by capture with every byte, in order, at the same offsets as retention, so
+//! that a client can combine "the screen at offset N" with "every byte after
+//! N" and see what the program's terminal shows, with no gap and no repeat.
+//!
+//! The emulator is asciinema's [`avt`] (its `dump` writes both buffers,
+//! saved cursors, margins, charsets, modes and even an unfinished escape
+//! sequence back as bytes). What `avt` ignores (window title, bracketed
+//! paste, mouse reporting, focus events, application keypad, cursor style) a
+//! `vte` parser tracks beside it (`modes.rs`); the retained scrollback and the
+//! plain-text view are rendered in `render.rs`.
+//!
+//! Memory: a live emulator holds two `cols x rows` grids of 16-byte cells
+//! plus up to `scrollback` lines of `cols` cells. A screen whose output has
+//! been quiet is put to sleep ([`Screen::sleep`]): the grids are dropped and
+//! only its snapshot bytes are kept (a shell prompt: a few hundred bytes);
+//! the next byte wakes it by writing the snapshot into a fresh emulator. A
+//! screen that has never had output holds no emulator at all.
+
+mod modes;
+mod render;
+
+use avt::Terminal;
+
+pub use modes::ClientModes;
+
+/// Bounds of one screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScreenLimits {
+    /// Lines of primary-screen scrollback kept and sent in snapshots.
+    pub scrollback_lines: usize,
+}
+
+/// The screen at one offset of the output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Offset of the first output byte not reflected in `data`.
+    pub offset: u64,
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+    /// Bytes that, written to a fresh terminal of `cols x rows`, reproduce
+    /// the program's terminal at `offset`. They contain no terminal query.
+    pub data: Vec<u8>,
+}
+
+/// The emulator, or what it was reduced to while idle.
+enum Emulator {
+    Live(Box<Terminal>),
+    /// Bytes that rebuild the emulator in a fresh one (scrollback, screens,
+    /// cursor, emulator modes, unfinished sequence); empty: never fed.
+    Asleep(Box<[u8]>),
+}
+
+/// One PTY process's screen.
+pub struct Screen {
+    cols: u16,
+    rows: u16,
+    limits: ScreenLimits,
+    /// Bytes fed so far: the offset the screen corresponds to.
+    offset: u64,
+    emulator: Emulator,
+    modes: ClientModes,
+    /// Bounded: the no-std build of `vte` keeps at most 1 KiB of an OSC.
+    side_parser: vte::Parser,
+    /// The first bytes of a UTF-8 character whose rest has not come yet.
+    utf8: Utf8Carry,
+}
+
+impl std::fmt::Debug for Screen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Screen")
+            .field("cols", &self.cols)
+            .field("rows", &self.rows)
+            .field("offset", &self.offset)
+            .field("asleep", &matches!(self.emulator, Emulator::Asleep(_)))
+            .finish()
+    }
+}
+
+impl Screen {
+    /// A blank screen at offset 0. Sizes are clamped to at least 1.
+    pub fn new(cols: u16, rows: u16, limits: ScreenLimits) -> Screen {
+        Screen {
+            cols: cols.max(1),
+            rows: rows.max(1),
+            limits,
+            offset: 0,
+            emulator: Emulator::Asleep(Box::default()),
+            modes: ClientModes::default(),
+            side_parser: vte::Parser::new(),
+            utf8: Utf8Carry::default(),
+        }
+    }
+
+    /// The offset the screen corresponds to (bytes fed so far).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Current size.
+    pub fn size(&self) -> (u16, u16) {
+        (self.cols, self.rows)
+    }
+
+    /// True while the emulator is reduced to its snapshot.
+    pub fn is_asleep(&self) -> bool {
+        matches!(self.emulator, Emulator::Asleep(_))
+    }
+
+    /// Feeds the next captured bytes.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let terminal = wake(&mut self.emulator, self.cols, self.rows, self.limits);
+        // NUL is ignored by terminals in every state that matters here (xterm
+        // and xterm.js drop it); skipping it keeps a stream of zeros cheap.
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let start = rest.iter().position(|&b| b != 0).unwrap_or(rest.len());
+            rest = &rest[start..];
+            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            if end > 0 {
+                self.side_parser.advance(&mut self.modes, &rest[..end]);
+                self.utf8.feed(terminal, &rest[..end]);
+            }
+            rest = &rest[end..];
+        }
+        self.offset += bytes.len() as u64;
+    }
+
+    /// The terminal was resized at the current offset.
+    pub fn resize(&mut self, cols: u16, rows: u16) {
+        let (cols, rows) = (cols.max(1), rows.max(1));
+        if (cols, rows) == (self.cols, self.rows) {
+            return;
+        }
+        wake(&mut self.emulator, self.cols, self.rows, self.limits)
+            .resize(usize::from(cols), usize::from(rows));
+        self.cols = cols;
+        self.rows = rows;
+    }
+
+    /// Drops the emulator's grids, keeping only the bytes that rebuild it.
+    pub fn sleep(&mut self) {
+        if let Emulator::Live(terminal) = &self.emulator {
+            let dump = emulator_dump(terminal, self.limits).into_bytes();
+            self.emulator = Emulator::Asleep(dump.into_boxed_slice());
+        }
+    }
+
+    /// The screen now, as bytes for a fresh terminal.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut data = Vec::new();
+        self.modes.restore_sequence(&mut data);
+        match &self.emulator {
+            Emulator::Live(terminal) => {
+                data.extend_from_slice(emulator_dump(terminal, self.limits).as_bytes())
+            }
+            Emulator::Asleep(dump) => data.extend_from_slice(dump),
+        }
+        data.extend_from_slice(self.utf8.pending());
+        Snapshot {
+            offset: self.offset,
+            cols: self.cols,
+            rows: self.rows,
+            data,
+        }
+    }
+
+    /// What a person sees: the visible rows of the active screen, one line
+    /// each, trailing blanks trimmed.
+    pub fn text(&self) -> String {
+        match &self.emulator {
+            Emulator::Live(terminal) => render::plain_text(terminal.screen().visible_lines()),
+            Emulator::Asleep(dump) => {
+                let terminal = rebuild(self.cols, self.rows, self.limits, dump);
+                render::plain_text(terminal.screen().visible_lines())
+            }
+        }
+    }
+
+    /// The window title the program set last, if any.
+    pub fn title(&self) -> Option<&str> {
+        self.modes.title.as_deref()
+    }
+}
+
+/// The live emulator, rebuilt from its dump first if it was asleep.
+fn wake(emulator: &mut Emulator, cols: u16, rows: u16, limits: ScreenLimits) -> &mut Terminal {
+    if let Emulator::Asleep(dump) = emulator {
+        let terminal = rebuild(cols, rows, limits, dump);
+        *emulator = Emulator::Live(Box::new(terminal));
+    }
+    match emulator {
+        Emulator::Live(terminal) => terminal,
+        // Replaced just above.
+        Emulator::Asleep(_) => unreachable!("the emulator was woken"),
+    }
+}
+
+/// A fresh emulator with `dump` written to it.
+fn rebuild(cols: u16, rows: u16, limits: ScreenLimits, dump: &[u8]) -> Terminal {
+    let mut terminal = fresh(cols, rows, limits);
+    // Dumps are made from `String`s, so this never loses a byte.
+    terminal.feed(&*String::from_utf8_lossy(dump));
+    terminal
+}
+
+fn fresh(cols: u16, rows: u16, limits: ScreenLimits) -> Terminal {
+    let (cols, rows) = (usize::from(cols.max(1)), usize::from(rows.max(1)));
+    match Terminal::with_scrollback(cols, rows, Some(limits.scrollback_lines)) {
+        Ok(terminal) => terminal,
+        // Both sizes are at least 1, the only thing avt checks.
+        Err(_) => unreachable!("terminal size is at least 1x1"),
+    }
+}
+
+/// Scrollback, then avt's dump of the visible buffers, with the unfinished
+/// sequence at its end (if any) in 7-bit form: avt writes it with a C1
+/// control character, which many terminals ignore in UTF-8.
+fn emulator_dump(terminal: &Terminal, limits: ScreenLimits) -> String {
+    let mut out = String::new();
+    let lines: Vec<&avt::Line> = terminal.primary_screen().all_lines().collect();
+    let (_, rows) = terminal.size();
+    let history = lines
+        .len()
+        .saturating_sub(rows)
+        .min(limits.scrollback_lines);
+    let first = lines.len().saturating_sub(rows) - history;
+    render::scrollback(&lines[first..first + history], rows, &mut out);
+    let dump = terminal.dump();
+    match dump.char_indices().find(|(_, c)| is_c1_introducer(*c)) {
+        Some((at, c)) => {
+            out.push_str(&dump[..at]);
+            out.push('\x1b');
+            out.push(char::from(c as u8 - 0x40));
+            out.push_str(&dump[at + c.len_utf8()..]);
+        }
+        None => out.push_str(&dump),
+    }
+    out
+}
+
+/// DCS, SOS/PM/APC, CSI, OSC as single C1 characters. A printed character is
+/// never one of these, so the first one starts avt's parser-state tail.
+fn is_c1_introducer(c: char) -> bool {
+    matches!(c, '\u{90}' | '\u{98}' | '\u{9b}' | '\u{9d}')
+}
+
+/// Incremental UTF-8 decoding in front of the emulator: a character split
+/// across two reads is held back until it is complete; bytes that cannot be
+/// UTF-8 become U+FFFD.
+#[derive(Debug, Default)]
+struct Utf8Carry {
+    bytes: [u8; 4],
+    len: usize,
+}
+
+impl Utf8Carry {
+    fn pending(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    fn feed(&mut self, terminal: &mut Terminal, mut input: &[u8]) {
+        if self.len > 0 {
+            let need = utf8_width(self.bytes[0]);
+            while self.len < need {
+                match input.first() {
+                    Some(&b) if b & 0xC0 == 0x80 => {
+                        self.bytes[self.len] = b;
+                        self.len += 1;
+                        input = &input[1..];
+                    }
+                    Some(_) => break,
+                    None => return, // still incomplete
+                }
+            }
+            match std::str::from_utf8(&self.bytes[..self.len]) {
+                Ok(s) if self.len == need => terminal.feed(s),
+                _ => terminal.feed('\u{FFFD}'),
+            }
+            self.len = 0;
+        }
+        loop {
+            match std::str::from_utf8(input) {
+                Ok(text) => {
+                    terminal.feed(text);
+                    return;
+                }
+                Err(error) => {
+                    let (good, rest) = input.split_at(error.valid_up_to());
+                    if let Ok(text) = std::str::from_utf8(good) {
+                        terminal.feed(text);
+                    }
+                    match error.error_len() {
+                        Some(bad) => {
+                            terminal.feed('\u{FFFD}');
+                            input = &rest[bad..];
+                        }
+                        None => {
+                            // An incomplete character at the end: at most 3 bytes.
+                            self.len = rest.len().min(4);
+                            self.bytes[..self.len].copy_from_slice(&rest[..self.len]);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Length of the UTF-8 sequence a lead byte starts.
+fn utf8_width(lead: u8) -> usize {
+    match lead {
+        0xC0..=0xDF => 2,
+        0xE0..=0xEF => 3,
+        0xF0..=0xF7 => 4,
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests;

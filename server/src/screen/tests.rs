@@ -1,0 +1,147 @@
+//! Screen behaviour, judged by the emulator itself: a screen rebuilt from a
+//! snapshot at N and fed the bytes after N must snapshot exactly as one fed
+//! everything. (The cross-check against an emulator nobody here wrote,
+//! xterm.js, is in tests/screen.)
+
+use super::*;
+
+const LIMITS: ScreenLimits = ScreenLimits {
+    scrollback_lines: 50,
+};
+
+fn fed(bytes: &[u8]) -> Screen {
+    let mut screen = Screen::new(80, 24, LIMITS);
+    screen.feed(bytes);
+    screen
+}
+
+/// A stream with colours, a title, modes, scrolling past the scrollback,
+/// the alternate screen with margins and a split UTF-8 character.
+fn session() -> Vec<u8> {
+    let mut s = Vec::new();
+    s.extend_from_slice(b"\x1b]0;user@host: ~\x07\x1b[?2004huser@host:~$ ls --color\r\n");
+    for i in 0..120 {
+        s.extend_from_slice(
+            format!("\x1b[01;34mdir{i}\x1b[0m  \x1b[38;5;208mfile{i}\x1b[0m \x1b[48;2;1;2;3mrgb\x1b[m caf\u{e9} \u{4e16}\u{754c}\r\n").as_bytes(),
+        );
+    }
+    s.extend_from_slice(b"\x1b[?1049h\x1b[22;0;0t\x1b[1;23r\x1b[?1h\x1b=\x1b[H\x1b[2J\x1b[?25l");
+    for row in 1..23 {
+        s.extend_from_slice(format!("\x1b[{row};1H~\x1b[K").as_bytes());
+    }
+    s.extend_from_slice(
+        b"\x1b[1;1H\x1b[7m\"file\" 3L, 20B\x1b[m\x1b[?1002h\x1b[?1006h\x1b[?25h\x1b[5;3H",
+    );
+    s
+}
+
+fn rebuilt(snapshot: &Snapshot, rest: &[u8]) -> Screen {
+    let mut screen = Screen::new(snapshot.cols, snapshot.rows, LIMITS);
+    screen.feed(&snapshot.data);
+    screen.feed(rest);
+    screen
+}
+
+#[test]
+fn snapshot_plus_the_bytes_after_it_equals_the_whole_stream_at_every_cut() {
+    let stream = session();
+    let whole = fed(&stream).snapshot().data;
+    // Every cut, including inside escape sequences and UTF-8 characters.
+    for n in (0..stream.len()).step_by(7).chain([stream.len()]) {
+        let snapshot = fed(&stream[..n]).snapshot();
+        assert_eq!(snapshot.offset, n as u64);
+        let again = rebuilt(&snapshot, &stream[n..]).snapshot().data;
+        assert!(
+            again == whole,
+            "cut at {n}: {:?}\n!=\n{:?}",
+            String::from_utf8_lossy(&again),
+            String::from_utf8_lossy(&whole)
+        );
+    }
+}
+
+#[test]
+fn a_sleeping_screen_wakes_exactly_where_it_was() {
+    let stream = session();
+    let whole = fed(&stream);
+    for n in (0..stream.len()).step_by(61) {
+        let mut screen = fed(&stream[..n]);
+        screen.sleep();
+        assert!(screen.is_asleep());
+        assert_eq!(screen.snapshot(), fed(&stream[..n]).snapshot());
+        screen.feed(&stream[n..]);
+        assert_eq!(screen.snapshot(), whole.snapshot(), "slept at {n}");
+        assert_eq!(screen.text(), whole.text());
+    }
+}
+
+#[test]
+fn text_shows_what_a_person_sees() {
+    // printf 'a\nb\n'; tput cup 5 10; printf X  (through a PTY: \n is \r\n)
+    let screen = fed(b"a\r\nb\r\n\x1b[6;11HX");
+    let text = screen.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 24);
+    assert_eq!(lines[0], "a");
+    assert_eq!(lines[1], "b");
+    assert_eq!(lines[5], format!("{}X", " ".repeat(10)));
+}
+
+#[test]
+fn resizes_take_effect_in_order_with_the_output() {
+    let mut screen = fed(b"hello");
+    screen.resize(120, 40);
+    screen.feed(b"\x1b[40;120HZ");
+    let snapshot = screen.snapshot();
+    assert_eq!((snapshot.cols, snapshot.rows), (120, 40));
+    let lines: Vec<String> = screen.text().lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), 40);
+    assert_eq!(lines[39], format!("{}Z", " ".repeat(119)));
+    assert_eq!(lines[0], "hello");
+}
+
+#[test]
+fn a_snapshot_carries_no_terminal_query() {
+    // What vim and bash ask a terminal: cursor position, device attributes,
+    // colours, versions, modes.
+    let screen = fed(
+        b"\x1b[6n\x1b[c\x1b[>c\x1b[>0q\x1b]10;?\x07\x1b]11;?\x1b\\\x1b[?u\x1b[?2026$p\x1bP$qm\x1b\\\x1b[14t\x1b[18tdone",
+    );
+    let data = screen.snapshot().data;
+    let text = String::from_utf8_lossy(&data);
+    for query in [
+        "[6n", "[c", "[>c", "[>0q", "]10;?", "]11;?", "[?u", "$p", "$q", "[14t", "[18t",
+    ] {
+        assert!(!text.contains(query), "{query:?} in {text:?}");
+    }
+    assert!(text.contains("done"));
+}
+
+#[test]
+fn a_never_fed_screen_holds_no_emulator_and_an_empty_snapshot() {
+    let screen = Screen::new(80, 24, LIMITS);
+    assert!(screen.is_asleep());
+    let snapshot = screen.snapshot();
+    assert_eq!(snapshot.offset, 0);
+    assert!(snapshot.data.is_empty());
+    assert_eq!(screen.text(), "\n".repeat(24));
+}
+
+#[test]
+fn invalid_utf8_becomes_replacement_characters() {
+    let screen = fed(b"a\xffb\xe4\xb8c");
+    assert_eq!(screen.text().lines().next(), Some("a\u{fffd}b\u{fffd}c"));
+}
+
+#[test]
+fn scrollback_is_bounded() {
+    let mut stream = Vec::new();
+    for i in 0..500 {
+        stream.extend_from_slice(format!("line {i}\r\n").as_bytes());
+    }
+    let data = fed(&stream).snapshot().data;
+    let text = String::from_utf8_lossy(&data);
+    let lines = text.matches("line ").count();
+    assert_eq!(lines, LIMITS.scrollback_lines + 23);
+    assert!(text.contains("line 499"));
+}

@@ -1,0 +1,115 @@
+// The independent judge of tetherd's screen snapshots (issue 14): xterm.js,
+// an emulator nobody here wrote. Each recording of a real program (made
+// through a real tetherd PTY by `cargo test -p tether-tests --test screen`,
+// which writes target/screen-judge/*.json) is fed to one terminal whole, and
+// to another as the server's snapshot at N plus the bytes after N, for
+// several N (mid escape sequence, inside the alternate screen...). The two
+// must serialise identically: contents, colours, cursor, modes, title.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import xtermHeadless from "@xterm/headless";
+import serializeAddon from "@xterm/addon-serialize";
+
+const { Terminal } = xtermHeadless;
+const { SerializeAddon } = serializeAddon;
+const here = dirname(fileURLToPath(import.meta.url));
+const dir = join(here, "../../target/screen-judge");
+
+const unhex = (hex) => Buffer.from(hex, "hex");
+
+/** A terminal of the recording's size, fed `chunks` in order. */
+async function feed(fixture, chunks) {
+  const term = new Terminal({
+    cols: fixture.cols,
+    rows: fixture.rows,
+    scrollback: fixture.scrollback,
+    allowProposedApi: true,
+  });
+  let title = null;
+  term.onTitleChange((t) => (title = t));
+  // What the terminal would answer: the snapshot must make it answer nothing.
+  const replies = [];
+  term.onData((d) => replies.push(d));
+  const serializer = new SerializeAddon();
+  term.loadAddon(serializer);
+  for (const chunk of chunks) {
+    await new Promise((resolve) => term.write(chunk, resolve));
+  }
+  return { term, title, replies, serialized: serializer.serialize({ scrollback: fixture.scrollback }) };
+}
+
+/** One line of a buffer: its text and a run-length list of cell styles. A
+ * cell never written and a blank written with the default style look the
+ * same and count as the same (avt's dump writes blanks out; the
+ * serialiser tells them apart, nothing a person sees does). */
+function lineView(line, cols) {
+  let text = "";
+  const styles = [];
+  const cell = line.getCell(0);
+  for (let x = 0; x < cols; x++) {
+    line.getCell(x, cell);
+    if (cell.getWidth() === 0) continue;
+    text += cell.getChars() || " ";
+    const style = [
+      cell.getFgColorMode(), cell.getFgColor(), cell.getBgColorMode(), cell.getBgColor(),
+      cell.isBold(), cell.isItalic(), cell.isDim(), cell.isUnderline(), cell.isBlink(),
+      cell.isInverse(), cell.isInvisible(), cell.isStrikethrough(), cell.getWidth(),
+    ].map(Number).join(",");
+    const last = styles[styles.length - 1];
+    if (last && last[0] === style) last[1]++;
+    else styles.push([style, 1]);
+  }
+  return { text: text.replace(/ +$/, ""), styles: styles.map(([s, n]) => `${s}x${n}`).join(" ") + (line.isWrapped ? " wrapped" : "") };
+}
+
+function bufferView(buffer, cols) {
+  const lines = [];
+  for (let y = 0; y < buffer.length; y++) lines.push(lineView(buffer.getLine(y), cols));
+  // Blank lines at the bottom of a buffer that was never scrolled are not content.
+  return lines;
+}
+
+function view(t) {
+  return {
+    normal: bufferView(t.term.buffer.normal, t.term.cols),
+    alternate: t.term.buffer.active.type === "alternate" ? bufferView(t.term.buffer.alternate, t.term.cols) : null,
+    buffer: t.term.buffer.active.type,
+    cursor: [t.term.buffer.active.cursorX, t.term.buffer.active.cursorY],
+    modes: t.term.modes,
+    title: t.title,
+  };
+}
+
+const fixtures = (() => {
+  try {
+    return readdirSync(dir).filter((f) => f.endsWith(".json"));
+  } catch {
+    return [];
+  }
+})();
+
+test("the recordings exist (run cargo test -p tether-tests --test screen first)", () => {
+  for (const name of ["vim", "less", "top", "ls_color", "prompt_title"]) {
+    assert.ok(fixtures.includes(`${name}.json`), `${name}.json in ${dir}`);
+  }
+});
+
+for (const file of fixtures) {
+  const fixture = JSON.parse(readFileSync(join(dir, file), "utf8"));
+  test(`${fixture.name}: snapshot at N plus the bytes after N equals the whole stream`, async () => {
+    const stream = unhex(fixture.stream);
+    const whole = view(await feed(fixture, [stream]));
+    assert.ok(fixture.cuts.length >= 5);
+    for (const cut of fixture.cuts) {
+      const data = unhex(cut.data);
+      const snapshotOnly = await feed(fixture, [data]);
+      assert.deepEqual(snapshotOnly.replies, [], `${fixture.name} at ${cut.n}: the snapshot made the terminal answer`);
+      const rebuilt = view(await feed(fixture, [data, stream.subarray(cut.n)]));
+      assert.deepEqual(rebuilt, whole, `${fixture.name}: cut at ${cut.n} of ${stream.length}`);
+    }
+  });
+}
