@@ -547,7 +547,7 @@ mod scoped_tokens {
         let (status, _) = call(
             &server,
             "DELETE",
-            &format!("/v1/processes/{a}"),
+            &format!("/v1/processes/{a}?force=1"),
             Some(OPERATOR),
             None,
         )
@@ -748,7 +748,7 @@ mod audit {
         call(
             &server,
             "DELETE",
-            &format!("/v1/processes/{a}"),
+            &format!("/v1/processes/{a}?force=1"),
             Some(OPERATOR),
             None,
         )
@@ -775,6 +775,7 @@ mod audit {
                 e("refused", "anonymous", "", "unauthorized"),
                 e("signal", &o, &a, "operator"),
                 e("kill", &o, &a, "operator"),
+                e("forget", &o, &a, "operator"),
             ],
             "{log}"
         );
