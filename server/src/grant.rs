@@ -1,8 +1,10 @@
 //! What a request may do: the [`Grant`] its token earned (the operator, or
 //! a scoped token for one process with some rights), and the one decision
-//! every route makes through it: HTTP routes, the WebSocket attach and
-//! each frame an attachment sends, the mint route, and any route added
-//! later. Refusals and the actions that matter are written as audit lines
+//! every route makes through it: HTTP routes (status, wait, output and its
+//! Server-Sent Events, screen, stdin, resize, signal, kill, DELETE, spawn,
+//! exec, the list's pages), the WebSocket attach (with or without
+//! `screen=1`) and each frame an attachment sends, the mint route, the
+//! Kubernetes routes, and any route added later. Refusals and the actions that matter are written as audit lines
 //! (tracing target `audit`), naming the identity (`operator` or
 //! `token:ID`, never the secret), the process, the peer and the rights.
 
@@ -54,17 +56,17 @@ pub struct Grant {
 /// What a route needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need {
-    /// Start a process.
+    /// Start a process (`POST /v1/processes`, `/v1/exec`, Kubernetes exec).
     Spawn,
-    /// List every process.
+    /// List every process (any page).
     List,
     /// Mint a scoped token.
     Mint,
-    /// Read a process: status, wait, attach.
+    /// Read a process: status, wait, attach, output, screen.
     Read,
     /// Act on it: stdin, resize, signal.
     Write,
-    /// Kill and forget it.
+    /// Kill it (`kill`, `DELETE ?force=1`) and forget it (DELETE).
     Kill,
 }
 

@@ -41,13 +41,13 @@ type HmacSha256 = Hmac<Sha256>;
 /// (spawn, list, mint).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Rights {
-    /// Attach, read output, status, wait.
+    /// Attach (also `screen=1`), output and its events, screen, status, wait.
     #[serde(default)]
     pub read: bool,
     /// stdin, stdin close, resize, signal.
     #[serde(default)]
     pub write: bool,
-    /// DELETE (kill and forget).
+    /// kill, DELETE (with or without `force`).
     #[serde(default)]
     pub kill: bool,
 }

@@ -358,7 +358,7 @@ fn the_log_has_no_colour_when_stderr_is_not_a_terminal() {
     use std::io::{BufRead, BufReader, Read};
     use std::process::{Command, Stdio};
     let mut child = Command::new(binary("tetherd"))
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--no-token"])
         .env("RUST_LOG", "info")
         .env_remove("TETHER_TOKEN")
         .stdout(Stdio::piped())
