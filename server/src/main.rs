@@ -173,7 +173,30 @@ struct Generated {
     path: Option<std::path::PathBuf>,
 }
 
+/// Serves until shutdown; a generated token file is removed at the end,
+/// and also when the start fails (a missing containment, a bad key, an
+/// address in use), so no file outlives the server that wrote it.
 async fn serve(config: Config, guard_pid: u32, generated: Option<Generated>) -> anyhow::Result<()> {
+    let result = serve_until_shutdown(config, guard_pid, generated.as_ref()).await;
+    if let Some(Generated {
+        token,
+        path: Some(path),
+    }) = &generated
+    {
+        // Remove the file if it still holds our token (another tetherd may
+        // have written its own since).
+        if std::fs::read_to_string(path).is_ok_and(|t| t.trim() == token) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    result
+}
+
+async fn serve_until_shutdown(
+    config: Config,
+    guard_pid: u32,
+    generated: Option<&Generated>,
+) -> anyhow::Result<()> {
     tokio::spawn(guard::Guard::watch(guard_pid));
     // Before listening: a containment that was asked for and is not
     // there refuses to start.
@@ -196,7 +219,7 @@ async fn serve(config: Config, guard_pid: u32, generated: Option<Generated>) -> 
     // error.
     let mut stdout = std::io::stdout();
     let _ = writeln!(stdout, "tetherd listening on {url}");
-    if let Some(generated) = &generated {
+    if let Some(generated) = generated {
         if let Some(path) = &generated.path {
             let _ = writeln!(
                 stdout,
@@ -222,16 +245,5 @@ async fn serve(config: Config, guard_pid: u32, generated: Option<Generated>) -> 
         }
     };
     tether_server::run(transport, config, shutdown).await?;
-    if let Some(Generated {
-        token,
-        path: Some(path),
-    }) = &generated
-    {
-        // Remove the file if it still holds our token (another tetherd may
-        // have written its own since).
-        if std::fs::read_to_string(path).is_ok_and(|t| t.trim() == token) {
-            let _ = std::fs::remove_file(path);
-        }
-    }
     Ok(())
 }

@@ -104,6 +104,28 @@ fn cli(env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
 mod secure_by_default {
     use super::*;
 
+    #[test]
+    fn a_start_that_fails_leaves_no_generated_token_file_behind() {
+        let runtime = TempDir::new("xdg-failed");
+        let missing = runtime.0.join("no-such-cert.pem");
+        let output = Command::new(binary("tetherd"))
+            .args(["--listen", "127.0.0.1:0", "--tls-cert"])
+            .arg(&missing)
+            .arg("--tls-key")
+            .arg(&missing)
+            .env_remove("TETHER_TOKEN")
+            .env_remove("TETHER_TOKEN_FILE")
+            .env("XDG_RUNTIME_DIR", &runtime.0)
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("no-such-cert.pem"),
+            "{output:?}"
+        );
+        assert!(!runtime.0.join("tether").join("token").exists());
+    }
+
     #[tokio::test]
     async fn without_a_token_flag_tetherd_generates_one_requires_it_and_the_cli_finds_it() {
         let runtime = TempDir::new("xdg");
