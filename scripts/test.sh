@@ -14,6 +14,7 @@ step() { printf '\n==> %s\n' "$*"; }
 
 step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps for the screen judge; websocketd for the benchmark peers)"
 need=()
+# openssl makes the TLS tests' certificates; curl checks the Unix socket's mode.
 for pkg in chromium nginx tmux python3-venv openssl curl vim less procps websocketd; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -34,14 +34,20 @@ impl Tetherd {
             .open(&log)
             .with_context(|| format!("open {}", log.display()))?;
         let mut cmd = Command::new(bin);
-        cmd.args(["--listen", "127.0.0.1:0", "--kill-grace-ms", "200"])
-            .args(args)
-            .env_remove("TETHER_TOKEN")
-            .env_remove("TETHER_LISTEN")
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log_file));
+        cmd.args([
+            "--listen",
+            "127.0.0.1:0",
+            "--no-token",
+            "--kill-grace-ms",
+            "200",
+        ])
+        .args(args)
+        .env_remove("TETHER_TOKEN")
+        .env_remove("TETHER_LISTEN")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log_file));
         // SAFETY: prctl is async-signal-safe and touches no parent memory.
         unsafe {
             cmd.pre_exec(|| {

@@ -143,6 +143,21 @@ struct Inner {
     request_timeout: Duration,
 }
 
+/// A scoped token minted by [`Client::mint_token`].
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct MintedToken {
+    /// The bearer token.
+    pub token: String,
+    /// Its id, as the server's audit lines name it.
+    pub token_id: String,
+    /// The process it reaches.
+    pub process: String,
+    /// Its rights.
+    pub rights: Vec<String>,
+    /// Expiry, ms since the epoch.
+    pub expires_at_ms: u64,
+}
+
 impl Client {
     /// A client for the server at `base_url` (such as
     /// `http://127.0.0.1:7420`). Fails for a URL that is not `http://` or
@@ -166,10 +181,17 @@ impl Client {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|e| Error::InvalidArgument(format!("cannot build an HTTP client: {e}")))?;
+        // A server on this machine that generated its token wrote it where
+        // we can read it; never sent to any other host.
+        let token = if crate::local_token::is_local_url(&base) {
+            crate::local_token::local_token()
+        } else {
+            None
+        };
         Ok(Client {
             inner: Arc::new(Inner {
                 base,
-                token: None,
+                token,
                 http,
                 retry: RetryPolicy::default(),
                 request_timeout: Duration::from_secs(30),
@@ -177,9 +199,40 @@ impl Client {
         })
     }
 
-    /// Sends `Authorization: Bearer TOKEN` on every request.
+    /// Sends `Authorization: Bearer TOKEN` on every request. Without it, a
+    /// client of a server on this machine uses the token that server
+    /// generated, from [`local_token_path`](crate::local_token_path).
     pub fn with_token(self, token: impl Into<String>) -> Client {
         self.map(|inner| inner.token = Some(token.into()))
+    }
+
+    /// Sends no token, not even one found in the local token file.
+    pub fn without_token(self) -> Client {
+        self.map(|inner| inner.token = None)
+    }
+
+    /// `POST /v1/processes/{id}/tokens`: mints a token for this one process
+    /// with `rights` (any of `read`, `write`, `kill`; read is implied),
+    /// valid for `ttl` (operator only). Not retried.
+    pub async fn mint_token(
+        &self,
+        id: &str,
+        rights: &[&str],
+        ttl: Duration,
+    ) -> Result<MintedToken> {
+        let body = serde_json::to_vec(&serde_json::json!({
+            "rights": rights,
+            "ttl_ms": ttl.as_millis() as u64,
+        }))
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        self.request(
+            Method::POST,
+            &format!("/v1/processes/{}/tokens", path_segment(id)),
+            Some(body),
+            None,
+            self.inner.request_timeout,
+        )
+        .await
     }
 
     /// Sets the retry policy of `spawn`, `wait` and the other calls that

@@ -32,15 +32,17 @@ mod attach;
 mod client;
 mod error;
 mod exec;
+mod local_token;
 mod spec;
 mod utf8;
 
 pub use attach::{
     AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter,
 };
-pub use client::{Client, RetryPolicy};
+pub use client::{Client, MintedToken, RetryPolicy};
 pub use error::{Error, Result};
 pub use exec::ExecOutput;
+pub use local_token::{is_local_url, local_token, local_token_path};
 pub use spec::SpawnSpec;
 pub use utf8::Utf8Decoder;
 

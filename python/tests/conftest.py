@@ -36,14 +36,24 @@ def tetherd_binary() -> Path:
 class Tetherd:
     """A running tetherd; ``base`` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, *args: str) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in ("TETHER_TOKEN", "TETHER_LISTEN")}
-        env["RUST_LOG"] = "warn"
+    def __init__(self, *args: str, env: dict[str, str] | None = None, tokenless: bool | None = None) -> None:
+        environ = {k: v for k, v in os.environ.items() if k not in ("TETHER_TOKEN", "TETHER_LISTEN", "TETHER_TOKEN_FILE")}
+        environ["RUST_LOG"] = "warn"
+        environ.update(env or {})
+        if tokenless is None:
+            tokenless = "--token" not in args
         self.process = subprocess.Popen(
-            [str(tetherd_binary()), "--listen", "127.0.0.1:0", *args],
+            # Tests that are not about tokens run without one (tetherd would generate one).
+            [
+                str(tetherd_binary()),
+                "--listen",
+                "127.0.0.1:0",
+                *(["--no-token"] if tokenless else []),
+                *args,
+            ],
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
-            env=env,
+            env=environ,
         )
         assert self.process.stdout is not None
         ready, _, _ = select.select([self.process.stdout], [], [], WAIT)

@@ -1,60 +1,110 @@
-//! Who may use the API: the bearer token, the Origin of browser requests
-//! (against cross-site request forgery and WebSocket hijacking), and, when
-//! no token is set, the Host (against DNS rebinding).
+//! Who may use the API: the token a request presents becomes its
+//! [`Grant`] (the operator, or a scoped token for one process), checked by
+//! every route through [`Grant`]'s one decision; the Origin of browser
+//! requests (against cross-site request forgery and WebSocket hijacking);
+//! and, when the server has no token, the Host (against DNS rebinding).
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::config::Config;
 use crate::error::ApiError;
+use crate::grant::{refused, Grant, Holder, Peer};
 use crate::table::ProcessTable;
+use crate::token::{instance_of, now_ms, Invalid, SCOPED_PREFIX};
 
 /// Middleware for `/v1`, before any handler or upgrade:
-/// - without a token, a `Host` that is neither an IP address nor
+/// - without a server token, a `Host` that is neither an IP address nor
 ///   `localhost` is refused (403): a page on a rebound domain name must not
 ///   reach a loopback server;
-/// - with a token, 401 unless it is presented;
+/// - the presented token is authenticated into a [`Grant`] (401 unless it
+///   is the operator token or a valid scoped token whose process is still
+///   known; without a server token, no token is the operator);
 /// - a request with an `Origin` that is neither the server's own origin nor
 ///   in `--allow-origin` is refused (403), so a web page elsewhere can
 ///   neither POST a command (a "simple" cross-site request needs no
 ///   preflight) nor open a WebSocket. Clients that send no Origin (programs)
 ///   are not browsers and pass.
+///
+/// Every refusal is counted and audited.
 pub async fn check(
     State(table): State<Arc<ProcessTable>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    match admit(table.config(), &request) {
-        Ok(()) => next.run(request).await,
+    match grant_for(&table, &request) {
+        Ok(grant) => {
+            request.extensions_mut().insert(grant);
+            next.run(request).await
+        }
         Err(error) => error.into_response(),
     }
 }
 
-/// The decision of [`check`], for routes that answer in another error
-/// format (the Kubernetes routes answer with a `Status`).
-pub fn admit(config: &Config, request: &Request) -> Result<(), ApiError> {
+/// The decision of [`check`]: the request's [`Grant`], or its refusal
+/// (counted and audited). For routes that answer in another error format
+/// (the Kubernetes routes answer with a `Status`).
+pub fn grant_for(table: &ProcessTable, request: &Request) -> Result<Grant, ApiError> {
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<Peer>>()
+        .map_or(Peer::Unknown, |info| info.0.clone());
+    match admit(table, request) {
+        Ok(holder) => Ok(Grant { holder, peer }),
+        Err((identity, error)) => {
+            refused(table, &identity, &peer, "access", None, &error);
+            Err(error)
+        }
+    }
+}
+
+/// The holder of the request's token, or the refusal with the identity it
+/// claimed.
+fn admit(table: &ProcessTable, request: &Request) -> Result<Holder, (String, ApiError)> {
+    let config = table.config();
     let host = request
         .headers()
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
-    match &config.token {
-        None if !host.is_empty() && !is_local_host(host) => {
-            return Err(ApiError::ForbiddenHost(host.to_string()));
-        }
-        Some(token)
-            if !presented_token(request)
-                .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes())) =>
-        {
-            return Err(ApiError::Unauthorized);
-        }
-        _ => {}
+    let presented = presented_token(request);
+    let anonymous = || ("anonymous".to_string(), ApiError::Unauthorized);
+    if config.token.is_none() && !host.is_empty() && !is_local_host(host) {
+        return Err((
+            "anonymous".into(),
+            ApiError::ForbiddenHost(host.to_string()),
+        ));
     }
+    let holder = match (&presented, &config.token) {
+        (Some(token), _) if token.starts_with(SCOPED_PREFIX) => {
+            let claims = match config.signing_key.verify(token, now_ms()) {
+                Ok(claims) => claims,
+                Err(Invalid::BadToken) => return Err(anonymous()),
+                Err(Invalid::Expired) => {
+                    return Err(("scoped".into(), ApiError::TokenExpired));
+                }
+            };
+            let identity = format!("token:{}", claims.token_id);
+            match table.get(&claims.process) {
+                Ok(process) if instance_of(process.started_at) == claims.instance => {}
+                _ => return Err((identity, ApiError::TokenProcessGone)),
+            }
+            Holder::Scoped(claims)
+        }
+        (Some(token), Some(operator))
+            if constant_time_eq(token.as_bytes(), operator.as_bytes()) =>
+        {
+            Holder::Operator
+        }
+        (None, None) => Holder::Operator,
+        // A server without a token takes any other token as no token.
+        (Some(_), None) => Holder::Operator,
+        _ => return Err(anonymous()),
+    };
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         let same = origin
@@ -62,10 +112,14 @@ pub fn admit(config: &Config, request: &Request) -> Result<(), ApiError> {
             .or_else(|| origin.strip_prefix("https://"))
             .is_some_and(|rest| rest.eq_ignore_ascii_case(host));
         if !same && !config.allow_origins.iter().any(|o| o == origin) {
-            return Err(ApiError::ForbiddenOrigin(origin.to_string()));
+            let identity = match &holder {
+                Holder::Operator => "operator".to_string(),
+                Holder::Scoped(c) => format!("token:{}", c.token_id),
+            };
+            return Err((identity, ApiError::ForbiddenOrigin(origin.to_string())));
         }
     }
-    Ok(())
+    Ok(holder)
 }
 
 /// True for an IP address or `localhost` (with or without a port): names
@@ -82,8 +136,14 @@ fn is_local_host(host: &str) -> bool {
     name == "localhost" || name.ends_with(".localhost") || name.parse::<IpAddr>().is_ok()
 }
 
-/// The token from `Authorization: Bearer`, else from `access_token=` in the
-/// query (browsers cannot set headers on a WebSocket).
+/// The WebSocket subprotocol that carries a token, as
+/// `tether.bearer.TOKEN` next to `tether.v1`: browsers cannot set headers
+/// on a WebSocket, and a query string ends up in proxies' logs.
+pub const BEARER_PROTOCOL_PREFIX: &str = "tether.bearer.";
+
+/// The token from `Authorization: Bearer`, else from a
+/// `tether.bearer.TOKEN` WebSocket subprotocol, else from `access_token=`
+/// in the query.
 fn presented_token(request: &Request) -> Option<String> {
     if let Some(value) = request.headers().get(header::AUTHORIZATION) {
         return value
@@ -91,6 +151,16 @@ fn presented_token(request: &Request) -> Option<String> {
             .ok()
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::to_string);
+    }
+    let offered = request
+        .headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().strip_prefix(BEARER_PROTOCOL_PREFIX));
+    if let Some(token) = offered {
+        return Some(token.to_string());
     }
     let query = request.uri().query()?;
     query.split('&').find_map(|pair| {

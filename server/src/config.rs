@@ -10,28 +10,93 @@ use clap::Parser;
 /// The default listen address: loopback only, fixed port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
 
+/// Where tetherd listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListenAddr {
+    /// TCP, with TLS when a certificate is given.
+    Tcp(SocketAddr),
+    /// A Unix socket at this path.
+    Unix(PathBuf),
+}
+
+impl ListenAddr {
+    /// True for a loopback address or a Unix socket: nothing another
+    /// machine can reach.
+    pub fn is_local(&self) -> bool {
+        match self {
+            ListenAddr::Tcp(addr) => addr.ip().is_loopback(),
+            ListenAddr::Unix(_) => true,
+        }
+    }
+}
+
+impl std::str::FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ListenAddr, String> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("unix: needs a path, as in unix:/run/tether.sock".into());
+            }
+            return Ok(ListenAddr::Unix(PathBuf::from(path)));
+        }
+        text.parse::<SocketAddr>()
+            .map(ListenAddr::Tcp)
+            .map_err(|e| {
+                format!("{text:?} is neither HOST:PORT (an IP address and port) nor unix:PATH: {e}")
+            })
+    }
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Tcp(addr) => write!(f, "{addr}"),
+            ListenAddr::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
 /// `tetherd`: start processes, capture their output from the first byte, and
 /// let WebSocket clients attach to them.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "tetherd", version, about)]
 pub struct Config {
-    /// Address to listen on. A non-loopback address needs --token (or
-    /// --insecure-no-token).
+    /// Where to listen: `HOST:PORT`, or `unix:PATH` for a Unix socket
+    /// (created with mode 0600, or 0660 with --listen-group).
     #[arg(long, env = "TETHER_LISTEN", default_value = DEFAULT_LISTEN)]
-    pub listen: SocketAddr,
+    pub listen: ListenAddr,
 
-    /// Bearer token required on every /v1 request (browsers may pass it as
-    /// the `access_token` query parameter). Never passed to children.
-    /// The token shows in `ps` when given as a flag: prefer --token-file.
-    /// tetherd scrubs it from its own /proc/self/cmdline and environ at
-    /// start.
+    /// With `--listen unix:PATH`: the group (name or gid) that may connect
+    /// to the socket too (mode 0660).
+    #[arg(long)]
+    pub listen_group: Option<String>,
+
+    /// Operator token required on every /v1 request (browsers may pass it
+    /// as the `access_token` query parameter or a `tether.bearer.TOKEN`
+    /// subprotocol). Never passed to children. The token shows in `ps`
+    /// when given as a flag: prefer --token-file. tetherd scrubs it from
+    /// its own /proc/self/cmdline and environ at start. Without it (and
+    /// without --token-file or --no-token) tetherd generates one and writes
+    /// it to the generated token file.
     #[arg(long, env = "TETHER_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 
-    /// Read the bearer token from this file (surrounding whitespace is
+    /// Read the operator token from this file (surrounding whitespace is
     /// trimmed). Keep it readable only by the user tetherd starts as.
     #[arg(long, conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
+
+    /// Where a generated token is written (mode 0600) and where clients
+    /// look for it. Default: $TETHER_TOKEN_FILE, else
+    /// $XDG_RUNTIME_DIR/tether/token, else ~/.local/state/tether/token.
+    #[arg(long)]
+    pub generated_token_file: Option<PathBuf>,
+
+    /// Serve without any token: every local user of this machine can run
+    /// commands as the server's user. Only on loopback or a Unix socket.
+    #[arg(long)]
+    pub no_token: bool,
 
     /// When tetherd runs as root: run every spawned process as this user
     /// (name or uid), so children cannot read the server's /proc entries,
@@ -48,9 +113,28 @@ pub struct Config {
     #[arg(skip)]
     pub spawn_identity: Option<crate::secret::Identity>,
 
-    /// Allow listening on a non-loopback address without a token.
+    /// Allow listening on a non-loopback address without a token (implies
+    /// --no-token).
     #[arg(long)]
     pub insecure_no_token: bool,
+
+    /// Certificate chain (PEM) to serve HTTPS and WSS on the listener;
+    /// needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Longest lifetime of a scoped token, in milliseconds.
+    #[arg(long, default_value_t = 7 * 24 * 3_600_000)]
+    pub max_token_ttl_ms: u64,
+
+    /// The key scoped tokens are signed with: random, drawn at start, never
+    /// written out (see `token.rs`).
+    #[arg(skip)]
+    pub signing_key: crate::token::SigningKey,
 
     /// Extra origins allowed to open WebSockets (the server's own origin
     /// always is; clients that send no Origin are allowed). Repeatable.

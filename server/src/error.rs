@@ -75,6 +75,19 @@ pub enum ApiError {
     /// Missing or wrong bearer token.
     #[error("missing or invalid bearer token")]
     Unauthorized,
+    /// A scoped token past its expiry: ask for a new one.
+    #[error("this token has expired")]
+    TokenExpired,
+    /// A scoped token whose process has been forgotten: it died with it.
+    #[error("the process this token was for is gone; the token died with it")]
+    TokenProcessGone,
+    /// A valid scoped token used outside its one process, or for spawn,
+    /// list or minting.
+    #[error("{0}")]
+    OutOfScope(String),
+    /// A valid scoped token without the right the request needs.
+    #[error("this token lacks the {0} right")]
+    MissingRight(&'static str),
     /// A `Host` that could be a rebound DNS name, without a token: use an
     /// IP address or `localhost`, or set `--token`.
     #[error("Host {0:?} is not an IP address or localhost; name hosts need --token (protection against DNS rebinding)")]
@@ -143,6 +156,10 @@ impl ApiError {
                 (StatusCode::TOO_MANY_REQUESTS, "too_many_attachments")
             }
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::TokenExpired => (StatusCode::UNAUTHORIZED, "token_expired"),
+            ApiError::TokenProcessGone => (StatusCode::UNAUTHORIZED, "token_process_gone"),
+            ApiError::OutOfScope(_) => (StatusCode::FORBIDDEN, "out_of_scope"),
+            ApiError::MissingRight(_) => (StatusCode::FORBIDDEN, "missing_right"),
             ApiError::ForbiddenOrigin(_) => (StatusCode::FORBIDDEN, "forbidden_origin"),
             ApiError::ForbiddenHost(_) => (StatusCode::FORBIDDEN, "forbidden_host"),
             ApiError::BodyTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"),

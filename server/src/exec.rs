@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::Json;
 use base64::Engine;
 use serde::Serialize;
@@ -25,6 +25,7 @@ use tether_protocol::{ExitReason, ProcessInfo, StreamName};
 
 use crate::error::ApiError;
 use crate::follow::{Chunk, Follower};
+use crate::grant::{Grant, Need};
 use crate::process::Process;
 use crate::table::ProcessTable;
 
@@ -65,8 +66,10 @@ pub struct CapturedOutput {
 /// The handler.
 pub async fn exec(
     State(table): State<Arc<ProcessTable>>,
+    Extension(grant): Extension<Grant>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<ExecResponse>, ApiError> {
+    grant.require(&table, Need::Spawn)?;
     let max_body = table.config().max_body_bytes;
     let body = body.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(max_body),
@@ -89,6 +92,7 @@ pub async fn exec(
     let request: SpawnRequest = serde_json::from_value(serde_json::Value::Object(fields))
         .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))?;
     let (process, _) = table.spawn(request, None).await?;
+    grant.audit("spawn", &process.id);
     let guard = KillOnDrop {
         process: kill_on_disconnect.then(|| process.clone()),
     };

@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -24,6 +24,7 @@ use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
 use crate::attach::{self, AttachOptions, ScreenStart};
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::grant::{Grant, Need};
 use crate::process::Process;
 use crate::table::ProcessTable;
 
@@ -43,6 +44,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/stdin/close", post(stdin_close))
         .route("/processes/{id}/resize", post(resize))
         .route("/processes/{id}/attach", get(attach))
+        .route("/processes/{id}/tokens", post(crate::mint::mint))
         .route("/processes/{id}/output", get(crate::http_output::output))
         .route("/exec", post(crate::exec::exec))
         .route("/processes/{id}/screen", get(screen))
@@ -145,9 +147,11 @@ fn json_body<T: DeserializeOwned>(
 
 async fn spawn(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<ProcessInfo>)> {
+    grant.require(&table, Need::Spawn)?;
     let request: SpawnRequest = json_body(body, table.config())?;
     let key = match headers.get("idempotency-key") {
         Some(value) => Some(
@@ -159,6 +163,9 @@ async fn spawn(
         None => None,
     };
     let (process, new) = table.spawn(request, key).await?;
+    if new {
+        grant.audit("spawn", &process.id);
+    }
     let status = if new {
         StatusCode::CREATED
     } else {
@@ -182,8 +189,10 @@ pub const NEXT_PAGE_HEADER: &str = "tether-next-after";
 /// [`NEXT_PAGE_HEADER`].
 async fn list(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
+    grant.require(&table, Need::List)?;
     let limit = match query_u64(&query, "limit")? {
         None => LIST_MAX_ITEMS,
         Some(n) if (1..=LIST_MAX_ITEMS as u64).contains(&n) => n as usize,
@@ -232,19 +241,21 @@ async fn list(
 
 async fn status(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<ProcessInfo>> {
-    Ok(Json(table.get(&id)?.info()))
+    Ok(Json(grant.process(&table, Need::Read, &id)?.info()))
 }
 
 /// The terminal screen now: plain text (default) or, with `format=ansi`,
 /// the snapshot bytes; headers give the offset and size.
 async fn screen(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Read, &id)?;
     let ansi = match query.get("format").map(String::as_str) {
         None | Some("text") => false,
         Some("ansi") => true,
@@ -308,9 +319,11 @@ async fn kill_and_wait(table: &ProcessTable, process: &Process, grace: Duration)
 /// no-op that answers its object.
 async fn kill(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
+    let process = grant.process(&table, Need::Kill, &id)?;
     let grace = match query_u64(&query, "grace_ms")? {
         Some(ms) if ms > MAX_KILL_GRACE_MS => {
             return Err(ApiError::InvalidRequest(format!(
@@ -320,8 +333,8 @@ async fn kill(
         Some(ms) => Duration::from_millis(ms),
         None => table.config().kill_grace(),
     };
-    let process = table.get(&id)?;
     if process.is_running() {
+        grant.audit("kill", &process.id);
         kill_and_wait(&table, &process, grace).await;
     }
     Ok(Json(process.info()))
@@ -333,6 +346,7 @@ async fn kill(
 /// counts against the process limit and the retention budget).
 async fn delete(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
@@ -345,13 +359,17 @@ async fn delete(
             )))
         }
     };
-    let process = table.get(&id)?;
+    // Forgetting destroys the output: the kill right, even for an exited
+    // process.
+    let process = grant.process(&table, Need::Kill, &id)?;
     if process.is_running() {
         if !force {
             return Err(ApiError::StillRunning(process.id.clone()));
         }
+        grant.audit("kill", &process.id);
         kill_and_wait(&table, &process, table.config().kill_grace()).await;
     }
+    grant.audit("forget", &process.id);
     table.forget_when_exited(&process);
     Ok(Json(process.info()))
 }
@@ -388,6 +406,7 @@ fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<b
 
 async fn wait(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<ProcessInfo>> {
@@ -396,7 +415,7 @@ async fn wait(
         .unwrap_or(config.default_wait_ms)
         .min(config.max_wait_ms);
     table.metrics.wait_requests.fetch_add(1, Ordering::Relaxed);
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Read, &id)?;
     let mut exit = process.watch_exit();
     let _ = tokio::time::timeout(Duration::from_millis(ms), exit.wait_for(|e| e.is_some())).await;
     Ok(Json(process.info()))
@@ -404,12 +423,15 @@ async fn wait(
 
 async fn signal(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessInfo>> {
+    let process = grant.process(&table, Need::Write, &id)?;
     let request: SignalRequest = json_body(body, table.config())?;
-    let process = table.get(&id)?;
-    process.signal(Signal::parse(&request.signal)?).await?;
+    let signal = Signal::parse(&request.signal)?;
+    grant.audit("signal", &process.id);
+    process.signal(signal).await?;
     Ok(Json(process.info()))
 }
 
@@ -418,12 +440,13 @@ async fn signal(
 /// process that does not read hold at most that budget (429 past it).
 async fn stdin(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> ApiResult<StatusCode> {
     let config = table.config();
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Write, &id)?;
     let declared = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -447,29 +470,36 @@ async fn stdin(
 
 async fn stdin_close(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    table.get(&id)?.close_stdin().await?;
+    grant
+        .process(&table, Need::Write, &id)?
+        .close_stdin()
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn resize(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
+    let process = grant.process(&table, Need::Write, &id)?;
     let request: ResizeRequest = json_body(body, table.config())?;
-    table.get(&id)?.resize(request.cols, request.rows)?;
+    process.resize(request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn attach(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Read, &id)?;
     let upgrade = upgrade.map_err(|e| {
         ApiError::InvalidRequest(format!(
             "attach needs a WebSocket upgrade: {}",
@@ -522,6 +552,11 @@ async fn attach(
         readonly,
         screen,
     };
+    let mode = if readonly || !grant.may_write() {
+        "read"
+    } else {
+        "read,write"
+    };
     let config = table.config().clone();
     Ok(upgrade
         .protocols([SUBPROTOCOL])
@@ -534,6 +569,12 @@ async fn attach(
         .on_upgrade(move |socket| {
             use tracing::Instrument;
             let span = tracing::info_span!("attach", id = %process.id);
-            attach::serve(socket, admission, options).instrument(span)
+            async move {
+                tracing::info!(target: "audit", event = "attach", identity = %grant.identity(),
+                    process = %process.id, peer = %grant.peer, rights = %grant.rights(), mode, "attach");
+                attach::serve(socket, admission, options, grant.clone()).await;
+                grant.audit("detach", &process.id);
+            }
+            .instrument(span)
         }))
 }

@@ -20,7 +20,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::header::{HeaderName, HeaderValue, ACCEPT, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -32,6 +32,7 @@ use tether_protocol::{ProcessInfo, StreamName};
 use crate::attach;
 use crate::error::ApiError;
 use crate::follow::{Chunk, Follower};
+use crate::grant::{Grant, Need};
 use crate::http::query_u64;
 use crate::table::ProcessTable;
 
@@ -49,11 +50,12 @@ const TRAILERS: [&str; 7] = [
 /// The handler.
 pub async fn output(
     State(table): State<Arc<ProcessTable>>,
+    Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let process = table.get(&id)?;
+    let process = grant.process(&table, Need::Read, &id)?;
     let sse = headers
         .get(ACCEPT)
         .and_then(|v| v.to_str().ok())

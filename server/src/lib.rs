@@ -23,8 +23,12 @@
 //! - [`attach`]: one WebSocket attachment: writer, reader, input queue.
 //! - [`listen`]: the accept loop; every connection bounded in number and
 //!   time, and shutdown's drain.
-//! - [`http`], [`access`]: routes, token and Origin checks; [`web`]: the
-//!   web terminal's files, never from outside `--web-root`.
+//! - [`transport`]: what it listens on (TCP, TLS, a Unix socket).
+//! - [`http`], [`access`]: routes, token and Origin checks; [`grant`]:
+//!   the one decision of what a request may do, and the audit lines;
+//!   [`token`]: operator and scoped tokens; [`mint`]: the route that mints
+//!   scoped tokens; [`web`]: the web terminal's files, never from outside
+//!   `--web-root`.
 //! - [`kube`]: the Kubernetes exec/attach protocol and the documents
 //!   kubectl reads first.
 //! - [`http_output`], [`exec`]: output as plain HTTP or Server-Sent Events,
@@ -44,6 +48,7 @@ pub mod datadir;
 pub mod error;
 pub mod exec;
 pub mod follow;
+pub mod grant;
 pub mod http;
 pub mod http_output;
 pub mod kube;
@@ -51,6 +56,7 @@ pub mod launch;
 pub mod limits;
 pub mod listen;
 pub mod metrics;
+pub mod mint;
 pub mod process;
 pub mod pty;
 pub mod retained;
@@ -60,6 +66,8 @@ pub mod server;
 pub mod session;
 pub mod slots;
 pub mod table;
+pub mod token;
+pub mod transport;
 pub mod web;
 
 pub use config::Config;

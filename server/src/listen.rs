@@ -37,15 +37,17 @@ use axum::Router;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::time::Sleep;
 use tower::ServiceExt;
 
 use crate::config::Config;
 use crate::error::ApiError;
+use crate::grant::Peer;
 use crate::metrics::Metrics;
+use crate::transport::{self, Conn, Raw, Transport};
 
 /// Where the server is in its life, as the connections see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,7 +249,7 @@ impl Drop for Registration {
 /// Accepts until the phase leaves [`Phase::Serving`], then drops the
 /// listener (new connections are refused by the kernel).
 pub async fn serve(
-    listener: TcpListener,
+    transport: Transport,
     app: Router,
     settings: Settings,
     connections: Arc<Connections>,
@@ -256,11 +258,11 @@ pub async fn serve(
     let mut errors = AcceptErrors::default();
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = transport.accept() => accepted,
             _ = phase.wait_for(|p| *p != Phase::Serving) => return,
         };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
+        let (raw, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(error) => {
                 if is_resource_error(&error) {
                     // Out of descriptors: shed the connection that has
@@ -273,13 +275,17 @@ pub async fn serve(
             }
         };
         if connections.len() >= settings.max_connections && !connections.displace_oldest_waiting() {
-            refuse(tcp, &connections, settings.max_connections);
+            refuse(raw, &connections, settings.max_connections);
             continue;
         }
-        tune_socket(&tcp);
+        if let Some(tcp) = raw.tcp() {
+            tune_socket(tcp);
+        }
         let (state, registration) = connections.register();
         tokio::spawn(serve_connection(
-            tcp,
+            raw,
+            peer,
+            transport.tls(),
             state,
             registration,
             app.clone(),
@@ -323,7 +329,7 @@ impl AcceptErrors {
 /// it sent is drained for a moment first (a bounded number at once), so
 /// the kernel does not answer unread data with a reset that destroys the
 /// 503 before the client reads it.
-fn refuse(mut tcp: TcpStream, connections: &Arc<Connections>, limit: usize) {
+fn refuse(mut tcp: Raw, connections: &Arc<Connections>, limit: usize) {
     connections
         .metrics
         .connections_refused
@@ -365,8 +371,11 @@ fn refuse(mut tcp: TcpStream, connections: &Arc<Connections>, limit: usize) {
 
 /// Serves HTTP/1.1 on one connection (with upgrades) until it closes, is
 /// displaced, or shutdown closes it.
+#[allow(clippy::too_many_arguments)]
 async fn serve_connection(
-    tcp: TcpStream,
+    raw: Raw,
+    peer: Peer,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     state: Arc<ConnState>,
     registration: Registration,
     app: Router,
@@ -374,8 +383,21 @@ async fn serve_connection(
     connections: Arc<Connections>,
     mut phase: watch::Receiver<Phase>,
 ) {
+    // The TLS handshake (bounded) while the connection counts as waiting
+    // for a request head: displaceable, and closed by a drain.
+    let conn = tokio::select! {
+        conn = transport::establish(raw, tls) => match conn {
+            Ok(conn) => conn,
+            Err(error) => {
+                tracing::debug!(%peer, %error, "connection not established");
+                return;
+            }
+        },
+        _ = state.displaced.notified() => return,
+        _ = phase.wait_for(|p| *p != Phase::Serving) => return,
+    };
     let io = TokioIo::new(GuardedIo {
-        tcp,
+        io: conn,
         state: state.clone(),
         _registration: registration,
         stall_after: settings.write_stall,
@@ -386,7 +408,11 @@ async fn serve_connection(
         let body_timeout = settings.body_timeout;
         hyper::service::service_fn(move |request: Request<Incoming>| {
             state.begin_request();
-            let request = request.map(|body| DeadlineBody::new(body, body_timeout));
+            let mut request = request.map(|body| DeadlineBody::new(body, body_timeout));
+            // Who is asking, for the audit lines.
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer.clone()));
             let response = app.clone().oneshot(request);
             let state = state.clone();
             let connections = connections.clone();
@@ -554,7 +580,7 @@ pub fn is_body_timeout(error: &(dyn std::error::Error + 'static)) -> bool {
 /// socket is closed, upgraded or not), and fails a write that has stalled
 /// for the send timeout before the upgrade.
 struct GuardedIo {
-    tcp: TcpStream,
+    io: Conn,
     state: Arc<ConnState>,
     _registration: Registration,
     stall_after: Duration,
@@ -601,7 +627,7 @@ impl AsyncRead for GuardedIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_read(cx, buf)
+        Pin::new(&mut self.io).poll_read(cx, buf)
     }
 }
 
@@ -611,7 +637,7 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let poll = Pin::new(&mut self.tcp).poll_write(cx, buf);
+        let poll = Pin::new(&mut self.io).poll_write(cx, buf);
         self.write_result(cx, poll)
     }
 
@@ -620,21 +646,21 @@ impl AsyncWrite for GuardedIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let poll = Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs);
+        let poll = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
         self.write_result(cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.tcp.is_write_vectored()
+        self.io.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let poll = Pin::new(&mut self.tcp).poll_flush(cx);
+        let poll = Pin::new(&mut self.io).poll_flush(cx);
         self.write_result(cx, poll)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.tcp).poll_shutdown(cx)
+        Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 

@@ -10,6 +10,8 @@ use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use tether_server::contain::guard::{self, GUARD_ARG};
+use tether_server::token::{default_token_path, generate_operator_token, write_token_file};
+use tether_server::transport::{load_tls, Transport};
 use tether_server::{limits, secret, Config};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -24,7 +26,7 @@ fn main() -> anyhow::Result<()> {
         config.token = Some(secret::read_token_file(path)?);
     }
     if config.token.as_deref() == Some("") {
-        bail!("the token must not be empty");
+        bail!("the token must not be empty (use --no-token to serve without one)");
     }
     // Before any thread exists: it rewrites our own argv/environ memory and
     // edits the environment.
@@ -36,13 +38,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(user) = &config.user {
         config.spawn_identity = Some(secret::resolve_identity(user, config.group.as_deref())?);
     }
-    if !config.listen.ip().is_loopback() && config.token.is_none() && !config.insecure_no_token {
-        bail!(
-            "refusing to listen on non-loopback address {} without a token: anyone who can reach it could run commands. \
-             Pass --token-file (or --token, TETHER_TOKEN), or --insecure-no-token if that is really wanted",
-            config.listen
-        );
-    }
+    let generated = settle_token(&mut config)?;
     size_to_open_file_limit(&mut config, &matches);
     if tether_server::contain::reaper::is_init() {
         // PID 1 of a container: orphans are reparented to us, and every
@@ -59,7 +55,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
-    runtime.block_on(serve(config, guard_pid))?;
+    runtime.block_on(serve(config, guard_pid, generated))?;
     // Whatever is left (a WebSocket cut at the shutdown deadline, a blocking
     // file read) must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -124,25 +120,121 @@ fn size_to_open_file_limit(config: &mut Config, matches: &clap::ArgMatches) {
     }
 }
 
-async fn serve(config: Config, guard_pid: u32) -> anyhow::Result<()> {
+/// The operator token and where a generated one went: `--no-token` (with a
+/// warning), the token given, or a new one written to the token file.
+fn settle_token(config: &mut Config) -> anyhow::Result<Option<Generated>> {
+    let tokenless = config.no_token || config.insecure_no_token;
+    if tokenless && config.token.is_some() {
+        bail!("--no-token and --token (or --token-file) contradict each other: pick one");
+    }
+    if tokenless && !config.listen.is_local() && !config.insecure_no_token {
+        bail!(
+            "refusing to listen on non-loopback address {} without a token: anyone who can reach it could run commands. \
+             Drop --no-token (a token is generated), pass --token-file (or --token, TETHER_TOKEN), \
+             or --insecure-no-token if that is really wanted",
+            config.listen
+        );
+    }
+    if tokenless {
+        tracing::warn!(
+            "--no-token: every user of this machine who can reach {} can run commands as this server's user",
+            config.listen
+        );
+        return Ok(None);
+    }
+    if config.token.is_some() {
+        return Ok(None);
+    }
+    let token = generate_operator_token();
+    let path = config
+        .generated_token_file
+        .clone()
+        .or_else(default_token_path);
+    match &path {
+        Some(path) => {
+            if let Err(error) = write_token_file(path, &token) {
+                bail!(
+                    "cannot write the generated token to {}: {error} (pass --generated-token-file, --token-file or --no-token)",
+                    path.display()
+                );
+            }
+        }
+        None => tracing::warn!(
+            "no token file location (no $TETHER_TOKEN_FILE, $XDG_RUNTIME_DIR or $HOME): the token is only in the URL printed below"
+        ),
+    }
+    config.token = Some(token.clone());
+    Ok(Some(Generated { token, path }))
+}
+
+/// A token tetherd generated, and the file it wrote it to.
+struct Generated {
+    token: String,
+    path: Option<std::path::PathBuf>,
+}
+
+/// Serves until shutdown; a generated token file is removed at the end,
+/// and also when the start fails (a missing containment, a bad key, an
+/// address in use), so no file outlives the server that wrote it.
+async fn serve(config: Config, guard_pid: u32, generated: Option<Generated>) -> anyhow::Result<()> {
+    let result = serve_until_shutdown(config, guard_pid, generated.as_ref()).await;
+    if let Some(Generated {
+        token,
+        path: Some(path),
+    }) = &generated
+    {
+        // Remove the file if it still holds our token (another tetherd may
+        // have written its own since).
+        if std::fs::read_to_string(path).is_ok_and(|t| t.trim() == token) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    result
+}
+
+async fn serve_until_shutdown(
+    config: Config,
+    guard_pid: u32,
+    generated: Option<&Generated>,
+) -> anyhow::Result<()> {
     tokio::spawn(guard::Guard::watch(guard_pid));
     // Before listening: a containment that was asked for and is not
     // there refuses to start.
     tether_server::contain::install(config.containment).context("cannot set up containment")?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let addr = listener.local_addr()?;
-    // Tests and scripts read this line to learn the port. Whoever started
-    // us may stop reading stdout after it: a closed pipe is no error.
-    let mut stdout = std::io::stdout();
-    let _ = writeln!(stdout, "tetherd listening on http://{addr}");
-    if let Some(root) = &config.web_root {
-        let _ = writeln!(
-            stdout,
-            "web terminal: http://{addr}/ (from {})",
-            root.display()
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(load_tls(cert, key)?),
+        _ => None,
+    };
+    if tls.is_none() && !config.listen.is_local() && config.token.is_some() {
+        tracing::warn!(
+            "listening on {} without TLS: the token, every command and all terminal output cross the network in clear text; \
+             pass --tls-cert and --tls-key, or put a TLS proxy in front",
+            config.listen
         );
+    }
+    let transport = Transport::bind(&config.listen, tls, config.listen_group.as_deref()).await?;
+    let url = transport.url()?;
+    // Tests and scripts read this line to learn the address. Whoever
+    // started us may stop reading stdout after it: a closed pipe is no
+    // error.
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "tetherd listening on {url}");
+    if let Some(generated) = generated {
+        if let Some(path) = &generated.path {
+            let _ = writeln!(
+                stdout,
+                "token: generated, in {} (readable only by this user); clients on this machine read it from there",
+                path.display()
+            );
+        }
+        if url.starts_with("http") {
+            // The fragment never leaves the browser: not sent to the
+            // server, not in any log.
+            let _ = writeln!(stdout, "open: {url}/#token={}", generated.token);
+        }
+    }
+    if let Some(root) = &config.web_root {
+        let _ = writeln!(stdout, "web terminal: {url}/ (from {})", root.display());
     }
     let _ = stdout.flush();
     let mut term = signal(SignalKind::terminate())?;
@@ -152,6 +244,6 @@ async fn serve(config: Config, guard_pid: u32) -> anyhow::Result<()> {
             _ = term.recv() => {}
         }
     };
-    tether_server::run(listener, config, shutdown).await?;
+    tether_server::run(transport, config, shutdown).await?;
     Ok(())
 }

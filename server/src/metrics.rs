@@ -40,7 +40,21 @@ pub struct Metrics {
     /// Connections closed to make room for a newer one (they had waited
     /// longest for a request head).
     pub connections_displaced: AtomicU64,
+    /// Refused requests by reason (their error code), in [`REFUSAL_REASONS`] order.
+    pub refusals: [AtomicU64; REFUSAL_REASONS.len()],
 }
+
+/// The error codes a refusal can have, each a label of
+/// `tether_refusals_total`.
+pub const REFUSAL_REASONS: [&str; 7] = [
+    "unauthorized",
+    "token_expired",
+    "token_process_gone",
+    "out_of_scope",
+    "missing_right",
+    "forbidden_origin",
+    "forbidden_host",
+];
 
 fn reason_index(reason: ExitReason) -> usize {
     match reason {
@@ -54,6 +68,13 @@ fn reason_index(reason: ExitReason) -> usize {
 }
 
 impl Metrics {
+    /// Counts one refused request by its error code.
+    pub fn refused(&self, code: &str) {
+        if let Some(i) = REFUSAL_REASONS.iter().position(|r| *r == code) {
+            self.refusals[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Counts one exit.
     pub fn exited(&self, reason: ExitReason) {
         self.exits[reason_index(reason)].fetch_add(1, Ordering::Relaxed);
@@ -171,6 +192,16 @@ impl Metrics {
                 .iter()
                 .enumerate()
                 .map(|(i, r)| (format!("{{reason=\"{r}\"}}"), get(&self.exits[i])))
+                .collect::<Vec<_>>(),
+        );
+        metric(
+            "tether_refusals_total",
+            "counter",
+            "Requests refused by the access check, by reason.",
+            &REFUSAL_REASONS
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (format!("{{reason=\"{r}\"}}"), get(&self.refusals[i])))
                 .collect::<Vec<_>>(),
         );
         out

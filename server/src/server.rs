@@ -1,4 +1,4 @@
-//! `run(listener, config, shutdown)`: serve on a bound listener until the
+//! `run(transport, config, shutdown)`: serve on a bound listener until the
 //! shutdown future completes, then shut down within a deadline. Tests bind
 //! port 0 and never wait for a port.
 //!
@@ -18,17 +18,17 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::listen::{self, Connections, Phase, Settings};
 use crate::table::ProcessTable;
+use crate::transport::Transport;
 
 /// Serves until `shutdown` completes, then shuts down within the bound.
 pub async fn run(
-    listener: TcpListener,
+    transport: Transport,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -46,7 +46,7 @@ pub async fn run(
     let connections = Connections::new(table.metrics.clone());
     let (phase, phase_rx) = watch::channel(Phase::Serving);
     let accept = tokio::spawn(listen::serve(
-        listener,
+        transport,
         app,
         Settings::from_config(&config),
         connections.clone(),

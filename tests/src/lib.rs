@@ -83,6 +83,11 @@ struct Launch<'a> {
     wrapper: &'a [&'a str],
     /// RLIMIT_NOFILE (soft, hard) to start it with.
     fd_limit: Option<(u64, u64)>,
+    /// Exactly the flags given: no `--no-token` added when they give no
+    /// token (see [`TestServer::start_exact`]).
+    exact: bool,
+    /// Where tetherd's stderr goes (default: inherited).
+    stderr: Option<&'a std::path::Path>,
 }
 
 /// A running `tetherd` on an ephemeral port; killed on drop. Unless the
@@ -94,6 +99,7 @@ pub struct TestServer {
     /// `http://127.0.0.1:PORT`
     pub base: String,
     pub http: reqwest::Client,
+    stdout: std::sync::Mutex<std::sync::mpsc::Receiver<String>>,
 }
 
 impl TestServer {
@@ -107,7 +113,10 @@ impl TestServer {
         TestServer::start_with_env(args, &[])
     }
 
-    /// Starts tetherd with extra flags and environment variables.
+    /// Starts tetherd with extra flags and environment variables. Unless
+    /// the flags or environment give a token, the server runs with
+    /// `--no-token` (tests that are not about tokens); see
+    /// [`TestServer::start_exact`] for a server left to its secure default.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
         TestServer::launch(&Launch::default(), args, env)
     }
@@ -142,8 +151,37 @@ impl TestServer {
         TestServer::launch(&how, args, &[])
     }
 
+    /// Starts tetherd with exactly these flags (plus an ephemeral loopback
+    /// `--listen` unless they name one), `RUST_LOG=warn` unless `env` sets
+    /// it, and its stderr into the file `stderr` if given.
+    pub fn start_exact(
+        args: &[&str],
+        env: &[(&str, &str)],
+        stderr: Option<&std::path::Path>,
+    ) -> TestServer {
+        let how = Launch {
+            exact: true,
+            stderr,
+            ..Launch::default()
+        };
+        TestServer::launch(&how, args, env)
+    }
+
     fn launch(how: &Launch<'_>, args: &[&str], env: &[(&str, &str)]) -> TestServer {
         let tetherd = tetherd_binary();
+        let has_token = args
+            .iter()
+            .any(|a| *a == "--token" || a.starts_with("--token=") || *a == "--token-file")
+            || env.iter().any(|(k, _)| *k == "TETHER_TOKEN");
+        let mut args = args.to_vec();
+        let mut env = env.to_vec();
+        if !how.exact && !has_token {
+            args.push("--no-token");
+            // Its start-up warning is expected here; other warnings still show.
+            if !env.iter().any(|(k, _)| *k == "RUST_LOG") {
+                env.push(("RUST_LOG", "warn,tetherd=error"));
+            }
+        }
         let mut command = match how.wrapper.split_first() {
             Some((program, rest)) => {
                 let mut command = Command::new(program);
@@ -152,6 +190,9 @@ impl TestServer {
             }
             None => Command::new(&tetherd),
         };
+        if !args.contains(&"--listen") {
+            command.args(["--listen", how.listen.unwrap_or("127.0.0.1:0")]);
+        }
         let data_dir = (!args
             .iter()
             .any(|a| *a == "--data-dir" || *a == "--memory-only"))
@@ -160,13 +201,18 @@ impl TestServer {
             command.arg("--data-dir").arg(dir);
         }
         command
-            .args(["--listen", how.listen.unwrap_or("127.0.0.1:0")])
             .args(args)
             .env_remove("TETHER_TOKEN")
-            .envs(env.iter().copied())
+            .env_remove("TETHER_TOKEN_FILE")
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(match how.stderr {
+                Some(path) => {
+                    Stdio::from(std::fs::File::create(path).expect("create the stderr file"))
+                }
+                None => Stdio::inherit(),
+            });
         if let Some((soft, hard)) = how.fd_limit {
             use std::os::unix::process::CommandExt;
             // SAFETY: setrlimit is async-signal-safe and touches no memory
@@ -184,19 +230,41 @@ impl TestServer {
         }
         let mut child = command.spawn().expect("start tetherd");
         let stdout = child.stdout.take().unwrap();
+        let mut reader = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
+        reader.read_line(&mut line).unwrap();
         let addr = line
             .trim()
             .strip_prefix("tetherd listening on ")
             .unwrap_or_else(|| panic!("unexpected first line from tetherd: {line:?}"))
             .to_string();
+        // The rest of stdout (the token's file and URL, when generated),
+        // read as it comes so the server never blocks on a full pipe.
+        let (lines_tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in reader.lines() {
+                let Ok(line) = line else { return };
+                if lines_tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
         TestServer {
             child,
             data_dir,
             base: addr,
             http: reqwest::Client::new(),
+            stdout: std::sync::Mutex::new(lines),
         }
+    }
+
+    /// The next line tetherd printed after its address (bounded by [`WAIT`]).
+    pub fn next_stdout_line(&self) -> String {
+        self.stdout
+            .lock()
+            .unwrap()
+            .recv_timeout(WAIT)
+            .expect("tetherd printed no further line in time")
     }
 
     /// OS pid of the server.
@@ -286,7 +354,7 @@ impl TestServer {
     pub fn ws_url(&self, id: &str, query: &str) -> String {
         format!(
             "{}/v1/processes/{id}/attach?{query}",
-            self.base.replacen("http://", "ws://", 1)
+            self.base.replacen("http", "ws", 1)
         )
     }
 }
@@ -332,10 +400,16 @@ pub struct Attachment {
 impl Attachment {
     /// Connects, offering `tether.v1`, and reads the hello frame.
     pub async fn connect(url: &str) -> Attachment {
+        Attachment::connect_offering(url, "tether.v1").await
+    }
+
+    /// Connects offering these subprotocols (such as
+    /// `tether.v1, tether.bearer.TOKEN`), and reads the hello frame.
+    pub async fn connect_offering(url: &str, protocols: &str) -> Attachment {
         let mut request = url.into_client_request().unwrap();
         request
             .headers_mut()
-            .insert("Sec-WebSocket-Protocol", "tether.v1".parse().unwrap());
+            .insert("Sec-WebSocket-Protocol", protocols.parse().unwrap());
         let (ws, response) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
             .await
             .expect("connect timed out")

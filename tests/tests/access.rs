@@ -101,7 +101,7 @@ async fn children_never_inherit_the_server_token() {
 #[tokio::test]
 async fn listening_beyond_loopback_without_a_token_is_refused() {
     let output = std::process::Command::new(binary("tetherd"))
-        .args(["--listen", "0.0.0.0:0"])
+        .args(["--listen", "0.0.0.0:0", "--no-token"])
         .env_remove("TETHER_TOKEN")
         .output()
         .unwrap();
@@ -358,7 +358,7 @@ fn the_log_has_no_colour_when_stderr_is_not_a_terminal() {
     use std::io::{BufRead, BufReader, Read};
     use std::process::{Command, Stdio};
     let mut child = Command::new(binary("tetherd"))
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", "127.0.0.1:0", "--no-token"])
         .env("RUST_LOG", "info")
         .env_remove("TETHER_TOKEN")
         .stdout(Stdio::piped())

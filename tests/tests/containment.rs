@@ -164,7 +164,7 @@ async fn auto_falls_back_to_the_v1_freezer_then_to_the_session() {
     // A containment that was asked for and is not there is refused.
     let status = std::process::Command::new("unshare")
         .args(["--mount", "--propagation", "private", "sh", "-c"])
-        .arg("umount /sys/fs/cgroup/unified && exec \"$0\" --listen 127.0.0.1:0 --containment cgroup2")
+        .arg("umount /sys/fs/cgroup/unified && exec \"$0\" --listen 127.0.0.1:0 --no-token --containment cgroup2")
         .arg(tether_tests::binary("tetherd"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

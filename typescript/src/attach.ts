@@ -15,7 +15,7 @@ import type { CallOptions, TetherClient } from "./client.js";
 import { checkSize } from "./client.js";
 import { ClosedError, InvalidArgumentError, ProtocolError, TetherError, TransportError } from "./errors.js";
 import { OutputStream, StreamState, type StreamStats } from "./output.js";
-import { decodeServerFrame, encodeClientFrame, SUBPROTOCOL, type ClientFrame, type ProcessInfo, type ServerFrame, type StreamName } from "./protocol.js";
+import { decodeServerFrame, encodeClientFrame, type ClientFrame, type ProcessInfo, type ServerFrame, type StreamName } from "./protocol.js";
 import { Backoff, sleep, type RetryPolicy } from "./retry.js";
 import { OPEN, type WebSocketLike } from "./websocket.js";
 
@@ -295,7 +295,7 @@ export class Attachment {
       this.state = this.connections === 0 ? "connecting" : "reconnecting";
       let socket: WebSocketLike;
       try {
-        socket = new (this.client.webSocket())(url, [SUBPROTOCOL]);
+        socket = new (this.client.webSocket())(url, this.client.attachProtocols());
       } catch (e) {
         reject(e instanceof TetherError ? e : new TransportError(shownUrl, `cannot open a WebSocket: ${(e as Error).message}`));
         return;

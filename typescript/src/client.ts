@@ -5,7 +5,7 @@
 import { attach, type AttachOptions, type Attachment } from "./attach.js";
 import { HttpError, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
 import { exec, type ExecOptions, type ExecResult } from "./exec.js";
-import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js";
+import { parseProcess, SUBPROTOCOL, type ProcessInfo, type SpawnRequest } from "./protocol.js";
 import { Backoff, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import { resolveWebSocket, type WebSocketConstructor } from "./websocket.js";
 
@@ -59,6 +59,34 @@ const segment = (id: string): string => encodeURIComponent(id);
  * console.log(out.exitCode, out.stdoutText); // 3 "hi\n"
  * ```
  */
+/** A scoped token minted by {@link TetherClient.mintToken}. */
+export interface MintedToken {
+  /** The bearer token. */
+  token: string;
+  /** Its id, as the server's audit lines name it. */
+  token_id: string;
+  /** The process it reaches. */
+  process: string;
+  rights: string[];
+  /** Expiry, ms since the epoch. */
+  expires_at_ms: number;
+}
+
+/** Characters a WebSocket subprotocol (an HTTP token) may hold. */
+const PROTOCOL_TOKEN = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+
+let localTokenLookup: (() => string | undefined) | undefined;
+
+/** Sets how a client finds the token of a server on this machine (the Node entry reads tetherd's token file). */
+export function setLocalTokenLookup(lookup: (() => string | undefined) | undefined): void {
+  localTokenLookup = lookup;
+}
+
+function isLoopbackUrl(url: URL): boolean {
+  const host = url.hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  return host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
 export class TetherClient {
   /** The base URL, without a trailing slash. */
   readonly baseUrl: string;
@@ -86,7 +114,9 @@ export class TetherClient {
       throw new InvalidArgumentError(`server URL ${JSON.stringify(o.baseUrl)} must start with http:// or https://`);
     }
     this.baseUrl = base;
-    this.token = o.token;
+    // A server on this machine that generated its token wrote it to a file
+    // (Node only: see node.ts); never used for any other host.
+    this.token = o.token ?? (isLoopbackUrl(url) ? localTokenLookup?.() : undefined);
     this.retry = { ...DEFAULT_RETRY, ...o.retry };
     this.requestTimeoutMs = o.requestTimeoutMs ?? 30_000;
     this.longPollMs = o.longPollMs ?? 25_000;
@@ -186,6 +216,16 @@ export class TetherClient {
     return parseProcess(await this.requestJson({ method: "DELETE", path: `/v1/processes/${segment(id)}${query}`, signal: options.signal }));
   }
 
+  /**
+   * `POST /v1/processes/{id}/tokens`: mints a token scoped to this one
+   * process with `rights` (any of "read", "write", "kill"; read is
+   * implied), valid for `ttlMs` (operator only). Not retried.
+   */
+  async mintToken(id: string, rights: string[], ttlMs: number, options: CallOptions = {}): Promise<MintedToken> {
+    const body = (await this.requestJson({ method: "POST", path: `/v1/processes/${segment(id)}/tokens`, json: { rights, ttl_ms: ttlMs }, signal: options.signal })) as MintedToken;
+    return body;
+  }
+
   /** Writes bytes (a string is sent as UTF-8) to the stdin of a process spawned with `stdin: true`. Not retried. */
   async writeStdin(id: string, data: Uint8Array | string, options: CallOptions = {}): Promise<void> {
     const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
@@ -230,13 +270,23 @@ export class TetherClient {
     return exec(this, command, options);
   }
 
-  /** The WebSocket URL of an attachment with its query (the token rides in the query: browsers cannot set headers on a WebSocket). */
+  /**
+   * The WebSocket URL of an attachment with its query. Browsers cannot set
+   * headers on a WebSocket: the token rides as a `tether.bearer.TOKEN`
+   * subprotocol (see {@link attachProtocols}), or in the query when it has
+   * characters a subprotocol cannot carry.
+   */
   attachUrl(id: string, query: Record<string, string | number>): string {
     const url = new URL(`${this.baseUrl}/v1/processes/${segment(id)}/attach`);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, String(v));
-    if (this.token) url.searchParams.set("access_token", this.token);
+    if (this.token && !PROTOCOL_TOKEN.test(this.token)) url.searchParams.set("access_token", this.token);
     return url.toString();
+  }
+
+  /** The subprotocols an attachment offers: `tether.v1`, and the token when it can ride there. */
+  attachProtocols(): string[] {
+    return this.token && PROTOCOL_TOKEN.test(this.token) ? [SUBPROTOCOL, `tether.bearer.${this.token}`] : [SUBPROTOCOL];
   }
 
   /** The WebSocket implementation of this client; throws a clear error when there is none. */

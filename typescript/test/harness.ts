@@ -27,7 +27,9 @@ export interface TestServer {
 /** Starts tetherd on 127.0.0.1:0 with extra flags; resolves with the URL it prints. */
 export async function startServer(extraArgs: string[] = []): Promise<TestServer> {
   if (!existsSync(tetherd)) throw new Error(`tetherd not found at ${tetherd}: cargo build -p tether-server, or set TETHERD_BIN`);
-  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", ...extraArgs], {
+  // Tests that are not about tokens run without one (tetherd would generate one).
+  const tokenArgs = extraArgs.includes("--token") ? [] : ["--no-token"];
+  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", ...tokenArgs, ...extraArgs], {
     stdio: ["ignore", "pipe", "inherit"],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
   });

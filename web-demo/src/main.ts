@@ -4,7 +4,10 @@
 //
 // URL fragment parameters (the fragment never reaches the server's logs):
 //   #session=ID   attach to an existing session instead of starting one
-//   #token=T      bearer token for a server that requires one
+//   #token=T      bearer token for a server that requires one; a token
+//                 scoped to one session (a share link) shows that session
+//                 alone: no session list, no command box, and without the
+//                 write right, typing changes nothing
 //   #cmd=TEXT     the command to start (default `bash -i`)
 
 import { Terminal } from "@xterm/xterm";
@@ -26,9 +29,36 @@ const startingEl = $<HTMLDivElement>("starting");
 const commandEl = $<HTMLInputElement>("command");
 const endEl = $<HTMLButtonElement>("end");
 const sessionsEl = $<HTMLUListElement>("sessions");
+const shareReadEl = $<HTMLButtonElement>("share-read");
+const shareWriteEl = $<HTMLButtonElement>("share-write");
+const shareEl = $<HTMLSpanElement>("share");
+const shareUrlEl = $<HTMLInputElement>("share-url");
+const modeEl = $<HTMLSpanElement>("mode");
 
 const fragment = new URLSearchParams(location.hash.slice(1));
 const conn = new TetherClient({ baseUrl: location.origin, token: fragment.get("token") ?? undefined });
+
+/** What a scoped token (`tether1.CLAIMS.MAC`) says: the one process and its rights. The server decides; this only shapes the page. */
+interface Scope {
+  process: string;
+  write: boolean;
+}
+function scopeOf(token: string | undefined): Scope | undefined {
+  if (!token?.startsWith("tether1.")) return undefined;
+  try {
+    const body = token.split(".")[1] ?? "";
+    const claims = JSON.parse(atob(body.replace(/-/g, "+").replace(/_/g, "/"))) as { p: string; r?: { write?: boolean } };
+    return { process: claims.p, write: claims.r?.write === true };
+  } catch {
+    return undefined;
+  }
+}
+const scope = scopeOf(conn.token);
+if (scope) {
+  document.body.classList.add("shared");
+  modeEl.hidden = false;
+  modeEl.textContent = scope.write ? "shared session (interactive)" : "shared session (read-only)";
+}
 commandEl.value = fragment.get("cmd") ?? DEFAULT_COMMAND;
 
 const term = new Terminal({
@@ -51,6 +81,10 @@ const view = {
   status: "idle",
   exit: undefined as ProcessInfo | undefined,
   attachment: undefined as Attachment | undefined,
+  /** On a share link: the session it shows and whether it may type. */
+  scope,
+  /** The last link made by "share". */
+  shareUrl: undefined as string | undefined,
   /** The whole buffer (scrollback and screen) as text, one line per row. */
   text(): string {
     const buffer = term.buffer.active;
@@ -111,6 +145,9 @@ async function withToken<T>(call: () => Promise<T>): Promise<T> {
     return await call();
   } catch (e) {
     if (!(e instanceof HttpError && e.status === 401)) throw e;
+    // A share link cannot be mended by typing a token: it has expired or
+    // its session is gone.
+    if (scope) throw e;
     const token = window.prompt("This tetherd requires an access token:");
     if (!token) throw e;
     conn.token = token.trim();
@@ -146,6 +183,9 @@ async function attach(id: string): Promise<void> {
   view.exit = undefined;
   exitEl.hidden = true;
   endEl.disabled = false;
+  shareReadEl.disabled = false;
+  shareWriteEl.disabled = false;
+  shareEl.hidden = true;
   updateFragment(id);
   setStatus(`connecting to ${id}…`, "warn");
   if (startingEl.hidden) setStarting(`connecting to ${id.slice(0, 8)}…`);
@@ -157,6 +197,8 @@ async function attach(id: string): Promise<void> {
     current = await withToken(() =>
       conn.attach(id, {
         window: WINDOW,
+        // A read-only share link never writes, resizes or signals.
+        readonly: scope !== undefined && !scope.write,
         screen: tty,
         // A tab keeps trying for as long as it is open; the page has no
         // use for the exit long-poll (one PTY stream, read as it comes).
@@ -169,7 +211,7 @@ async function attach(id: string): Promise<void> {
           setStatus(`${resumed ? "reconnected" : "attached"}: ${describeCommand(process)} (${id})`, "ok");
           // The PTY follows this tab's size; another tab may have changed it.
           // A process on pipes has no size (the server refuses a resize).
-          if (resumed && process.tty) void attachment?.resize(term.cols, term.rows).catch(() => {});
+          if (resumed && process.tty && mayType()) void attachment?.resize(term.cols, term.rows).catch(() => {});
         },
         onReconnecting: (delayMs, attempt, reason) => {
           if (generation !== attachGeneration) return;
@@ -188,7 +230,7 @@ async function attach(id: string): Promise<void> {
   if (generation !== attachGeneration) return current.close();
   attachment = current;
   view.attachment = current;
-  void current.resize(term.cols, term.rows).catch(() => {});
+  if (mayType()) void current.resize(term.cols, term.rows).catch(() => {});
   term.focus();
   try {
     // xterm decodes UTF-8 itself, keeping a code point split across two
@@ -272,7 +314,32 @@ async function endSession(): Promise<void> {
 
 let refreshing = false;
 
+// Makes a link to the session shown, with a token scoped to it for an hour.
+async function share(write: boolean): Promise<void> {
+  const id = view.sessionId;
+  if (!id) return;
+  try {
+    const minted = await withToken(() => conn.mintToken(id, write ? ["read", "write"] : ["read"], 3_600_000));
+    // In the fragment: never sent to the server, never in its logs.
+    const url = `${location.origin}${location.pathname}#session=${encodeURIComponent(id)}&token=${minted.token}`;
+    view.shareUrl = url;
+    shareUrlEl.value = url;
+    shareEl.hidden = false;
+    shareUrlEl.select();
+    void navigator.clipboard?.writeText(url).catch(() => {});
+    setStatus(`${write ? "interactive" : "read-only"} link to ${id} made (valid 1 h)`, "ok");
+  } catch (e) {
+    setStatus(`could not share ${id}: ${(e as Error).message}`, "bad");
+  }
+}
+
+/** False on a read-only share link. */
+function mayType(): boolean {
+  return scope === undefined || scope.write;
+}
+
 async function refreshSessions(): Promise<void> {
+  if (scope) return;
   // One list at a time: while the server is away a list retries for its
   // budget, and the periodic refresh must not pile them up.
   if (refreshing) return;
@@ -311,7 +378,9 @@ async function refreshSessions(): Promise<void> {
 // mouse reports as binary strings (one byte per char).
 // Input typed while reconnecting is queued by the attachment and sent after
 // the resume; input to an ended attachment has nowhere to go.
-const type = (bytes: Uint8Array) => void attachment?.write(bytes).catch(() => {});
+const type = (bytes: Uint8Array) => {
+  if (mayType()) void attachment?.write(bytes).catch(() => {});
+};
 // Replies xterm makes to queries in replayed output (cursor position,
 // device attributes, colours) would be typed into the session: dropped.
 term.onData((data) => {
@@ -321,7 +390,7 @@ term.onBinary((data) => {
   if (!renderingReplay) type(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
 });
 term.onResize(({ cols, rows }) => {
-  if (attachment?.process?.tty) void attachment.resize(cols, rows).catch(() => {});
+  if (attachment?.process?.tty && mayType()) void attachment.resize(cols, rows).catch(() => {});
 });
 
 // Refit at most once per frame while the window is being resized.
@@ -341,16 +410,21 @@ $<HTMLFormElement>("spawn").addEventListener("submit", (event) => {
 });
 $<HTMLButtonElement>("refresh").addEventListener("click", () => void refreshSessions());
 endEl.addEventListener("click", () => void endSession());
+shareReadEl.addEventListener("click", () => void share(false));
+shareWriteEl.addEventListener("click", () => void share(true));
 window.addEventListener("hashchange", () => {
   const id = new URLSearchParams(location.hash.slice(1)).get("session");
   if (id && id !== view.sessionId) void attach(id);
 });
-setInterval(() => void refreshSessions(), 5000);
+if (!scope) setInterval(() => void refreshSessions(), 5000);
 // Coming back online after an outage: try at once rather than at the next backoff.
 window.addEventListener("online", () => attachment?.reconnect());
 
-const initial = fragment.get("session");
-if (initial) {
+const initial = scope?.process ?? fragment.get("session");
+if (scope && initial) {
+  // A share link: its one session, nothing else.
+  void attach(initial);
+} else if (initial) {
   void attach(initial);
   void refreshSessions();
 } else {

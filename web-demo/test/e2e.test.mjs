@@ -8,10 +8,11 @@
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { connect, createServer } from "node:net";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
@@ -53,24 +54,33 @@ after(async () => {
   await stopServer(server);
 });
 
-// Starts tetherd on an ephemeral port; resolves with the URL it prints.
-async function startServer(extraArgs) {
-  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", "--web-root", webRoot, ...extraArgs], {
+// Starts tetherd on an ephemeral port; resolves with the URL it prints
+// (and, when it generated a token, the `open:` URL with it). Tests that
+// are not about tokens run with --no-token (tetherd would generate one).
+async function startServer(extraArgs, { tokenless = !extraArgs.includes("--token"), env = {} } = {}) {
+  const tokenArgs = tokenless ? ["--no-token"] : [];
+  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", "--web-root", webRoot, ...tokenArgs, ...extraArgs], {
     stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn", ...env },
+  });
+  let openUrl;
+  const opened = new Promise((resolveOpen) => {
+    openUrl = resolveOpen;
   });
   const url = await new Promise((resolveUrl, reject) => {
     const timer = setTimeout(() => reject(new Error("tetherd printed no 'listening on' line within 10 s")), 10_000);
     child.once("exit", (code) => reject(new Error(`tetherd exited early with ${code}`)));
     createInterface({ input: child.stdout }).on("line", (line) => {
-      const match = /tetherd listening on (http:\/\/[^\s]+)/.exec(line);
+      const match = /tetherd listening on (https?:\/\/[^\s]+)/.exec(line);
       if (match) {
         clearTimeout(timer);
         resolveUrl(match[1].replace(/\/$/, ""));
       }
+      const open = /^open: (\S+)/.exec(line);
+      if (open) openUrl(open[1]);
     });
   });
-  return { server: child, baseUrl: url };
+  return { server: child, baseUrl: url, opened };
 }
 
 async function stopServer(child) {
@@ -86,8 +96,8 @@ async function stopServer(child) {
 // Opens the page on a new shell (or the given fragment) and waits for a
 // prompt. Every console error, uncaught exception and failed request of the
 // page is collected in `page.problems`.
-async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, viewport = { width: 1100, height: 700 }, onDialog, prompt = true } = {}) {
-  const page = await browser.newPage({ viewport });
+async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false } = {}) {
+  const page = await browser.newPage({ viewport, ignoreHTTPSErrors });
   page.problems = [];
   page.on("pageerror", (e) => {
     console.error("page error:", e);
@@ -494,6 +504,94 @@ test("an EventSource resumes after a cut connection with no gap and no repeat", 
     await page.close();
   } finally {
     await proxy.close();
+  }
+});
+
+test("with no token flag tetherd prints a URL that opens the terminal, and requires the token", { timeout: 60_000 }, async () => {
+  const runtime = mkdtempSync(join(tmpdir(), "tether-e2e-xdg-"));
+  const secured = await startServer([], { tokenless: false, env: { XDG_RUNTIME_DIR: runtime } });
+  try {
+    assert.equal((await fetch(`${secured.baseUrl}/v1/processes`)).status, 401);
+    const opened = await secured.opened;
+    const [url, fragment] = opened.split("/#");
+    assert.equal(url, secured.baseUrl);
+    assert.match(fragment, /^token=[A-Za-z0-9_-]{40,}$/);
+    assert.equal(statSync(join(runtime, "tether", "token")).mode & 0o777, 0o600);
+    const page = await openTerminal(`${fragment}&cmd=${encodeURIComponent(SHELL)}`, { url });
+    await run(page, "echo generated-$((8*8))");
+    await waitForText(page, /^generated-64$/);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  } finally {
+    await stopServer(secured.server);
+    rmSync(runtime, { recursive: true, force: true });
+  }
+});
+
+test("over HTTPS (tetherd's own TLS) the page runs a shell", { timeout: 60_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tether-e2e-tls-"));
+  const openssl = (...args) => execFileSync("openssl", args, { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
+  openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out", "cert.pem",
+    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1");
+  const secured = await startServer(["--tls-cert", join(dir, "cert.pem"), "--tls-key", join(dir, "key.pem")]);
+  try {
+    assert.match(secured.baseUrl, /^https:\/\//);
+    // Certificate errors are ignored in this test's browser context only.
+    const page = await openTerminal(`cmd=${encodeURIComponent(SHELL)}`, { url: secured.baseUrl, ignoreHTTPSErrors: true });
+    await run(page, "echo over-tls-$((9*9))");
+    await waitForText(page, /^over-tls-81$/);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  } finally {
+    await stopServer(secured.server);
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("share links: read-only shows the live session and typing changes nothing; interactive types", { timeout: 90_000 }, async () => {
+  const token = `e2e-${Math.random().toString(36).slice(2)}`;
+  const secured = await startServer(["--token", token]);
+  try {
+    const owner = await openTerminal(`token=${token}&cmd=${encodeURIComponent(SHELL)}`, { url: secured.baseUrl });
+    await run(owner, "echo before-$((1+1))");
+    await waitForText(owner, /^before-2$/);
+
+    await owner.locator("#share-read").click();
+    await owner.waitForFunction(() => window.tether.shareUrl !== undefined, null, { timeout: TIMEOUT });
+    const readLink = await owner.evaluate(() => window.tether.shareUrl);
+    assert.ok(!readLink.includes("?"), readLink);
+    assert.equal(await owner.locator("#share-url").inputValue(), readLink);
+    const [readBase, readFragment] = readLink.split("/#");
+    const reader = await openTerminal(readFragment, { url: readBase });
+    await waitForText(reader, /^before-2$/);
+    // That session alone: no command box, no session list, no share or end.
+    for (const id of ["#spawn", "aside", "#end", "#share-read"]) assert.equal(await reader.locator(id).isVisible(), false, id);
+    assert.match(await reader.locator("#mode").textContent(), /read-only/);
+    // Typing on the read-only page changes nothing...
+    await run(reader, "echo typed-by-reader");
+    // ...while the owner's output shows up there live.
+    await run(owner, "echo after-$((3+4))");
+    await waitForText(reader, /^after-7$/);
+    await waitForText(owner, /^after-7$/);
+    for (const page of [owner, reader]) assert.equal(count(await page.evaluate(() => window.tether.text()), /typed-by-reader/), 0);
+
+    await owner.locator("#share-write").click();
+    await owner.waitForFunction((old) => window.tether.shareUrl !== old, readLink, { timeout: TIMEOUT });
+    const writeLink = await owner.evaluate(() => window.tether.shareUrl);
+    const [writeBase, writeFragment] = writeLink.split("/#");
+    const guest = await openTerminal(writeFragment, { url: writeBase });
+    assert.match(await guest.locator("#mode").textContent(), /interactive/);
+    assert.equal(await guest.locator("#spawn").isVisible(), false);
+    await run(guest, "echo from-guest-$((5+5))");
+    await waitForText(owner, /^from-guest-10$/);
+    await waitForText(reader, /^from-guest-10$/);
+    await screenshot(reader, "share-read-only");
+    for (const page of [owner, reader, guest]) {
+      assert.deepEqual(page.problems, []);
+      await page.close();
+    }
+  } finally {
+    await stopServer(secured.server);
   }
 });
 

@@ -22,7 +22,7 @@ never losing the tail::
 
 from .attach import AttachContext, Attachment, AttachOptions, Chunk, OutputReader
 from .output import Utf8Decoder
-from .client import DEFAULT_SERVER, AsyncClient, spawn_body
+from .client import DEFAULT_SERVER, AsyncClient, local_token_path, spawn_body
 from .errors import (
     AttachmentClosed,
     BodyTooLarge,
@@ -99,6 +99,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unreachable",
+    "local_token_path",
     "Utf8Decoder",
     "spawn_body",
 ]

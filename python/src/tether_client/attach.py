@@ -371,6 +371,7 @@ class Attachment:
                 ping_interval=20,
                 ping_timeout=20,
                 close_timeout=2,
+                ssl=self._client.ssl if url.startswith("wss://") else None,
             )
         except InvalidStatus as e:
             raise error_from_response(e.response.status_code, bytes(e.response.body or b"")) from None

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import ipaddress
 import os
+import ssl as _ssl
 import time
 import uuid
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -100,11 +103,50 @@ def _segment(process_id: str) -> str:
     return quote(process_id, safe="")
 
 
+def local_token_path() -> Path | None:
+    """Where a tetherd on this machine writes a token it generated (the server's rule).
+
+    ``$TETHER_TOKEN_FILE``, else ``$XDG_RUNTIME_DIR/tether/token``, else
+    ``~/.local/state/tether/token``.
+    """
+    if os.environ.get("TETHER_TOKEN_FILE"):
+        return Path(os.environ["TETHER_TOKEN_FILE"])
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "tether" / "token"
+    home = os.environ.get("HOME")
+    return Path(home) / ".local" / "state" / "tether" / "token" if home else None
+
+
+def local_token() -> str | None:
+    """The token in :func:`local_token_path`, if the file exists and holds one."""
+    path = local_token_path()
+    try:
+        text = path.read_text() if path else ""
+    except OSError:
+        return None
+    first = text.splitlines()[0].strip() if text.strip() else ""
+    return first or None
+
+
+def is_local_url(base: str) -> bool:
+    """True for a base URL whose host is a loopback address or ``localhost``."""
+    host = (httpx.URL(base).host or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class AsyncClient:
     """An asyncio client of one tetherd.
 
     ``url`` defaults to ``TETHER_SERVER`` or ``http://127.0.0.1:7420``;
-    ``token`` to ``TETHER_TOKEN`` (sent as ``Authorization: Bearer``).
+    ``token`` to ``TETHER_TOKEN`` (sent as ``Authorization: Bearer``), else,
+    for a server on this machine (a loopback address or ``localhost``), the
+    token it generated, from :func:`local_token_path`. ``ssl`` is the TLS
+    context for an ``https://`` server (a private CA, say).
     ``retry`` governs the calls that are safe to retry (spawn, get, list,
     wait, attach); ``request_timeout`` bounds each ordinary request in
     seconds (long-polls get that on top of their poll time). Use it as
@@ -118,6 +160,7 @@ class AsyncClient:
         token: str | None = None,
         retry: RetryPolicy | None = None,
         request_timeout: float = 30.0,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         base = (url or os.environ.get("TETHER_SERVER") or DEFAULT_SERVER).strip().rstrip("/")
         for scheme in ("http://", "https://"):
@@ -130,8 +173,12 @@ class AsyncClient:
         self.base_url = base
         """The server's base URL, without a trailing slash."""
         env_token = os.environ.get("TETHER_TOKEN")
+        if token is None and not env_token and is_local_url(base):
+            env_token = local_token()
         self.token: str | None = token if token is not None else (env_token or None)
         """The bearer token sent with every request, if any."""
+        self.ssl = ssl
+        """The TLS context for an https:// server, if one was given."""
         self.retry = retry or RetryPolicy()
         """The retry policy in force."""
         self.request_timeout = request_timeout
@@ -143,6 +190,7 @@ class AsyncClient:
         self._headers = headers
         self._http = httpx.AsyncClient(
             headers=headers,
+            verify=ssl if ssl is not None else True,
             timeout=httpx.Timeout(request_timeout, connect=min(request_timeout, 10.0)),
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import ssl as _ssl
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from types import TracebackType
@@ -97,11 +98,12 @@ class Client:
         token: str | None = None,
         retry: RetryPolicy | None = None,
         request_timeout: float = 30.0,
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self._runner = _LoopThread()
 
         async def make() -> AsyncClient:
-            return AsyncClient(url, token=token, retry=retry, request_timeout=request_timeout)
+            return AsyncClient(url, token=token, retry=retry, request_timeout=request_timeout, ssl=ssl)
 
         try:
             self.aio: AsyncClient = self._runner.run(make())

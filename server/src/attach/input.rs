@@ -12,7 +12,9 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::state::ReaderEvent;
 use crate::error::ApiError;
+use crate::grant::{Grant, Need};
 use crate::process::Process;
+use crate::table::ProcessTable;
 
 /// Bytes of stdin one attachment may have queued for its process.
 pub const STDIN_BUDGET: usize = 4 << 20;
@@ -29,6 +31,8 @@ impl ProcessQueue {
     /// `events`. `budget` bounds the stdin bytes queued.
     pub fn start(
         process: Arc<Process>,
+        table: Arc<ProcessTable>,
+        grant: Grant,
         events: mpsc::Sender<ReaderEvent>,
         readonly: bool,
         budget: usize,
@@ -39,7 +43,7 @@ impl ProcessQueue {
         // that never reads stdin makes its writes fail once it exits.
         tokio::spawn(async move {
             while let Some((frame, permit)) = queued.recv().await {
-                let result = act(&process, frame, readonly).await;
+                let result = act(&process, &table, &grant, frame, readonly).await;
                 drop(permit);
                 if let Err(error) = result {
                     if events.send(ReaderEvent::Rejected(error)).await.is_err() {
@@ -73,9 +77,24 @@ impl ProcessQueue {
 /// the same that HTTP uses. Failures that are not protocol errors (stdin
 /// closed, read-only, bad signal name, no terminal) are reported and the
 /// attachment carries on.
-async fn act(process: &Process, frame: ClientFrame, readonly: bool) -> Result<(), ApiError> {
-    if readonly && !matches!(frame, ClientFrame::Credit { .. }) {
+async fn act(
+    process: &Process,
+    table: &ProcessTable,
+    grant: &Grant,
+    frame: ClientFrame,
+    readonly: bool,
+) -> Result<(), ApiError> {
+    if matches!(frame, ClientFrame::Credit { .. }) {
+        return Ok(());
+    }
+    // The grant first: a token without the write right hears that, not
+    // that the attachment asked to be read-only.
+    grant.act_on(table, Need::Write, process)?;
+    if readonly {
         return Err(ApiError::ReadOnly);
+    }
+    if let ClientFrame::Signal { .. } = &frame {
+        grant.audit("signal", &process.id);
     }
     match frame {
         // Handled by the reader itself.

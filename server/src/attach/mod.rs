@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use tokio::time::timeout;
 
 use crate::error::ApiError;
+use crate::grant::Grant;
 use crate::process::Process;
 use crate::retained::Cursor;
 use crate::slots::Slot;
@@ -91,17 +92,28 @@ pub fn admit(table: &Arc<ProcessTable>, process: &Arc<Process>) -> Result<Admiss
 }
 
 /// Serves one admitted `tether.v1` attachment until the exit frame has
-/// been sent and the connection closed, or the client goes away.
-pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptions) {
-    serve_framed(socket, admission, options, Framing::Tether, Decoder::Tether).await
+/// been sent and the connection closed, or the client goes away. Each
+/// frame that acts on the process is decided by `grant` as it comes.
+pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptions, grant: Grant) {
+    serve_framed(
+        socket,
+        admission,
+        options,
+        grant,
+        Framing::Tether,
+        Decoder::Tether,
+    )
+    .await
 }
 
 /// Serves one admitted attachment in the given wire format (tether.v1 or
-/// a Kubernetes subprotocol): the same writer, reader and input queue.
+/// a Kubernetes subprotocol): the same writer, reader and input queue, the
+/// same decision for each frame.
 pub async fn serve_framed(
     socket: WebSocket,
     admission: Admission,
     options: AttachOptions,
+    grant: Grant,
     framing: Framing,
     decoder: Decoder,
 ) {
@@ -129,6 +141,8 @@ pub async fn serve_framed(
     let liveness = Arc::new(Liveness::new());
     let queue = ProcessQueue::start(
         process.clone(),
+        admission.table.clone(),
+        grant,
         events_tx.clone(),
         options.readonly,
         STDIN_BUDGET.max(config.max_frame_bytes),

@@ -10,8 +10,11 @@
 //!   machinery with Kubernetes framing.
 //!
 //! Every route that names a process goes through the same token, Host and
-//! Origin checks as `/v1` ([`crate::access::admit`]), answering refusals
-//! as a `Status`; the static discovery documents do not (see [`router`]).
+//! Origin checks as `/v1` ([`crate::access::grant_for`]) and the same
+//! decision of rights ([`crate::grant::Grant`]: exec needs the operator,
+//! attach and the pod document a token for that process), answering
+//! refusals as a `Status`; the static discovery documents do not (see
+//! [`router`]).
 
 pub mod channel;
 pub mod discovery;
@@ -22,7 +25,7 @@ pub mod status;
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Extension, Path, Request, State};
 use axum::http::{header, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -31,6 +34,7 @@ use axum::Router;
 use serde_json::Value;
 
 use crate::error::{ApiError, KubeError};
+use crate::grant::{Grant, Need};
 use crate::table::ProcessTable;
 
 type AppState = Arc<ProcessTable>;
@@ -91,9 +95,12 @@ where
 }
 
 /// The token, Host and Origin checks of `/v1`, answered as a `Status`.
-async fn access(State(table): State<AppState>, request: Request, next: Next) -> Response {
-    match crate::access::admit(table.config(), &request) {
-        Ok(()) => next.run(request).await,
+async fn access(State(table): State<AppState>, mut request: Request, next: Next) -> Response {
+    match crate::access::grant_for(&table, &request) {
+        Ok(grant) => {
+            request.extensions_mut().insert(grant);
+            next.run(request).await
+        }
         Err(error) => KubeError::Api(error).into_response(),
     }
 }
@@ -108,9 +115,14 @@ fn document(value: Value) -> Response {
 
 async fn pod(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path((namespace, pod)): Path<(String, String)>,
 ) -> Response {
-    let process = table.get(&pod).ok().map(|p| p.info());
+    let process = match grant.process(&table, Need::Read, &pod) {
+        Ok(process) => Some(process.info()),
+        Err(ApiError::NotFound(_)) => None,
+        Err(error) => return KubeError::Api(error).into_response(),
+    };
     document(discovery::pod(&namespace, &pod, process.as_ref()))
 }
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use futures_util::StreamExt;
@@ -25,6 +25,7 @@ use crate::attach::framing::{Decoder, Framing};
 use crate::attach::{self, Admission, AttachOptions};
 use crate::config::Config;
 use crate::error::{ApiError, KubeError};
+use crate::grant::{Grant, Need};
 use crate::process::Process;
 use crate::table::ProcessTable;
 
@@ -60,11 +61,13 @@ fn upgrade_of(
 /// `GET /api/v1/namespaces/{ns}/pods/{pod}/exec?command=...`.
 pub async fn exec(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path((namespace, pod)): Path<(String, String)>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, KubeError> {
+    grant.require(&table, Need::Spawn)?;
     let query = StreamQuery::parse_exec(query.as_deref())?;
     let upgrade = upgrade_of(upgrade, "exec")?;
     let protocol = negotiate(&headers)?;
@@ -96,7 +99,10 @@ pub async fn exec(
                 Err(error) => Err(error),
             };
             match admitted {
-                Ok((process, admission)) => serve(socket, process, admission, framing, false).await,
+                Ok((process, admission)) => {
+                    grant.audit("spawn", &process.id);
+                    serve(socket, process, admission, framing, false, grant).await
+                }
                 Err(error) => refuse(socket, &config, protocol, error).await,
             }
         }),
@@ -107,13 +113,14 @@ pub async fn exec(
 /// process id.
 pub async fn attach(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path((_namespace, pod)): Path<(String, String)>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, KubeError> {
     let query = StreamQuery::parse(query.as_deref())?;
-    let process = table.get(&pod)?;
+    let process = grant.process(&table, Need::Read, &pod)?;
     let upgrade = upgrade_of(upgrade, "attach")?;
     let protocol = negotiate(&headers)?;
     let admission = attach::admit(&table, &process)?;
@@ -121,35 +128,50 @@ pub async fn attach(
     let framing = KubeFraming::new(protocol, query.stdout, query.stderr, process.tty);
     let readonly = !query.stdin;
     Ok(configure(upgrade, &config, protocol)
-        .on_upgrade(move |socket| serve(socket, process, admission, framing, readonly)))
+        .on_upgrade(move |socket| serve(socket, process, admission, framing, readonly, grant)))
 }
 
 /// `POST .../exec`: SPDY, which is not served (the query and pod checks first, then 405).
 pub async fn exec_spdy(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path((_namespace, pod)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> KubeError {
-    spdy(&table, "exec", &pod, query.as_deref())
+    spdy(&table, &grant, "exec", &pod, query.as_deref())
 }
 
 /// `POST .../attach`: SPDY, which is not served (the query and pod checks first, then 405).
 pub async fn attach_spdy(
     State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path((_namespace, pod)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> KubeError {
-    spdy(&table, "attach", &pod, query.as_deref())
+    spdy(&table, &grant, "attach", &pod, query.as_deref())
 }
 
 /// SPDY is not served. The checks that the WebSocket request would fail
 /// are answered first, so a client that falls back to SPDY after a refused
 /// upgrade (kubectl does) still shows the real reason.
-fn spdy(table: &ProcessTable, verb: &str, pod: &str, query: Option<&str>) -> KubeError {
+fn spdy(
+    table: &ProcessTable,
+    grant: &Grant,
+    verb: &str,
+    pod: &str,
+    query: Option<&str>,
+) -> KubeError {
     let checked = match verb {
-        "exec" => StreamQuery::parse_exec(query).map(|_| ()),
-        _ => StreamQuery::parse(query)
-            .and_then(|_| table.get(pod).map(|_| ()).map_err(KubeError::from)),
+        "exec" => grant
+            .require(table, Need::Spawn)
+            .map_err(KubeError::from)
+            .and_then(|_| StreamQuery::parse_exec(query).map(|_| ())),
+        _ => StreamQuery::parse(query).and_then(|_| {
+            grant
+                .process(table, Need::Read, pod)
+                .map(|_| ())
+                .map_err(KubeError::from)
+        }),
     };
     match checked {
         Err(error) => error,
@@ -178,6 +200,7 @@ async fn serve(
     admission: Admission,
     framing: KubeFraming,
     readonly: bool,
+    grant: Grant,
 ) {
     use tracing::Instrument;
     let span = tracing::info_span!("kube", id = %process.id, protocol = framing.protocol().name());
@@ -187,13 +210,20 @@ async fn serve(
         readonly,
         screen: crate::attach::ScreenStart::Never,
     };
-    attach::serve_framed(
-        socket,
-        admission,
-        options,
-        Framing::Kube(framing.clone()),
-        Decoder::Kube(framing),
-    )
+    let id = process.id.clone();
+    async move {
+        grant.audit("attach", &id);
+        attach::serve_framed(
+            socket,
+            admission,
+            options,
+            grant.clone(),
+            Framing::Kube(framing.clone()),
+            Decoder::Kube(framing),
+        )
+        .await;
+        grant.audit("detach", &id);
+    }
     .instrument(span)
     .await
 }

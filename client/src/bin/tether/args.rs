@@ -18,6 +18,7 @@ so you can detach, re-attach, and read it again later.
   tether attach ID               re-attach; ID may be any unique prefix
   tether run --name web -d -- ./serve    start in the background, by name
   tether ps / logs / wait / kill / rm
+  tether share ID [--write]      a web-terminal link for this one session
 
 Exit status: the remote exit code (124: its deadline fired, 128+N: signal
 N); 0 after a detach; 125 when tether itself fails (bad arguments, unknown
@@ -43,7 +44,9 @@ pub struct Cli {
     )]
     pub server: String,
 
-    /// Bearer token for the server.
+    /// Bearer token for the server. Default: for a server on this machine,
+    /// the token it generated, from $TETHER_TOKEN_FILE,
+    /// $XDG_RUNTIME_DIR/tether/token or ~/.local/state/tether/token.
     #[arg(long, env = "TETHER_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
 
@@ -120,6 +123,18 @@ pub enum Command {
         /// Print the escape-sequence form instead of plain text.
         #[arg(long)]
         ansi: bool,
+    },
+    /// Print a link to the web terminal that shows this one session
+    /// (read-only unless --write), carrying a token scoped to it.
+    Share {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// Let the link type into the session (stdin, resize, signal).
+        #[arg(long)]
+        write: bool,
+        /// How long the link works (`30m`, `2h`, ...).
+        #[arg(long, value_name = "DUR", default_value = "1h", value_parser = humantime::parse_duration)]
+        ttl: Duration,
     },
     /// Print a process's retained output (stdout to stdout, stderr to
     /// stderr).

@@ -217,6 +217,20 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             let id = resolve(&quick, &id).await?;
             session::logs(&client, &quick, &id, follow).await
         }
+        Command::Share { id, write, ttl } => {
+            let id = resolve(&quick, &id).await?;
+            let rights: &[&str] = if write { &["read", "write"] } else { &["read"] };
+            let minted = client.mint_token(&id, rights, ttl).await?;
+            // The token rides in the fragment: a browser never sends it to
+            // the server with the page, so no access log records it.
+            println!(
+                "{}/#session={}&token={}",
+                client.base_url(),
+                minted.process,
+                minted.token
+            );
+            Ok(0)
+        }
     }
 }
 

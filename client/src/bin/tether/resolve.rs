@@ -11,7 +11,8 @@ const MAX_LISTED: usize = 10;
 /// The id that `given` names. A full id is used as it is. Otherwise the
 /// processes are listed: an exact id or name wins, then a unique id
 /// prefix; a prefix of several ids is an error that lists them; no match
-/// is left to the server to answer (404 `not_found`).
+/// is left to the server to answer (404 `not_found`). A token that may not
+/// list (one scoped to a process) passes `given` on as it is.
 pub async fn resolve(client: &Client, given: &str) -> Result<String, Error> {
     if given.is_empty() {
         return Err(Error::InvalidArgument("the process id is empty".into()));
@@ -19,7 +20,13 @@ pub async fn resolve(client: &Client, given: &str) -> Result<String, Error> {
     if given.len() == ID_LEN && given.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(given.to_string());
     }
-    let list = client.list().await?;
+    let list = match client.list().await {
+        Ok(list) => list,
+        // A token scoped to one process may not list: the server resolves
+        // that process's name itself (and refuses anything else).
+        Err(Error::Http { status: 403, .. }) => return Ok(given.to_string()),
+        Err(error) => return Err(error),
+    };
     pick(&list, given)
 }
 

@@ -1,0 +1,323 @@
+//! TLS on tetherd's own listener: HTTPS and WSS on one port with the
+//! test's own CA (made with the openssl CLI), plain HTTP to it refused
+//! cleanly, and clear start-up errors for a missing or mismatched key.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tether_protocol::{ClientFrame, ServerFrame};
+use tether_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::rustls;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+/// A CA and a server certificate for 127.0.0.1 and localhost, signed by it,
+/// plus a key that belongs to neither.
+struct Pki {
+    dir: PathBuf,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let dir = std::env::temp_dir().join(format!("tether-tls-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let openssl = |args: &[&str]| {
+            let output = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .expect("run openssl");
+            assert!(
+                output.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        let mut ca = vec!["req", "-x509"];
+        ca.extend(ec);
+        ca.extend([
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=tether test CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign",
+        ]);
+        openssl(&ca);
+        let mut csr = vec!["req"];
+        csr.extend(ec);
+        csr.extend([
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ]);
+        openssl(&csr);
+        std::fs::write(
+            dir.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .unwrap();
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ]);
+        let mut other = vec!["req", "-x509"];
+        other.extend(ec);
+        other.extend([
+            "-keyout",
+            "other.key",
+            "-out",
+            "other.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=other",
+        ]);
+        openssl(&other);
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).to_str().unwrap().to_string()
+    }
+
+    fn connector(&self) -> tokio_rustls::TlsConnector {
+        use rustls_pki_types::pem::PemObject;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in
+            rustls_pki_types::CertificateDer::pem_file_iter(self.dir.join("ca.pem")).unwrap()
+        {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn addr_of(server: &TestServer) -> String {
+    server
+        .base
+        .strip_prefix("https://")
+        .expect("an https:// address")
+        .to_string()
+}
+
+async fn tls_stream(
+    pki: &Pki,
+    addr: &str,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    tokio::time::timeout(WAIT, pki.connector().connect(name, tcp))
+        .await
+        .expect("handshake timed out")
+        .expect("TLS handshake with the test CA")
+}
+
+/// One HTTPS request with Connection: close; status and JSON body.
+async fn https(
+    pki: &Pki,
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut stream = tls_stream(pki, addr).await;
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer tls-token\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    let _ = stream.read_to_end(&mut response).await;
+    let text = String::from_utf8_lossy(&response).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let json = text
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+#[tokio::test]
+async fn https_and_wss_share_the_listener_and_plain_http_is_told_to_use_tls() {
+    let pki = Pki::new("serve");
+    let server = TestServer::start_with(&[
+        "--token",
+        "tls-token",
+        "--tls-cert",
+        &pki.path("server.pem"),
+        "--tls-key",
+        &pki.path("server.key"),
+    ]);
+    let addr = addr_of(&server);
+    let (status, info) = https(
+        &pki,
+        &addr,
+        "POST",
+        "/v1/processes",
+        Some(json!({"command": "read line; echo \"secure $line\"", "stdin": true})),
+    )
+    .await;
+    assert_eq!(status, 201, "{info}");
+    let id = info["id"].as_str().unwrap();
+
+    // WSS on the same port.
+    let stream = tls_stream(&pki, &addr).await;
+    let mut request = format!("wss://{addr}/v1/processes/{id}/attach")
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "tether.v1, tether.bearer.tls-token".parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .unwrap();
+    let frame = ClientFrame::Stdin {
+        data: b"hello\n".to_vec(),
+    };
+    ws.send(Message::Binary(frame.encode().into()))
+        .await
+        .unwrap();
+    let mut stdout = Vec::new();
+    loop {
+        let message = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Message::Binary(bytes) = message {
+            match ServerFrame::decode(&bytes).unwrap() {
+                ServerFrame::Stdout { data, .. } => stdout.extend_from_slice(&data),
+                ServerFrame::Exit { .. } => break,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(String::from_utf8_lossy(&stdout), "secure hello\n");
+
+    // Plain HTTP to the TLS port: a clear 400, then the connection closes.
+    let plain = reqwest::Client::new()
+        .get(format!("http://{addr}/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status().as_u16(), 400);
+    let body: Value = plain.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tls_required", "{body}");
+    // The listener serves TLS on as before.
+    let (status, _) = https(&pki, &addr, "GET", "/v1/processes", None).await;
+    assert_eq!(status, 200);
+}
+
+fn start_error(args: &[&str]) -> String {
+    let output = Command::new(binary("tetherd"))
+        .args(["--listen", "127.0.0.1:0", "--no-token"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "tetherd started");
+    String::from_utf8_lossy(&output.stderr).to_string()
+}
+
+#[tokio::test]
+async fn a_missing_or_mismatched_key_stops_tetherd_at_start_with_a_clear_error() {
+    let pki = Pki::new("errors");
+    let missing = pki.path("nope.key");
+    let message = start_error(&["--tls-cert", &pki.path("server.pem"), "--tls-key", &missing]);
+    assert!(
+        message.contains("--tls-key") && message.contains(&missing),
+        "{message}"
+    );
+
+    let message = start_error(&[
+        "--tls-cert",
+        &pki.path("server.pem"),
+        "--tls-key",
+        &pki.path("other.key"),
+    ]);
+    assert!(message.contains("does not match"), "{message}");
+
+    let message = start_error(&[
+        "--tls-cert",
+        &pki.path("server.key"),
+        "--tls-key",
+        &pki.path("server.key"),
+    ]);
+    assert!(message.contains("--tls-cert"), "{message}");
+
+    let message = start_error(&["--tls-cert", &pki.path("server.pem")]);
+    assert!(message.contains("--tls-key"), "{message}");
+    let _ = Path::new(&missing);
+}
+
+#[tokio::test]
+async fn beyond_loopback_with_a_token_but_no_tls_a_warning_says_what_is_exposed() {
+    let dir = std::env::temp_dir().join(format!("tether-tls-warn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("stderr");
+    let server =
+        TestServer::start_exact(&["--listen", "0.0.0.0:0", "--token", "t"], &[], Some(&log));
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    let response = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("without TLS") && text.contains("clear text"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
