@@ -4,6 +4,10 @@
 //! reading, so credit is never stuck behind stdin that the process is not
 //! reading yet; only when the attachment has [`STDIN_BUDGET`] bytes queued
 //! does the reader wait.
+//!
+//! A stdin frame with nothing of this attachment queued before it skips
+//! the task ([`ProcessQueue::try_now`]): the reader writes it to the
+//! process itself, so a keystroke costs no task wake-up on its way in.
 
 use std::sync::Arc;
 
@@ -22,6 +26,18 @@ pub struct ProcessQueue {
     frames: mpsc::Sender<(ClientFrame, OwnedSemaphorePermit)>,
     budget: Arc<Semaphore>,
     largest: usize,
+    process: Arc<Process>,
+    readonly: bool,
+}
+
+/// What [`ProcessQueue::try_now`] did with a frame.
+pub enum Now {
+    /// Carried out (written, or its tail queued in order).
+    Done,
+    /// Refused, as the queue's task would have refused it.
+    Rejected(ApiError),
+    /// Not for now: push it.
+    Later(ClientFrame),
 }
 
 impl ProcessQueue {
@@ -35,11 +51,12 @@ impl ProcessQueue {
     ) -> ProcessQueue {
         let budget = budget.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
         let (frames, mut queued) = mpsc::channel::<(ClientFrame, OwnedSemaphorePermit)>(1024);
+        let task_process = process.clone();
         // Ends when the reader is gone and the queue is empty; a process
         // that never reads stdin makes its writes fail once it exits.
         tokio::spawn(async move {
             while let Some((frame, permit)) = queued.recv().await {
-                let result = act(&process, frame, readonly).await;
+                let result = act(&task_process, frame, readonly).await;
                 drop(permit);
                 if let Err(error) = result {
                     if events.send(ReaderEvent::Rejected(error)).await.is_err() {
@@ -52,6 +69,30 @@ impl ProcessQueue {
             frames,
             budget: Arc::new(Semaphore::new(budget)),
             largest: budget,
+            process,
+            readonly,
+        }
+    }
+
+    /// Writes a stdin frame to the process here and now, if nothing this
+    /// attachment sent before is still queued or being carried out and the
+    /// process's own stdin queue is empty; else gives it back for
+    /// [`ProcessQueue::push`]. The bytes hold the budget until written,
+    /// like queued ones.
+    pub fn try_now(&self, frame: ClientFrame) -> Now {
+        let ClientFrame::Stdin { data } = frame else {
+            return Now::Later(frame);
+        };
+        let idle = self.budget.available_permits() == self.largest;
+        let cost = data.len().clamp(1, self.largest) as u32;
+        let permit = match self.budget.clone().try_acquire_many_owned(cost) {
+            Ok(permit) if idle && !self.readonly => permit,
+            _ => return Now::Later(ClientFrame::Stdin { data }),
+        };
+        match self.process.try_write_stdin(data, permit) {
+            Ok(None) => Now::Done,
+            Ok(Some((data, _permit))) => Now::Later(ClientFrame::Stdin { data }),
+            Err(error) => Now::Rejected(error),
         }
     }
 
