@@ -95,7 +95,16 @@ impl Capture {
                     let Ok(mut guard) = ready else { return true };
                     match guard.try_io(|fd| self.read_once(fd.get_ref(), room)) {
                         Ok(Ok(0)) => return true,
-                        Ok(Ok(_)) => screen_awake = self.screen_idle.is_some(),
+                        Ok(Ok(n)) => {
+                            // A short read emptied the fd: skip the read
+                            // that would only say EAGAIN (a keystroke's echo
+                            // is one short read). Data that arrived since
+                            // is a new readiness event, which this keeps.
+                            if n < room.min(READ_CHUNK) {
+                                guard.clear_ready();
+                            }
+                            screen_awake = self.screen_idle.is_some();
+                        }
                         Ok(Err(e)) => {
                             tracing::warn!(stream = self.stream.as_str(), error = %e, "capture read failed");
                             return true;

@@ -27,6 +27,13 @@ use log::{Read, StreamLog};
 pub use ring::Next;
 use ring::ReaderId;
 
+thread_local! {
+    /// One buffer per runtime worker thread for frames read back from a
+    /// disk log (at most a data frame), reused so that no frame pays for
+    /// allocating and zeroing its own before the file is read into it.
+    static DISK_READ: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// How far block-mode retention may grow once the program has exited: the
 /// largest pipe Linux gives an unprivileged process (`pipe-max-size`).
 const EXIT_SLACK: usize = 1 << 20;
@@ -363,17 +370,28 @@ impl RetainedOutput {
                     length,
                 } => (file, offset, length),
             };
-            let mut bytes = vec![0; length as usize];
-            if let Err(e) = file.read(offset, &mut bytes) {
-                tracing::warn!(error = %e, offset, length, "reading the disk log failed");
-                return Next::Dropped { offset, length };
-            }
-            if self.lock().buffers[stream.index()].still_on_disk(offset) {
-                return Next::Data {
-                    offset,
-                    length,
-                    frame: encode_once(offset, &[&bytes]),
-                };
+            let frame = DISK_READ.with_borrow_mut(|buffer| {
+                if buffer.len() < length as usize {
+                    buffer.resize(length as usize, 0);
+                }
+                let bytes = &mut buffer[..length as usize];
+                file.read(offset, bytes)?;
+                let valid = self.lock().buffers[stream.index()].still_on_disk(offset);
+                Ok::<_, std::io::Error>(valid.then(|| encode_once(offset, &[bytes])))
+            });
+            match frame {
+                Ok(Some(frame)) => {
+                    return Next::Data {
+                        offset,
+                        length,
+                        frame,
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, offset, length, "reading the disk log failed");
+                    return Next::Dropped { offset, length };
+                }
             }
         }
     }
