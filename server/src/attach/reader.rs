@@ -103,7 +103,12 @@ impl SocketReader {
             let frame = match self.queue.try_now(frame) {
                 Now::Done => continue,
                 Now::Rejected(error) => {
-                    if self.events.send(ReaderEvent::Rejected(error)).await.is_err() {
+                    if self
+                        .events
+                        .send(ReaderEvent::Rejected(error))
+                        .await
+                        .is_err()
+                    {
                         return None;
                     }
                     continue;
