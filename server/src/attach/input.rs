@@ -77,22 +77,20 @@ impl ProcessQueue {
     /// Writes a stdin frame to the process here and now, if nothing this
     /// attachment sent before is still queued or being carried out and the
     /// process's own stdin queue is empty; else gives it back for
-    /// [`ProcessQueue::push`]. The bytes hold the budget until written,
-    /// like queued ones.
+    /// [`ProcessQueue::push`]. As for a frame the task carries out, the
+    /// budget is not held once the bytes are handed to the process (written,
+    /// or their tail queued in the process's stdin queue).
     pub fn try_now(&self, frame: ClientFrame) -> Now {
-        let ClientFrame::Stdin { data } = frame else {
-            return Now::Later(frame);
-        };
         let idle = self.budget.available_permits() == self.largest;
-        let cost = data.len().clamp(1, self.largest) as u32;
-        let permit = match self.budget.clone().try_acquire_many_owned(cost) {
-            Ok(permit) if idle && !self.readonly => permit,
-            _ => return Now::Later(ClientFrame::Stdin { data }),
-        };
-        match self.process.try_write_stdin(data, permit) {
-            Ok(None) => Now::Done,
-            Ok(Some((data, _permit))) => Now::Later(ClientFrame::Stdin { data }),
-            Err(error) => Now::Rejected(error),
+        match frame {
+            ClientFrame::Stdin { data } if idle && !self.readonly => {
+                match self.process.try_write_stdin(data) {
+                    Ok(None) => Now::Done,
+                    Ok(Some(data)) => Now::Later(ClientFrame::Stdin { data }),
+                    Err(error) => Now::Rejected(error),
+                }
+            }
+            frame => Now::Later(frame),
         }
     }
 

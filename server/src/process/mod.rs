@@ -175,22 +175,16 @@ impl Process {
     }
 
     /// Writes stdin at once if the process's stdin queue is empty (see
-    /// [`stdin::StdinQueue::try_write`]), holding `permit` until written;
-    /// gives both back when something is queued ahead.
-    pub fn try_write_stdin(
-        &self,
-        data: Vec<u8>,
-        permit: tokio::sync::OwnedSemaphorePermit,
-    ) -> Result<Option<(Vec<u8>, tokio::sync::OwnedSemaphorePermit)>, ApiError> {
+    /// [`stdin::StdinQueue::try_write`]); gives the bytes back when
+    /// something is queued ahead of them.
+    pub fn try_write_stdin(&self, data: Vec<u8>) -> Result<Option<Vec<u8>>, ApiError> {
         if !self.is_running() {
             return Err(self.not_running());
         }
-        match self.stdin.try_write(data, Some(permit)) {
+        match self.stdin.try_write(data, None) {
             Ok(stdin::TryWrite::Done) => Ok(None),
-            Ok(stdin::TryWrite::Busy(data, Some(permit))) => Ok(Some((data, permit))),
-            Ok(stdin::TryWrite::Busy(_, None)) | Err(stdin::StdinClosed) => {
-                Err(ApiError::StdinUnavailable(self.id.clone()))
-            }
+            Ok(stdin::TryWrite::Busy(data, _)) => Ok(Some(data)),
+            Err(stdin::StdinClosed) => Err(ApiError::StdinUnavailable(self.id.clone())),
         }
     }
 
