@@ -3,7 +3,8 @@
 //! the server's memory (a `fork` copies its page tables: 28 ms at 721 MiB).
 //! The child runs on a small stack of its own in the server's memory until
 //! it execs, and does only raw system calls there: reset signal handlers,
-//! join its cgroup, move its stdio onto 0/1/2, `setsid`, take the PTY as
+//! join its cgroup (unless born in it, see `clone3`), move its stdio onto
+//! 0/1/2, `setsid`, take the PTY as
 //! controlling terminal, `chdir`, `execve`. What failed is written into
 //! memory the server reads once the clone returns (which is when the child
 //! has exec'd or exited).
@@ -212,10 +213,6 @@ fn clone_vfork(
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
     }
-    // SAFETY: `child_main` only makes raw system calls on data in `plan`,
-    // which outlives the clone: with CLONE_VFORK this thread is suspended
-    // until the child has exec'd or exited, so `plan` and `stack` are alive
-    // and unchanged for as long as the child uses them.
     let arg = plan as *const ChildPlan as *mut libc::c_void;
     // Born in the cgroup where the kernel can (v2, Linux 5.7, no seccomp
     // filter refusing clone3); else the child joins it by cgroup.procs.
@@ -228,6 +225,11 @@ fn clone_vfork(
     });
     let pid = match born {
         Some(pid) => pid,
+        // SAFETY: `child_main` only makes raw system calls on data in
+        // `plan`, which outlives the clone: with CLONE_VFORK this thread is
+        // suspended until the child has exec'd or exited, so `plan` and
+        // `stack` are alive and unchanged for as long as the child uses
+        // them.
         None => unsafe {
             libc::clone(
                 child_main,
