@@ -22,6 +22,9 @@ use crate::retained::RetainedOutput;
 /// Largest single read from an output fd; also bounds each append.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// A read shorter than this ends a burst (see `Capture::run`).
+const SMALL_READ: usize = 256;
+
 /// Bytes a PTY's capture feeds the terminal emulator between yields to the
 /// other tasks of its worker: about 2 ms of the emulator's slowest text.
 const YIELD_AFTER_EMULATED: usize = 8 * 1024;
@@ -101,10 +104,15 @@ impl Capture {
                     match guard.try_io(|fd| self.read_once(fd.get_ref(), room)) {
                         Ok(Ok(0)) => return true,
                         Ok(Ok(n)) => {
-                            // No clear_ready after a short read: during a
-                            // flood the next chunk is usually there already,
-                            // and waiting for its event halved PTY
-                            // throughput; an echo pays one EAGAIN read.
+                            // A read of a few bytes (a keystroke's echo)
+                            // emptied the fd: skip the read that would only
+                            // say EAGAIN; an event that arrived meanwhile is
+                            // kept. Not for bigger reads: during a flood the
+                            // next chunk is usually there already, and
+                            // waiting for its event halved PTY throughput.
+                            if n < SMALL_READ {
+                                guard.clear_ready();
+                            }
                             screen_awake = self.screen_idle.is_some();
                             if screen_awake {
                                 emulated += n;
