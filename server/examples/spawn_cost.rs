@@ -47,6 +47,7 @@ fn main() {
             stdio: [fd, fd, fd],
             controlling_tty: false,
             cgroup_procs: None,
+            cgroup_dir: None,
             identity: None,
             open_file_limit: None,
         })

@@ -15,6 +15,7 @@ use tether_protocol::TermSize;
 nix::ioctl_write_ptr_bad!(set_window_size, libc::TIOCSWINSZ, Winsize);
 
 /// The master side of a PTY.
+#[derive(Debug)]
 pub struct PtyMaster {
     fd: AsyncFd<OwnedFd>,
 }

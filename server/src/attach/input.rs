@@ -4,6 +4,10 @@
 //! reading, so credit is never stuck behind stdin that the process is not
 //! reading yet; only when the attachment has [`STDIN_BUDGET`] bytes queued
 //! does the reader wait.
+//!
+//! A stdin frame with nothing of this attachment queued before it skips
+//! the task ([`ProcessQueue::try_now`]): the reader writes it to the
+//! process itself, so a keystroke costs no task wake-up on its way in.
 
 use std::sync::Arc;
 
@@ -24,6 +28,20 @@ pub struct ProcessQueue {
     frames: mpsc::Sender<(ClientFrame, OwnedSemaphorePermit)>,
     budget: Arc<Semaphore>,
     largest: usize,
+    process: Arc<Process>,
+    table: Arc<ProcessTable>,
+    grant: Grant,
+    readonly: bool,
+}
+
+/// What [`ProcessQueue::try_now`] did with a frame.
+pub enum Now {
+    /// Carried out (written, or its tail queued in order).
+    Done,
+    /// Refused, as the queue's task would have refused it.
+    Rejected(ApiError),
+    /// Not for now: push it.
+    Later(ClientFrame),
 }
 
 impl ProcessQueue {
@@ -39,11 +57,14 @@ impl ProcessQueue {
     ) -> ProcessQueue {
         let budget = budget.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
         let (frames, mut queued) = mpsc::channel::<(ClientFrame, OwnedSemaphorePermit)>(1024);
+        let task_process = process.clone();
+        let task_table = table.clone();
+        let task_grant = grant.clone();
         // Ends when the reader is gone and the queue is empty; a process
         // that never reads stdin makes its writes fail once it exits.
         tokio::spawn(async move {
             while let Some((frame, permit)) = queued.recv().await {
-                let result = act(&process, &table, &grant, frame, readonly).await;
+                let result = act(&task_process, &task_table, &task_grant, frame, readonly).await;
                 drop(permit);
                 if let Err(error) = result {
                     if events.send(ReaderEvent::Rejected(error)).await.is_err() {
@@ -56,7 +77,39 @@ impl ProcessQueue {
             frames,
             budget: Arc::new(Semaphore::new(budget)),
             largest: budget,
+            process,
+            table,
+            grant,
+            readonly,
         }
+    }
+
+    /// Writes a stdin frame to the process here and now, if nothing this
+    /// attachment sent before is still queued or being carried out and the
+    /// process's own stdin queue is empty; else gives it back for
+    /// [`ProcessQueue::push`]. As for a frame the task carries out, the
+    /// budget is not held once the bytes are handed to the process (written,
+    /// or their tail queued in the process's stdin queue).
+    /// The same grant as the task's applies first: a frame without the
+    /// write right goes the queued way, which refuses it.
+    pub fn try_now(&self, frame: ClientFrame) -> Now {
+        let idle = self.budget.available_permits() == self.largest;
+        match frame {
+            ClientFrame::Stdin { data } if idle && !self.readonly && self.may_write() => {
+                match self.process.try_write_stdin(data) {
+                    Ok(None) => Now::Done,
+                    Ok(Some(data)) => Now::Later(ClientFrame::Stdin { data }),
+                    Err(error) => Now::Rejected(error),
+                }
+            }
+            frame => Now::Later(frame),
+        }
+    }
+
+    /// True when this attachment's grant carries the write right now. A
+    /// refusal is left to the queue's task, which reports and audits it.
+    fn may_write(&self) -> bool {
+        self.grant.allows(Need::Write, &self.process)
     }
 
     /// Queues a frame, waiting only while the budget is spent. False when

@@ -1,7 +1,8 @@
 //! The attachment's socket reader: decodes client frames and acts on them
-//! at once. Credit it applies itself (the writer reads it); frames for the
-//! process it hands to the [`ProcessQueue`]; protocol errors it reports to
-//! the writer, which sends the `error` frame and closes.
+//! at once. Credit it applies itself (the writer reads it); stdin it writes
+//! to the process itself when nothing is queued ahead of it; other frames
+//! for the process it hands to the [`ProcessQueue`]; protocol errors it
+//! reports to the writer, which sends the `error` frame and closes.
 
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use tether_protocol::ClientFrame;
 use tokio::sync::mpsc;
 
 use super::framing::Decoder;
-use super::input::ProcessQueue;
+use super::input::{Now, ProcessQueue};
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::error::AttachError;
 
@@ -99,6 +100,21 @@ impl SocketReader {
                 self.credit.grant(stream, bytes);
                 continue;
             }
+            let frame = match self.queue.try_now(frame) {
+                Now::Done => continue,
+                Now::Rejected(error) => {
+                    if self
+                        .events
+                        .send(ReaderEvent::Rejected(error))
+                        .await
+                        .is_err()
+                    {
+                        return None;
+                    }
+                    continue;
+                }
+                Now::Later(frame) => frame,
+            };
             let queued = if self.held.is_none() {
                 self.push_listening(frame).await
             } else {

@@ -213,6 +213,16 @@ impl Cell {
         self.procs.as_raw_fd()
     }
 
+    /// The cgroup's directory, opened for `clone3(CLONE_INTO_CGROUP)`
+    /// (v2 only; `None` for v1 or if it cannot be opened).
+    pub fn open_dir(&self) -> Option<OwnedFd> {
+        if self.kind != CgroupKind::V2 {
+            return None;
+        }
+        let dir = fs::File::open(&self.dir).ok()?;
+        Some(dir.into())
+    }
+
     /// Sends `signal` to every member. Returns how many were signalled.
     pub fn signal_all(&self, signal: Signal) -> usize {
         frozen(self.kind, &self.dir, || signal_listed(&self.dir, signal))

@@ -22,6 +22,13 @@ use crate::retained::RetainedOutput;
 /// Largest single read from an output fd; also bounds each append.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// A read shorter than this ends a burst (see `Capture::run`).
+const SMALL_READ: usize = 256;
+
+/// Bytes a PTY's capture feeds the terminal emulator between yields to the
+/// other tasks of its worker: about 2 ms of the emulator's slowest text.
+const YIELD_AFTER_EMULATED: usize = 8 * 1024;
+
 thread_local! {
     /// One read buffer per runtime worker thread: an idle stream holds no
     /// buffer, and no read pays for zeroing one.
@@ -76,6 +83,7 @@ impl Capture {
     pub async fn run(mut self) -> bool {
         let mut deadline: Option<Instant> = None;
         let mut screen_awake = false;
+        let mut emulated = 0usize;
         loop {
             // Block mode: wait for room. After the reap the tail of the pipe
             // fits the exit slack; what still finds no room is a descendant
@@ -95,7 +103,21 @@ impl Capture {
                     let Ok(mut guard) = ready else { return true };
                     match guard.try_io(|fd| self.read_once(fd.get_ref(), room)) {
                         Ok(Ok(0)) => return true,
-                        Ok(Ok(_)) => screen_awake = self.screen_idle.is_some(),
+                        Ok(Ok(n)) => {
+                            // A read of a few bytes (a keystroke's echo)
+                            // emptied the fd: skip the read that would only
+                            // say EAGAIN; an event that arrived meanwhile is
+                            // kept. Not for bigger reads: during a flood the
+                            // next chunk is usually there already, and
+                            // waiting for its event halved PTY throughput.
+                            if n < SMALL_READ {
+                                guard.clear_ready();
+                            }
+                            screen_awake = self.screen_idle.is_some();
+                            if screen_awake {
+                                emulated += n;
+                            }
+                        }
                         Ok(Err(e)) => {
                             tracing::warn!(stream = self.stream.as_str(), error = %e, "capture read failed");
                             return true;
@@ -112,10 +134,13 @@ impl Capture {
                     screen_awake = false;
                 }
             }
-            if screen_awake {
+            if emulated >= YIELD_AFTER_EMULATED {
                 // Each read also ran the terminal emulator over its bytes:
-                // let other tasks of this worker run between reads, so a
+                // let other tasks of this worker run now and then, so a
                 // text flood on a PTY never starves attachments or HTTP.
+                // Not after every read: a yield wakes the other worker
+                // thread, which a keystroke's echo should not pay for.
+                emulated = 0;
                 tokio::task::yield_now().await;
             }
         }

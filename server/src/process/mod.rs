@@ -168,9 +168,24 @@ impl Process {
         tokio::spawn(self.contained.clone().end(grace));
     }
 
-    /// Queues bytes for stdin; waits while the stdin queue is full.
+    /// Writes bytes to stdin, at once when nothing is queued ahead, else
+    /// queued; waits while the stdin queue is full.
     pub async fn write_stdin(&self, data: Vec<u8>) -> Result<(), ApiError> {
         self.queue_stdin(data, None).await
+    }
+
+    /// Writes stdin at once if the process's stdin queue is empty (see
+    /// [`stdin::StdinQueue::try_write`]); gives the bytes back when
+    /// something is queued ahead of them.
+    pub fn try_write_stdin(&self, data: Vec<u8>) -> Result<Option<Vec<u8>>, ApiError> {
+        if !self.is_running() {
+            return Err(self.not_running());
+        }
+        match self.stdin.try_write(data, None) {
+            Ok(stdin::TryWrite::Done) => Ok(None),
+            Ok(stdin::TryWrite::Busy(data, _)) => Ok(Some(data)),
+            Err(stdin::StdinClosed) => Err(ApiError::StdinUnavailable(self.id.clone())),
+        }
     }
 
     /// Reserves `bytes` of this process's HTTP stdin budget before a POST

@@ -1,9 +1,16 @@
 //! Stdin: a bounded queue per process from clients to one writer task,
 //! which writes to the stdin pipe or the PTY master in the order received.
+//!
+//! The queue is skipped when it is empty: a write then goes straight to the
+//! fd (non-blocking, under the queue's lock, so nothing can pass it), and
+//! only what the fd does not take at once is queued for the task. A
+//! keystroke reaches the program without waking another task.
 
-use std::sync::{Arc, Mutex};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe::Sender as PipeWriter;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
@@ -19,8 +26,8 @@ pub const HTTP_STDIN_BUDGET: usize = 4 << 20;
 /// What the stdin writer task is asked to do.
 #[derive(Debug)]
 enum StdinCommand {
-    /// Write these bytes; the permit (HTTP stdin budget) is given back once
-    /// they are written.
+    /// Write these bytes; the permit (an HTTP or attachment stdin budget)
+    /// is given back once they are written.
     Data(Vec<u8>, Option<OwnedSemaphorePermit>),
     /// Close stdin (pipes) or send the EOF character (PTY).
     Eof,
@@ -31,10 +38,70 @@ enum StdinCommand {
 #[derive(Debug)]
 pub struct StdinClosed;
 
+/// The fd stdin goes to, shared by the writer task and direct writes.
+#[derive(Debug, Clone)]
+enum StdinFd {
+    Pipe(Arc<PipeWriter>),
+    Pty(Arc<PtyMaster>),
+}
+
+impl StdinFd {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            StdinFd::Pipe(pipe) => pipe.as_fd(),
+            StdinFd::Pty(master) => master.async_fd().get_ref().as_fd(),
+        }
+    }
+
+    /// Non-blocking: bytes written until the fd is full (maybe 0), or the
+    /// error that stopped it.
+    fn write_now(&self, data: &[u8]) -> io::Result<usize> {
+        let mut done = 0;
+        while done < data.len() {
+            match nix::unistd::write(self.fd(), &data[done..]) {
+                Ok(n) => done += n,
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Writes all of `data`, waiting for the fd.
+    async fn write_all(&self, data: &[u8]) -> io::Result<()> {
+        match self {
+            StdinFd::Pty(master) => master.write_all(data).await,
+            StdinFd::Pipe(pipe) => {
+                let mut data = data;
+                while !data.is_empty() {
+                    pipe.writable().await?;
+                    match pipe.try_write(data) {
+                        Ok(n) => data = &data[n..],
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Open {
+    sender: mpsc::Sender<StdinCommand>,
+    fd: StdinFd,
+}
+
 /// The clients' end of a process's stdin.
 #[derive(Debug)]
 pub struct StdinQueue {
-    sender: Mutex<Option<mpsc::Sender<StdinCommand>>>,
+    /// `None` once closed for good (or never opened).
+    open: Mutex<Option<Open>>,
+    /// Commands handed to the writer task and not yet carried out; a
+    /// direct write is allowed only at zero (counted under `open`'s lock).
+    queued: Arc<AtomicUsize>,
     /// A PTY has no half-close: after EOF it still takes input.
     reopens_after_eof: bool,
     /// Bytes HTTP requests may have queued ([`HTTP_STDIN_BUDGET`]).
@@ -45,11 +112,22 @@ pub struct StdinQueue {
 #[derive(Debug)]
 pub struct StdinBusy(pub usize);
 
+/// What [`StdinQueue::try_write`] did.
+#[derive(Debug)]
+pub enum TryWrite {
+    /// Written, or the part the fd did not take queued ahead of anything
+    /// later.
+    Done,
+    /// The queue is not empty: nothing was written; here is all of it back.
+    Busy(Vec<u8>, Option<OwnedSemaphorePermit>),
+}
+
 impl StdinQueue {
     /// No stdin at all (`/dev/null`).
     pub fn none() -> StdinQueue {
         StdinQueue {
-            sender: Mutex::new(None),
+            open: Mutex::new(None),
+            queued: Arc::default(),
             reopens_after_eof: false,
             http_budget: http_budget(),
         }
@@ -57,45 +135,97 @@ impl StdinQueue {
 
     /// A queue to a writer task of the pipe.
     pub fn pipe(stdin: PipeWriter) -> StdinQueue {
-        let (tx, rx) = mpsc::channel(STDIN_QUEUE);
-        tokio::spawn(write_pipe(stdin, rx));
-        StdinQueue {
-            sender: Mutex::new(Some(tx)),
-            reopens_after_eof: false,
-            http_budget: http_budget(),
-        }
+        StdinQueue::start(StdinFd::Pipe(Arc::new(stdin)), false)
     }
 
     /// A queue to a writer task of the PTY master.
     pub fn pty(master: Arc<PtyMaster>) -> StdinQueue {
-        let (tx, rx) = mpsc::channel(STDIN_QUEUE);
-        tokio::spawn(write_pty(master, rx));
+        StdinQueue::start(StdinFd::Pty(master), true)
+    }
+
+    fn start(fd: StdinFd, reopens_after_eof: bool) -> StdinQueue {
+        let (sender, rx) = mpsc::channel(STDIN_QUEUE);
+        let queued = Arc::<AtomicUsize>::default();
+        tokio::spawn(write_queued(fd.clone(), rx, queued.clone()));
         StdinQueue {
-            sender: Mutex::new(Some(tx)),
-            reopens_after_eof: true,
+            open: Mutex::new(Some(Open { sender, fd })),
+            queued,
+            reopens_after_eof,
             http_budget: http_budget(),
         }
     }
 
-    fn sender(&self) -> Result<mpsc::Sender<StdinCommand>, StdinClosed> {
-        self.sender
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or(StdinClosed)
+    fn lock(&self) -> MutexGuard<'_, Option<Open>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues bytes; waits while the queue is full. `permit`, if any, is
-    /// held until they are written.
+    /// Writes at once if nothing is queued: what the fd takes without
+    /// waiting is written under the lock, the rest queued (with `permit`)
+    /// before the lock is released, so nothing written later can pass it.
+    /// `Busy` gives everything back when the queue is not empty.
+    pub fn try_write(
+        &self,
+        mut data: Vec<u8>,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<TryWrite, StdinClosed> {
+        let open = self.lock();
+        let open = open.as_ref().ok_or(StdinClosed)?;
+        if self.queued.load(Ordering::Acquire) > 0 {
+            return Ok(TryWrite::Busy(data, permit));
+        }
+        let written = match open.fd.write_now(&data) {
+            Ok(n) if n == data.len() => return Ok(TryWrite::Done),
+            Ok(n) => n,
+            // Broken (the program closed its stdin): the writer task
+            // finds the same error and ends, as for a queued write.
+            Err(_) => 0,
+        };
+        data.drain(..written);
+        // Nothing is queued, so the channel has room.
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if open
+            .sender
+            .try_send(StdinCommand::Data(data, permit))
+            .is_err()
+        {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(StdinClosed);
+        }
+        Ok(TryWrite::Done)
+    }
+
+    /// Writes `data`, at once if nothing is queued, else queued behind
+    /// what is; waits while the queue is full. `permit`, if any, is held
+    /// until they are written.
     pub async fn write(
         &self,
         data: Vec<u8>,
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<(), StdinClosed> {
-        self.sender()?
-            .send(StdinCommand::Data(data, permit))
-            .await
-            .map_err(|_| StdinClosed)
+        let (data, permit) = match self.try_write(data, permit)? {
+            TryWrite::Done => return Ok(()),
+            TryWrite::Busy(data, permit) => (data, permit),
+        };
+        self.send(StdinCommand::Data(data, permit), false).await
+    }
+
+    /// Queues a command behind what is queued. `close` closes the queue
+    /// for good first (later writes get `StdinClosed`).
+    async fn send(&self, command: StdinCommand, close: bool) -> Result<(), StdinClosed> {
+        let sender = {
+            let mut open = self.lock();
+            let sender = open.as_ref().ok_or(StdinClosed)?.sender.clone();
+            if close {
+                *open = None;
+            }
+            // Counted before the lock is released: no direct write passes it.
+            self.queued.fetch_add(1, Ordering::AcqRel);
+            sender
+        };
+        sender.send(command).await.map_err(|_| {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            StdinClosed
+        })
     }
 
     /// Takes `bytes` of the HTTP stdin budget, at once or not at all.
@@ -112,14 +242,7 @@ impl StdinQueue {
     /// Closes stdin (pipes; later writes get a clear error instead of a
     /// silent drop) or sends the terminal's EOF character (PTY).
     pub async fn close(&self) -> Result<(), StdinClosed> {
-        let sender = self.sender()?;
-        if !self.reopens_after_eof {
-            *self.sender.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        }
-        sender
-            .send(StdinCommand::Eof)
-            .await
-            .map_err(|_| StdinClosed)
+        self.send(StdinCommand::Eof, !self.reopens_after_eof).await
     }
 }
 
@@ -127,31 +250,23 @@ fn http_budget() -> Arc<Semaphore> {
     Arc::new(Semaphore::new(HTTP_STDIN_BUDGET))
 }
 
-async fn write_pipe(mut stdin: PipeWriter, mut rx: mpsc::Receiver<StdinCommand>) {
-    while let Some(command) = rx.recv().await {
-        match command {
-            StdinCommand::Data(data, _permit) => {
-                if stdin.write_all(&data).await.is_err() {
-                    // The program closed its stdin; later writes go nowhere,
-                    // as with a real pipe.
-                    break;
-                }
-            }
-            StdinCommand::Eof => break,
-        }
-    }
-    // Dropping the pipe is the end-of-file the program sees.
-}
-
-async fn write_pty(master: Arc<PtyMaster>, mut rx: mpsc::Receiver<StdinCommand>) {
+/// The writer task: carries out queued commands in order. A pipe ends at
+/// EOF (dropping the last handle of the pipe is the end of file the
+/// program sees); a PTY has no half-close, its EOF is the EOF character.
+async fn write_queued(fd: StdinFd, mut rx: mpsc::Receiver<StdinCommand>, queued: Arc<AtomicUsize>) {
     while let Some(command) = rx.recv().await {
         let result = match command {
-            StdinCommand::Data(data, _permit) => master.write_all(&data).await,
-            // A PTY has no half-close: EOF is the terminal's EOF character.
-            StdinCommand::Eof => master.write_all(&[master.eof_char()]).await,
+            StdinCommand::Data(data, _permit) => fd.write_all(&data).await,
+            StdinCommand::Eof => match &fd {
+                StdinFd::Pipe(_) => break,
+                StdinFd::Pty(master) => master.write_all(&[master.eof_char()]).await,
+            },
         };
         if result.is_err() {
+            // The program closed its stdin; later writes go nowhere, as
+            // with a real pipe.
             break;
         }
+        queued.fetch_sub(1, Ordering::AcqRel);
     }
 }
