@@ -29,7 +29,6 @@ pub struct ProcessQueue {
     budget: Arc<Semaphore>,
     largest: usize,
     process: Arc<Process>,
-    table: Arc<ProcessTable>,
     grant: Grant,
     readonly: bool,
 }
@@ -78,7 +77,6 @@ impl ProcessQueue {
             budget: Arc::new(Semaphore::new(budget)),
             largest: budget,
             process,
-            table,
             grant,
             readonly,
         }
