@@ -235,7 +235,19 @@ pub fn locate(explicit: Option<&Path>, build: bool) -> Result<PathBuf> {
     if build || !candidate.exists() {
         let cargo = cargo.unwrap_or_else(|| "cargo".into());
         eprintln!("building tetherd: cargo build --release -p tether-server --bin tetherd");
-        let status = Command::new(cargo)
+        let mut command = Command::new(cargo);
+        // Not with the variables cargo set for this crate (`cargo run`):
+        // build scripts that track them (ring's) would rebuild each time.
+        for (key, _) in std::env::vars_os() {
+            if key.to_str().is_some_and(|k| {
+                k.starts_with("CARGO_PKG_")
+                    || k.starts_with("CARGO_MANIFEST_")
+                    || matches!(k, "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE")
+            }) {
+                command.env_remove(key);
+            }
+        }
+        let status = command
             .args([
                 "build",
                 "--release",

@@ -40,7 +40,17 @@ pub fn binary(name: &str) -> PathBuf {
         other => panic!("unknown binary {other}"),
     };
     once.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
+        let mut cargo = Command::new(env!("CARGO"));
+        // Without the variables cargo set for this test crate: build
+        // scripts that track them (ring's tracks CARGO_PKG_NAME and
+        // CARGO_MANIFEST_DIR) would otherwise see a change, rebuild here,
+        // and again in the next `cargo test`.
+        for (key, _) in std::env::vars_os() {
+            if key.to_str().is_some_and(set_by_cargo_for_a_crate) {
+                cargo.env_remove(key);
+            }
+        }
+        let status = cargo
             .args(["build", "--quiet", "-p", package, "--bin", name])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
@@ -50,6 +60,21 @@ pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     // target/debug/deps/<test> -> target/debug/<name>
     exe.parent().unwrap().parent().unwrap().join(name)
+}
+
+/// True for the variables cargo sets for the crate it runs (a test or a
+/// build script), as opposed to those a user sets to configure cargo.
+pub fn set_by_cargo_for_a_crate(key: &str) -> bool {
+    key.starts_with("CARGO_PKG_")
+        || key.starts_with("CARGO_MANIFEST_")
+        || key.starts_with("CARGO_BIN_")
+        || matches!(
+            key,
+            "CARGO_CRATE_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+        )
 }
 
 /// The tetherd under test: `TETHER_TEST_TETHERD` if set (to show that a
