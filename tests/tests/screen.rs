@@ -285,17 +285,42 @@ async fn a_pipe_process_has_no_screen() {
 /// A PTY whose start is long evicted: the alternate screen was entered in
 /// the first bytes, then more than the retention was written over it. The
 /// server keeps memory only (`--memory-only`), so that a 4 KiB retention is
-/// lapped by the PTY's output before the watcher reads it.
+/// lapped by the PTY's output before the watcher reads it. The program
+/// waits until the screen shows the alternate screen before it floods: the
+/// emulator runs behind capture, and bytes evicted before it got them
+/// would be skipped (the screen then stale).
 async fn evicted_alternate_screen(server: &TestServer) -> (tether_protocol::ProcessInfo, u64) {
     let process = server
         .spawn(json!({
-            "argv": ["sh", "-c", "printf '\\033[?1049h\\033[31mALT'; seq 1 3000; printf '\\033[HTOP\\033[?2004h'; exec cat"],
+            "argv": ["sh", "-c", "printf '\\033[?1049h\\033[31mALT'; read go; seq 1 3000; printf '\\033[HTOP\\033[?2004h'; exec cat"],
             "tty": true, "retain_bytes": 4096,
         }))
         .await;
+    let url = server.url(&format!("/v1/processes/{}/screen", process.id));
+    let text = tether_tests::settle_async(
+        || async {
+            server
+                .http
+                .get(&url)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        },
+        |text| text.starts_with("ALT"),
+    )
+    .await;
+    assert!(text.starts_with("ALT"), "never showed ALT: {text}");
+    let mut go = server.attach(&process.id, "").await;
+    go.send(ClientFrame::Stdin {
+        data: b"go\r".to_vec(),
+    })
+    .await;
+    drop(go);
     // Nobody reads while it writes: the screen shows TOP once all of it
     // has been captured (an event of the server's own, bounded).
-    let url = server.url(&format!("/v1/processes/{}/screen", process.id));
     let text = tether_tests::settle_async(
         || async {
             server

@@ -112,12 +112,6 @@ impl Capture {
                     screen_awake = false;
                 }
             }
-            if screen_awake {
-                // Each read also ran the terminal emulator over its bytes:
-                // let other tasks of this worker run between reads, so a
-                // text flood on a PTY never starves attachments or HTTP.
-                tokio::task::yield_now().await;
-            }
         }
     }
 
