@@ -516,3 +516,50 @@ async fn the_client_library_attaches_from_the_screen_and_a_pipe_process_refuses(
     let refused = client.attach(&pipe.id, options).await.unwrap_err();
     assert_eq!(refused.status(), Some(400), "{refused}");
 }
+
+/// A text flood far beyond retention on a PTY: the emulator parses slower
+/// than the PTY writes, runs behind capture, and skips what was evicted
+/// before it got there. Capture never waits for it: the attached reader
+/// gets every byte or its exact `dropped` range, then the exit; the screen
+/// then catches up with the end, and a screen the program cleared after
+/// the flood is whole again (not stale) and shows what it printed last.
+#[tokio::test]
+async fn a_pty_flood_beyond_retention_neither_stalls_capture_nor_loses_the_screen() {
+    let server = TestServer::start_with(&["--memory-only"]);
+    let process = server
+        .spawn(json!({
+            "argv": ["sh", "-c", "yes 'a line of a terminal flood, over and over' | head -c 10000000; tput clear; tput cup 5 10; printf DONE"],
+            "tty": true, "retain_bytes": 65536,
+        }))
+        .await;
+    let mut attachment = server.attach(&process.id, "stdout=0").await;
+    let received = attachment.until_exit().await;
+    let exit = received.exit.expect("the exit frame");
+    let dropped: u64 = received.dropped.iter().map(|(_, _, length)| length).sum();
+    assert!(exit.stdout_bytes > 10_000_000);
+    assert_eq!(received.stdout.len() as u64 + dropped, exit.stdout_bytes);
+    assert!(String::from_utf8_lossy(&received.stdout).ends_with("DONE"));
+
+    let url = server.url(&format!("/v1/processes/{}/screen", process.id));
+    let (headers, text) = tether_tests::settle_async(
+        || async {
+            let response = server.http.get(&url).send().await.unwrap();
+            let headers = response.headers().clone();
+            (headers, response.text().await.unwrap())
+        },
+        |(headers, _)| header(headers, "tether-offset") == exit.stdout_bytes,
+    )
+    .await;
+    assert_eq!(header(&headers, "tether-offset"), exit.stdout_bytes);
+    assert_eq!(headers["tether-screen-stale"], "false");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 24);
+    assert_eq!(lines[5], format!("{}DONE", " ".repeat(10)));
+    assert!(
+        lines
+            .iter()
+            .enumerate()
+            .all(|(row, line)| row == 5 || line.is_empty()),
+        "the clear erased the flood: {text}"
+    );
+}

@@ -288,3 +288,66 @@ fn lower_priority() {
         libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::screen::ScreenLimits;
+    use tether_protocol::{Overflow, TermSize};
+
+    fn pty_output(capacity: usize) -> Arc<RetainedOutput> {
+        let screen = Screen::new(
+            10,
+            3,
+            ScreenLimits {
+                scrollback_lines: 0,
+            },
+        );
+        let logs = [
+            super::super::StreamLog::memory(capacity),
+            super::super::StreamLog::memory(capacity),
+        ];
+        Arc::new(RetainedOutput::with_logs(
+            logs,
+            Overflow::Drop,
+            None,
+            Some(screen),
+        ))
+    }
+
+    #[test]
+    fn the_screen_sees_each_resize_between_the_bytes_before_and_after_it() {
+        let output = pty_output(1 << 20);
+        output.append(StreamName::Stdout, b"ab");
+        let size = TermSize::new(4, 2).unwrap();
+        output.resize_with(size, || Ok::<(), ()>(())).unwrap();
+        output.append(StreamName::Stdout, b"\r\n1234567");
+        let text = output.screen_text().unwrap();
+        assert_eq!((text.cols, text.rows, text.offset), (4, 2, 11));
+        // Written at 4 columns: wrapped (at 10 it would fit one row).
+        assert_eq!(text.text, "1234\n567\n");
+        assert!(!text.stale);
+    }
+
+    #[test]
+    fn an_emulator_behind_evicted_bytes_skips_them_and_is_stale() {
+        let output = pty_output(8);
+        // Held by this test: the worker cannot feed it meanwhile.
+        let feed = output.screen.as_ref().unwrap();
+        let screen = feed.lock();
+        output.append(StreamName::Stdout, b"lost lost lost ");
+        output.append(StreamName::Stdout, b"kept");
+        drop(screen);
+        let text = output.screen_text().unwrap();
+        assert_eq!(text.offset, 19);
+        assert!(text.stale);
+        let (reader, snapshot) = output.reader_at_screen().unwrap();
+        assert_eq!(snapshot.offset, 19);
+        let mut cursor = super::super::Cursor::at(19);
+        output.append(StreamName::Stdout, b"!");
+        match reader.next(StreamName::Stdout, &mut cursor, 10, |_, p| p.concat()) {
+            Next::Data { offset, frame, .. } => assert_eq!((offset, &frame[..]), (19, &b"!"[..])),
+            other => panic!("expected the byte after the snapshot, got {other:?}"),
+        }
+    }
+}
