@@ -1,7 +1,10 @@
 //! The terminal screen of a PTY process: a server-side terminal emulator fed
-//! by capture with every byte, in order, at the same offsets as retention, so
-//! that a client can combine "the screen at offset N" with "every byte after
-//! N" and see what the program's terminal shows, with no gap and no repeat.
+//! every retained byte, in order, at the same offsets as retention (by the
+//! screen worker, `retained/screen_feed.rs`, behind capture), so that a
+//! client can combine "the screen at offset N" with "every byte after N" and
+//! see what the program's terminal shows, with no gap and no repeat. Bytes
+//! evicted before the emulator got them are skipped ([`Screen::skip_to`]),
+//! and the screen is stale until the program erases it.
 //!
 //! The emulator is asciinema's [`avt`] (its `dump` writes both buffers,
 //! saved cursors, margins, charsets, modes and even an unfinished escape
