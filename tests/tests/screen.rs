@@ -381,8 +381,9 @@ async fn attach_with_screen_sends_the_screen_then_stdout_from_exactly_its_offset
         .await;
     let mut received = Received::default();
     attachment.next = [offset, 0];
+    // The terminal's echo, then cat's copy: nothing comes after that.
     attachment
-        .until_stdout_contains("typed", &mut received)
+        .until_stdout_contains("typed\r\ntyped\r\n", &mut received)
         .await;
     assert!(received.dropped.is_empty());
     screen.feed(&received.stdout);
