@@ -99,7 +99,7 @@ impl RetainedOutput {
 
     /// The terminal screen as bytes for a fresh terminal, with the stdout
     /// offset it corresponds to, after letting the emulator catch up to the
-    /// end of the output (bounded by [`CATCH_UP`]).
+    /// end of the output (for at most 100 ms).
     pub fn screen_snapshot(&self) -> Option<(Snapshot, bool)> {
         let screen = self.caught_up_screen()?;
         Some((screen.snapshot(), screen.is_stale()))
@@ -141,7 +141,7 @@ impl RetainedOutput {
     }
 
     /// The screen's lock, after feeding it up to the end of the output as
-    /// it is now (or for [`CATCH_UP`]), and past evicted bytes in any case.
+    /// it is now (or for `CATCH_UP`), and past evicted bytes in any case.
     fn caught_up_screen(&self) -> Option<MutexGuard<'_, Screen>> {
         let feed = self.screen.as_ref()?;
         let mut screen = feed.lock();
