@@ -216,10 +216,14 @@ impl RetainedOutput {
             screen.sleep();
         }
         feed.queued.store(false, Ordering::Release);
-        // Output appended between the last read and the flag: its append
-        // saw the flag still set and did not queue it.
-        screen.offset() < self.totals()[StreamName::Stdout.index()]
-            && !feed.queued.swap(true, Ordering::AcqRel)
+        // Output, a resize or a sleep that came between the last look and
+        // the flag saw the flag still set and did not queue it.
+        let news = {
+            let state = self.lock();
+            screen.offset() < state.buffers[StreamName::Stdout.index()].end()
+                || !state.resizes.is_empty()
+        } || feed.sleep_requested.load(Ordering::Relaxed);
+        news && !feed.queued.swap(true, Ordering::AcqRel)
     }
 }
 
