@@ -334,6 +334,23 @@ mod tests {
     }
 
     #[test]
+    fn a_quiet_screen_sleeps_once_fed_and_new_output_wakes_it() {
+        let output = pty_output(1 << 20);
+        output.append(StreamName::Stdout, b"$ ");
+        output.sleep_screen();
+        // Whichever turn takes the request (the worker's or this one), the
+        // screen has been fed everything and is asleep after it.
+        output.worker_turn();
+        let feed = output.screen.as_ref().unwrap();
+        assert!(feed.lock().is_asleep());
+        assert_eq!(feed.lock().offset(), 2);
+        output.append(StreamName::Stdout, b"ls");
+        assert!(!feed.sleep_requested.load(Ordering::Relaxed));
+        assert_eq!(output.screen_text().unwrap().text, "$ ls\n\n\n");
+        assert!(!feed.lock().is_asleep());
+    }
+
+    #[test]
     fn an_emulator_behind_evicted_bytes_skips_them_and_is_stale() {
         let output = pty_output(8);
         // Held by this test: the worker cannot feed it meanwhile.
