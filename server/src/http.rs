@@ -265,32 +265,48 @@ async fn screen(
             )))
         }
     };
-    let no_screen = || ApiError::NoTerminal(process.id.clone());
-    let (offset, cols, rows, content_type, body) = if ansi {
-        let snapshot = process.output().screen_snapshot().ok_or_else(no_screen)?;
-        (
-            snapshot.offset,
-            snapshot.cols,
-            snapshot.rows,
-            "application/octet-stream",
-            snapshot.data,
-        )
-    } else {
-        let text = process.output().screen_text().ok_or_else(no_screen)?;
-        (
-            text.offset,
-            text.cols,
-            text.rows,
-            "text/plain; charset=utf-8",
-            text.text.into_bytes(),
-        )
-    };
+    if !process.output().has_screen() {
+        return Err(ApiError::NoTerminal(process.id.clone()));
+    }
+    // The emulator may first catch up with the output (bounded, 100 ms of
+    // parsing): off the async workers.
+    let output = process.output().clone();
+    let screen = tokio::task::spawn_blocking(move || {
+        if ansi {
+            output.screen_snapshot().map(|(snapshot, stale)| {
+                (
+                    snapshot.offset,
+                    snapshot.cols,
+                    snapshot.rows,
+                    stale,
+                    "application/octet-stream",
+                    snapshot.data,
+                )
+            })
+        } else {
+            output.screen_text().map(|text| {
+                (
+                    text.offset,
+                    text.cols,
+                    text.rows,
+                    text.stale,
+                    "text/plain; charset=utf-8",
+                    text.text.into_bytes(),
+                )
+            })
+        }
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("reading the screen failed: {e}")))?;
+    let (offset, cols, rows, stale, content_type, body) =
+        screen.ok_or_else(|| ApiError::NoTerminal(process.id.clone()))?;
     Ok((
         [
             ("content-type", content_type.to_string()),
             ("tether-offset", offset.to_string()),
             ("tether-cols", cols.to_string()),
             ("tether-rows", rows.to_string()),
+            ("tether-screen-stale", stale.to_string()),
         ],
         body,
     )

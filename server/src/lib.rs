@@ -15,7 +15,8 @@
 //!   process's retained output, its lock and its wake-ups; the pure ring
 //!   inside it.
 //! - [`screen`]: [`screen::Screen`], the terminal emulator of a PTY process,
-//!   fed by capture; snapshots `{offset, cols, rows, data}` and plain text.
+//!   fed from retention behind capture; snapshots `{offset, cols, rows,
+//!   data}` and plain text.
 //! - [`datadir`]: `--data-dir`, the disk logs' directory and the process
 //!   records a restart reads back.
 //! - [`table`]: [`table::ProcessTable`], admission, limits, idempotency,

@@ -285,17 +285,42 @@ async fn a_pipe_process_has_no_screen() {
 /// A PTY whose start is long evicted: the alternate screen was entered in
 /// the first bytes, then more than the retention was written over it. The
 /// server keeps memory only (`--memory-only`), so that a 4 KiB retention is
-/// lapped by the PTY's output before the watcher reads it.
+/// lapped by the PTY's output before the watcher reads it. The program
+/// waits until the screen shows the alternate screen before it floods: the
+/// emulator runs behind capture, and bytes evicted before it got them
+/// would be skipped (the screen then stale).
 async fn evicted_alternate_screen(server: &TestServer) -> (tether_protocol::ProcessInfo, u64) {
     let process = server
         .spawn(json!({
-            "argv": ["sh", "-c", "printf '\\033[?1049h\\033[31mALT'; seq 1 3000; printf '\\033[HTOP\\033[?2004h'; exec cat"],
+            "argv": ["sh", "-c", "printf '\\033[?1049h\\033[31mALT'; read go; seq 1 3000; printf '\\033[HTOP\\033[?2004h'; exec cat"],
             "tty": true, "retain_bytes": 4096,
         }))
         .await;
+    let url = server.url(&format!("/v1/processes/{}/screen", process.id));
+    let text = tether_tests::settle_async(
+        || async {
+            server
+                .http
+                .get(&url)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        },
+        |text| text.starts_with("ALT"),
+    )
+    .await;
+    assert!(text.starts_with("ALT"), "never showed ALT: {text}");
+    let mut go = server.attach(&process.id, "").await;
+    go.send(ClientFrame::Stdin {
+        data: b"go\r".to_vec(),
+    })
+    .await;
+    drop(go);
     // Nobody reads while it writes: the screen shows TOP once all of it
     // has been captured (an event of the server's own, bounded).
-    let url = server.url(&format!("/v1/processes/{}/screen", process.id));
     let text = tether_tests::settle_async(
         || async {
             server
@@ -356,8 +381,9 @@ async fn attach_with_screen_sends_the_screen_then_stdout_from_exactly_its_offset
         .await;
     let mut received = Received::default();
     attachment.next = [offset, 0];
+    // The terminal's echo, then cat's copy: nothing comes after that.
     attachment
-        .until_stdout_contains("typed", &mut received)
+        .until_stdout_contains("typed\r\ntyped\r\n", &mut received)
         .await;
     assert!(received.dropped.is_empty());
     screen.feed(&received.stdout);
@@ -490,4 +516,51 @@ async fn the_client_library_attaches_from_the_screen_and_a_pipe_process_refuses(
     let pipe = server.sh("exec sleep 30", json!({})).await;
     let refused = client.attach(&pipe.id, options).await.unwrap_err();
     assert_eq!(refused.status(), Some(400), "{refused}");
+}
+
+/// A text flood far beyond retention on a PTY: the emulator parses slower
+/// than the PTY writes, runs behind capture, and skips what was evicted
+/// before it got there. Capture never waits for it: the attached reader
+/// gets every byte or its exact `dropped` range, then the exit; the screen
+/// then catches up with the end, and a screen the program cleared after
+/// the flood is whole again (not stale) and shows what it printed last.
+#[tokio::test]
+async fn a_pty_flood_beyond_retention_neither_stalls_capture_nor_loses_the_screen() {
+    let server = TestServer::start_with(&["--memory-only"]);
+    let process = server
+        .spawn(json!({
+            "argv": ["sh", "-c", "yes 'a line of a terminal flood, over and over' | head -c 10000000; tput clear; tput cup 5 10; printf DONE"],
+            "tty": true, "retain_bytes": 65536,
+        }))
+        .await;
+    let mut attachment = server.attach(&process.id, "stdout=0").await;
+    let received = attachment.until_exit().await;
+    let exit = received.exit.expect("the exit frame");
+    let dropped: u64 = received.dropped.iter().map(|(_, _, length)| length).sum();
+    assert!(exit.stdout_bytes > 10_000_000);
+    assert_eq!(received.stdout.len() as u64 + dropped, exit.stdout_bytes);
+    assert!(String::from_utf8_lossy(&received.stdout).ends_with("DONE"));
+
+    let url = server.url(&format!("/v1/processes/{}/screen", process.id));
+    let (headers, text) = tether_tests::settle_async(
+        || async {
+            let response = server.http.get(&url).send().await.unwrap();
+            let headers = response.headers().clone();
+            (headers, response.text().await.unwrap())
+        },
+        |(headers, _)| header(headers, "tether-offset") == exit.stdout_bytes,
+    )
+    .await;
+    assert_eq!(header(&headers, "tether-offset"), exit.stdout_bytes);
+    assert_eq!(headers["tether-screen-stale"], "false");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 24);
+    assert_eq!(lines[5], format!("{}DONE", " ".repeat(10)));
+    assert!(
+        lines
+            .iter()
+            .enumerate()
+            .all(|(row, line)| row == 5 || line.is_empty()),
+        "the clear erased the flood: {text}"
+    );
 }

@@ -126,7 +126,17 @@ pub async fn serve_framed(
         ScreenStart::IfEvicted => evicted,
         ScreenStart::Never => false,
     };
-    let (output, screen) = match at_screen.then(|| process.output().reader_at_screen()) {
+    let at_screen = match at_screen {
+        // The emulator may first catch up (bounded): off the async workers.
+        true => {
+            let output = process.output().clone();
+            tokio::task::spawn_blocking(move || output.reader_at_screen())
+                .await
+                .ok()
+        }
+        false => None,
+    };
+    let (output, screen) = match at_screen {
         Some(Some((reader, snapshot))) => (reader, Some(snapshot)),
         // A pipe process has no screen: refused before the upgrade.
         _ => (process.output().reader(options.start), None),

@@ -25,10 +25,6 @@ const READ_CHUNK: usize = 64 * 1024;
 /// A read shorter than this ends a burst (see `Capture::run`).
 const SMALL_READ: usize = 256;
 
-/// Bytes a PTY's capture feeds the terminal emulator between yields to the
-/// other tasks of its worker: about 2 ms of the emulator's slowest text.
-const YIELD_AFTER_EMULATED: usize = 8 * 1024;
-
 thread_local! {
     /// One read buffer per runtime worker thread: an idle stream holds no
     /// buffer, and no read pays for zeroing one.
@@ -83,7 +79,6 @@ impl Capture {
     pub async fn run(mut self) -> bool {
         let mut deadline: Option<Instant> = None;
         let mut screen_awake = false;
-        let mut emulated = 0usize;
         loop {
             // Block mode: wait for room. After the reap the tail of the pipe
             // fits the exit slack; what still finds no room is a descendant
@@ -114,9 +109,6 @@ impl Capture {
                                 guard.clear_ready();
                             }
                             screen_awake = self.screen_idle.is_some();
-                            if screen_awake {
-                                emulated += n;
-                            }
                         }
                         Ok(Err(e)) => {
                             tracing::warn!(stream = self.stream.as_str(), error = %e, "capture read failed");
@@ -133,15 +125,6 @@ impl Capture {
                     self.output.sleep_screen();
                     screen_awake = false;
                 }
-            }
-            if emulated >= YIELD_AFTER_EMULATED {
-                // Each read also ran the terminal emulator over its bytes:
-                // let other tasks of this worker run now and then, so a
-                // text flood on a PTY never starves attachments or HTTP.
-                // Not after every read: a yield wakes the other worker
-                // thread, which a keystroke's echo should not pay for.
-                emulated = 0;
-                tokio::task::yield_now().await;
             }
         }
     }

@@ -15,17 +15,19 @@
 pub mod disk;
 pub mod log;
 mod ring;
+mod screen_feed;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tether_protocol::{Overflow, StreamName, TermSize};
 use tokio::sync::{watch, Notify};
 
-use crate::screen::{Screen, Snapshot};
+use crate::screen::Screen;
 use disk::Record;
 use log::{Read, StreamLog};
 pub use ring::Next;
 use ring::ReaderId;
+use screen_feed::{PendingResize, ScreenFeed, MAX_PENDING_RESIZES};
 
 thread_local! {
     /// The thread's buffer for reads of a disk log (see
@@ -49,14 +51,18 @@ pub struct RetainedOutput {
     room_freed: [Notify; 2],
     /// The process record beside the disk logs, for a restart.
     record: Option<Record>,
+    /// A PTY's terminal emulator, fed from the retained stdout by the
+    /// screen worker (`screen_feed.rs`), under its own lock.
+    screen: Option<ScreenFeed>,
 }
 
 #[derive(Debug)]
 struct Streams {
     buffers: [StreamLog; 2],
     next_reader: ReaderId,
-    /// A PTY's terminal emulator, fed with stdout here, under this lock.
-    screen: Option<Screen>,
+    /// Resizes the emulator has not reached yet, oldest first, each at the
+    /// stdout offset where it happened (at most `MAX_PENDING_RESIZES`).
+    resizes: std::collections::VecDeque<PendingResize>,
 }
 
 /// The plain-text screen of a PTY and the offset it corresponds to.
@@ -70,6 +76,8 @@ pub struct ScreenText {
     pub rows: u16,
     /// One line per row.
     pub text: String,
+    /// Bytes before `offset` were skipped (see `Screen::is_stale`).
+    pub stale: bool,
 }
 
 /// One reader's progress through one stream.
@@ -116,11 +124,12 @@ impl RetainedOutput {
             state: Mutex::new(Streams {
                 buffers: logs,
                 next_reader: 0,
-                screen,
+                resizes: std::collections::VecDeque::new(),
             }),
             appended: watch::Sender::new(()),
             room_freed: [Notify::new(), Notify::new()],
             record,
+            screen: screen.map(ScreenFeed::new),
         }
     }
 
@@ -146,25 +155,19 @@ impl RetainedOutput {
 
     /// Capture's one entry: appends bytes read from `stream` and wakes the
     /// readers. Every captured byte passes here exactly once, in order, and
-    /// the returned offset is that of `data[0]`: this is where a screen
-    /// model (a terminal emulator per PTY) is to be fed, under the same lock
-    /// as [`RetainedOutput::resize_with`], so it sees bytes and resizes in
-    /// one order.
+    /// the returned offset is that of `data[0]`. A PTY's terminal emulator
+    /// is only told there is more: the screen worker feeds it from
+    /// retention, off capture's path (`screen_feed.rs`).
     ///
     /// The disk write, if any, happens after the lock is released, in the
     /// caller's (capture's) task: a write to the page cache costs about a
     /// memcpy, and readers at the front meanwhile read the window.
-    pub fn append(&self, stream: StreamName, data: &[u8]) -> u64 {
+    pub fn append(self: &Arc<Self>, stream: StreamName, data: &[u8]) -> u64 {
         let (offset, write) = {
             let mut state = self.lock();
             let buffer = &mut state.buffers[stream.index()];
             let offset = buffer.end();
             let write = buffer.push(data);
-            if stream == StreamName::Stdout {
-                if let Some(screen) = &mut state.screen {
-                    screen.feed(data);
-                }
-            }
             (offset, write)
         };
         if let Some(write) = write {
@@ -172,6 +175,9 @@ impl RetainedOutput {
             self.lock().buffers[stream.index()].written(&write, outcome);
         }
         self.appended.send_replace(());
+        if stream == StreamName::Stdout && !data.is_empty() {
+            self.screen_has_news(true);
+        }
         offset
     }
 
@@ -186,51 +192,31 @@ impl RetainedOutput {
     }
 
     /// Applies a terminal resize in order with the captured output: `apply`
-    /// runs under the lock that [`RetainedOutput::append`] takes, so
-    /// whatever is fed from both sees the resize between the bytes written
-    /// before it and after it.
+    /// runs under the lock that [`RetainedOutput::append`] takes, and the
+    /// resize is recorded at the stdout offset where it happened, so the
+    /// emulator sees it between the bytes written before it and after it.
     pub fn resize_with<E>(
-        &self,
+        self: &Arc<Self>,
         size: TermSize,
         apply: impl FnOnce() -> Result<(), E>,
     ) -> Result<(), E> {
-        let mut state = self.lock();
-        apply()?;
-        if let Some(screen) = &mut state.screen {
-            screen.resize(size.cols(), size.rows());
-        }
-        Ok(())
-    }
-
-    /// True for a PTY process with a terminal emulator.
-    pub fn has_screen(&self) -> bool {
-        self.lock().screen.is_some()
-    }
-
-    /// The terminal screen now (a PTY process), as bytes for a fresh
-    /// terminal, with the stdout offset it corresponds to.
-    pub fn screen_snapshot(&self) -> Option<Snapshot> {
-        self.lock().screen.as_ref().map(Screen::snapshot)
-    }
-
-    /// The terminal screen now as plain text (a PTY process).
-    pub fn screen_text(&self) -> Option<ScreenText> {
-        self.lock().screen.as_ref().map(|screen| {
-            let (cols, rows) = screen.size();
-            ScreenText {
-                offset: screen.offset(),
-                cols,
-                rows,
-                text: screen.text(),
+        {
+            let mut state = self.lock();
+            apply()?;
+            if self.screen.is_some() {
+                let resize = PendingResize {
+                    offset: state.buffers[StreamName::Stdout.index()].end(),
+                    cols: size.cols(),
+                    rows: size.rows(),
+                };
+                if state.resizes.len() >= MAX_PENDING_RESIZES {
+                    state.resizes.pop_back();
+                }
+                state.resizes.push_back(resize);
             }
-        })
-    }
-
-    /// Output has been quiet: reduce the emulator to its snapshot bytes.
-    pub fn sleep_screen(&self) {
-        if let Some(screen) = &mut self.lock().screen {
-            screen.sleep();
         }
+        self.screen_has_news(false);
+        Ok(())
     }
 
     /// Offset of the oldest retained byte of `stream`.
@@ -284,16 +270,6 @@ impl RetainedOutput {
     pub fn reader(self: &Arc<Self>, starts: [u64; 2]) -> Reader {
         let mut state = self.lock();
         self.register(&mut state, starts)
-    }
-
-    /// A PTY's screen and a reader registered at exactly its offset, in one
-    /// step, so that not a byte falls between the two. None for pipes.
-    pub fn reader_at_screen(self: &Arc<Self>) -> Option<(Reader, Snapshot)> {
-        let mut state = self.lock();
-        let snapshot = state.screen.as_ref()?.snapshot();
-        let stderr = state.buffers[StreamName::Stderr.index()].end();
-        let reader = self.register(&mut state, [snapshot.offset, stderr]);
-        Some((reader, snapshot))
     }
 
     fn register(self: &Arc<Self>, state: &mut Streams, starts: [u64; 2]) -> Reader {

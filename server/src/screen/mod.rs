@@ -1,7 +1,10 @@
 //! The terminal screen of a PTY process: a server-side terminal emulator fed
-//! by capture with every byte, in order, at the same offsets as retention, so
-//! that a client can combine "the screen at offset N" with "every byte after
-//! N" and see what the program's terminal shows, with no gap and no repeat.
+//! every retained byte, in order, at the same offsets as retention (by the
+//! screen worker, `retained/screen_feed.rs`, behind capture), so that a
+//! client can combine "the screen at offset N" with "every byte after N" and
+//! see what the program's terminal shows, with no gap and no repeat. Bytes
+//! evicted before the emulator got them are skipped ([`Screen::skip_to`]),
+//! and the screen is stale until the program erases it.
 //!
 //! The emulator is asciinema's [`avt`] (its `dump` writes both buffers,
 //! saved cursors, margins, charsets, modes and even an unfinished escape
@@ -66,6 +69,10 @@ pub struct Screen {
     side_parser: vte::Parser,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
+    /// Set when bytes were skipped (evicted before the emulator got them):
+    /// the count of full erases then. The screen is stale until the
+    /// program erases the whole display or resets the terminal.
+    skipped_at_erases: Option<u32>,
 }
 
 impl std::fmt::Debug for Screen {
@@ -91,6 +98,24 @@ impl Screen {
             modes: ClientModes::default(),
             side_parser: vte::Parser::new(),
             utf8: Utf8Carry::default(),
+            skipped_at_erases: None,
+        }
+    }
+
+    /// True when bytes were skipped and the program has not erased the
+    /// whole display (`CSI 2 J`, `CSI 3 J`) or reset the terminal (`ESC c`)
+    /// since: the screen may lack what those bytes drew.
+    pub fn is_stale(&self) -> bool {
+        self.skipped_at_erases == Some(self.modes.erases)
+    }
+
+    /// The bytes before `offset` will never come (they were evicted): the
+    /// screen moves there as it is, and is stale.
+    pub fn skip_to(&mut self, offset: u64) {
+        if offset > self.offset {
+            self.offset = offset;
+            self.utf8 = Utf8Carry::default();
+            self.skipped_at_erases = Some(self.modes.erases);
         }
     }
 

@@ -28,6 +28,10 @@ pub struct ClientModes {
     pub application_keypad: bool,
     /// DECSCUSR parameter (0 = default).
     pub cursor_style: u16,
+    /// Full erases of the display (`CSI 2 J`, `CSI 3 J`) and resets (RIS)
+    /// so far, wrapping: a screen that skipped bytes is whole again after
+    /// one (see `Screen::is_stale`).
+    pub erases: u32,
 }
 
 impl ClientModes {
@@ -100,6 +104,9 @@ impl Perform for ClientModes {
                     .and_then(|p| p.first().copied())
                     .unwrap_or(0);
             }
+            (b"", 'J') if matches!(params.iter().next(), Some([2 | 3])) => {
+                self.erases = self.erases.wrapping_add(1);
+            }
             (b"!", 'p') => {
                 // DECSTR (soft reset), as xterm.js: keypad and bracketed paste off.
                 self.application_keypad = false;
@@ -121,6 +128,7 @@ impl Perform for ClientModes {
                 let title = self.title.take();
                 *self = ClientModes {
                     title,
+                    erases: self.erases.wrapping_add(1),
                     ..ClientModes::default()
                 };
             }

@@ -145,3 +145,22 @@ fn scrollback_is_bounded() {
     assert_eq!(lines, LIMITS.scrollback_lines + 23);
     assert!(text.contains("line 499"));
 }
+
+#[test]
+fn skipped_bytes_make_the_screen_stale_until_the_program_erases_it() {
+    let mut screen = fed(b"before");
+    assert!(!screen.is_stale());
+    screen.skip_to(100);
+    assert_eq!(screen.offset(), 100);
+    assert!(screen.is_stale());
+    screen.feed(b"\x1b[2Kstill partial");
+    assert!(screen.is_stale());
+    screen.feed(b"\x1b[H\x1b[2Jwhole");
+    assert!(!screen.is_stale());
+    screen.skip_to(50);
+    assert!(!screen.is_stale(), "skipping backwards is no skip");
+    screen.skip_to(200);
+    screen.feed(b"\x1bc");
+    assert!(!screen.is_stale(), "a full reset makes it whole");
+    assert_eq!(screen.text().lines().next(), Some(""));
+}

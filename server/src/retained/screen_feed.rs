@@ -1,0 +1,374 @@
+//! A PTY's terminal emulator, fed off capture's path: capture only appends
+//! bytes to retention (and records resizes there, at their stdout offset);
+//! one screen worker thread for all PTYs reads the bytes each emulator has
+//! not been fed yet back from retention (memory window or disk log, the
+//! readers' path) in bounded turns, round-robin, and feeds them, applying
+//! each resize when the emulator reaches its offset.
+//!
+//! The emulator is not a reader: it never holds block-mode capture back. If
+//! it falls so far behind that bytes it still needs were evicted (a flood
+//! beyond retention), it skips to the oldest retained byte and its screen is
+//! marked stale (`Screen::is_stale`) until the program erases the whole
+//! display or resets the terminal.
+//!
+//! Locks: the screen's own, then retention's, never the other way round, so
+//! that a snapshot's offset cannot move while a reader is registered at it.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use tether_protocol::StreamName;
+
+use super::{Next, Reader, RetainedOutput, ScreenText};
+use crate::screen::{Screen, Snapshot};
+
+/// Bytes fed to one emulator per turn of the worker before the next
+/// process's turn.
+const TURN_BYTES: usize = 64 << 10;
+
+/// How long a request for the screen (or an attachment from it) may spend
+/// letting a lagging emulator catch up to the end of the output first.
+const CATCH_UP: Duration = Duration::from_millis(100);
+
+/// Resizes recorded ahead of the emulator; past this many, the newest one
+/// replaces the last (the size in between is never shown).
+pub(super) const MAX_PENDING_RESIZES: usize = 64;
+
+/// A terminal resize at a stdout offset, waiting for the emulator.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PendingResize {
+    pub offset: u64,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// One PTY's emulator, its lock, and its place in the worker's queue.
+#[derive(Debug)]
+pub(super) struct ScreenFeed {
+    screen: Mutex<Screen>,
+    /// In the worker's queue (or being fed): not queued again.
+    queued: AtomicBool,
+    /// Output has been quiet: reduce the emulator once it has caught up.
+    sleep_requested: AtomicBool,
+}
+
+impl ScreenFeed {
+    pub fn new(screen: Screen) -> ScreenFeed {
+        ScreenFeed {
+            screen: Mutex::new(screen),
+            queued: AtomicBool::new(false),
+            sleep_requested: AtomicBool::new(false),
+        }
+    }
+
+    /// Held while feeding one turn or taking a snapshot, never across an
+    /// await. The emulator's state stays usable after a panic in it.
+    fn lock(&self) -> MutexGuard<'_, Screen> {
+        self.screen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl RetainedOutput {
+    /// Capture appended stdout, or the terminal was resized: queue the
+    /// emulator for the worker (once), and a new byte cancels a sleep.
+    pub(super) fn screen_has_news(self: &Arc<Self>, output: bool) {
+        let Some(feed) = &self.screen else { return };
+        if output {
+            feed.sleep_requested.store(false, Ordering::Relaxed);
+        }
+        if !feed.queued.swap(true, Ordering::AcqRel) {
+            worker().push(Arc::downgrade(self));
+        }
+    }
+
+    /// True for a PTY process with a terminal emulator.
+    pub fn has_screen(&self) -> bool {
+        self.screen.is_some()
+    }
+
+    /// Output has been quiet: the worker reduces the emulator to its
+    /// snapshot bytes once it has been fed everything.
+    pub fn sleep_screen(self: &Arc<Self>) {
+        if let Some(feed) = &self.screen {
+            feed.sleep_requested.store(true, Ordering::Relaxed);
+            self.screen_has_news(false);
+        }
+    }
+
+    /// The terminal screen as bytes for a fresh terminal, with the stdout
+    /// offset it corresponds to, after letting the emulator catch up to the
+    /// end of the output (for at most 100 ms).
+    pub fn screen_snapshot(&self) -> Option<(Snapshot, bool)> {
+        let screen = self.caught_up_screen()?;
+        Some((screen.snapshot(), screen.is_stale()))
+    }
+
+    /// The terminal screen as plain text, caught up as for
+    /// [`RetainedOutput::screen_snapshot`].
+    pub fn screen_text(&self) -> Option<ScreenText> {
+        let screen = self.caught_up_screen()?;
+        let (cols, rows) = screen.size();
+        Some(ScreenText {
+            offset: screen.offset(),
+            cols,
+            rows,
+            text: screen.text(),
+            stale: screen.is_stale(),
+        })
+    }
+
+    /// A PTY's screen and a reader registered at exactly its offset, in one
+    /// step, so that not a byte falls between the two. The emulator may lag
+    /// the end (after the bounded catch-up): the reader then starts there.
+    /// None for pipes.
+    pub fn reader_at_screen(self: &Arc<Self>) -> Option<(Reader, Snapshot)> {
+        let screen = self.caught_up_screen()?;
+        // The offset cannot move while the screen's lock is held; retention
+        // can only lose bytes before it, which `caught_up_screen` has
+        // already skipped unless they were evicted since.
+        let snapshot = screen.snapshot();
+        let mut state = self.lock();
+        if state.buffers[StreamName::Stdout.index()].start() > snapshot.offset {
+            drop(state);
+            drop(screen);
+            return self.reader_at_screen();
+        }
+        let stderr = state.buffers[StreamName::Stderr.index()].end();
+        let reader = self.register(&mut state, [snapshot.offset, stderr]);
+        Some((reader, snapshot))
+    }
+
+    /// The screen's lock, after feeding it up to the end of the output as
+    /// it is now (or for `CATCH_UP`), and past evicted bytes in any case.
+    fn caught_up_screen(&self) -> Option<MutexGuard<'_, Screen>> {
+        let feed = self.screen.as_ref()?;
+        let mut screen = feed.lock();
+        let end = self.totals()[StreamName::Stdout.index()];
+        let deadline = Instant::now() + CATCH_UP;
+        while screen.offset() < end && Instant::now() < deadline {
+            if self.feed_turn(&mut screen) {
+                break;
+            }
+        }
+        let start = self.retained_start(StreamName::Stdout);
+        screen.skip_to(start);
+        self.apply_resizes(&mut screen);
+        Some(screen)
+    }
+
+    /// Feeds the emulator up to [`TURN_BYTES`] of what it has not had,
+    /// applying resizes on the way. Returns true when it has everything.
+    fn feed_turn(&self, screen: &mut Screen) -> bool {
+        let mut budget = TURN_BYTES;
+        loop {
+            let due = self.apply_resizes(screen);
+            if budget == 0 {
+                return false;
+            }
+            let from = screen.offset();
+            let max = match due {
+                Some(at) => budget.min(usize::try_from(at - from).unwrap_or(usize::MAX)),
+                None => budget,
+            };
+            match self.next(StreamName::Stdout, from, max, |_, parts| parts.concat()) {
+                Next::Data { length, frame, .. } => {
+                    screen.feed(&frame);
+                    budget = budget.saturating_sub(length as usize);
+                }
+                Next::Dropped { offset, length } => screen.skip_to(offset + length),
+                Next::Pending | Next::End => return true,
+            }
+        }
+    }
+
+    /// Applies the resizes recorded at or before the emulator's offset, in
+    /// order; returns the offset of the next one, if any.
+    fn apply_resizes(&self, screen: &mut Screen) -> Option<u64> {
+        let mut due = Vec::new();
+        let next = {
+            let mut state = self.lock();
+            while let Some(resize) = state.resizes.front() {
+                if resize.offset > screen.offset() {
+                    break;
+                }
+                due.extend(state.resizes.pop_front());
+            }
+            state.resizes.front().map(|r| r.offset)
+        };
+        for resize in due {
+            screen.resize(resize.cols, resize.rows);
+        }
+        next
+    }
+
+    /// One turn of the worker: true when this emulator is to stay queued.
+    fn worker_turn(&self) -> bool {
+        let Some(feed) = &self.screen else {
+            return false;
+        };
+        let mut screen = feed.lock();
+        if !self.feed_turn(&mut screen) {
+            return true;
+        }
+        if feed.sleep_requested.swap(false, Ordering::Relaxed) {
+            screen.sleep();
+        }
+        feed.queued.store(false, Ordering::Release);
+        // Output, a resize or a sleep that came between the last look and
+        // the flag saw the flag still set and did not queue it.
+        let news = {
+            let state = self.lock();
+            screen.offset() < state.buffers[StreamName::Stdout.index()].end()
+                || !state.resizes.is_empty()
+        } || feed.sleep_requested.load(Ordering::Relaxed);
+        news && !feed.queued.swap(true, Ordering::AcqRel)
+    }
+}
+
+/// The screen worker: emulators with bytes (or a resize, or a sleep) to
+/// process, fed one turn each in order.
+struct Worker {
+    queue: Mutex<VecDeque<Weak<RetainedOutput>>>,
+    ready: Condvar,
+}
+
+fn worker() -> &'static Worker {
+    static WORKER: OnceLock<&'static Worker> = OnceLock::new();
+    WORKER.get_or_init(|| {
+        let worker: &'static Worker = Box::leak(Box::new(Worker {
+            queue: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+        }));
+        let spawned = std::thread::Builder::new()
+            .name("tether-screen".into())
+            .spawn(move || worker.run());
+        if let Err(e) = spawned {
+            // Screens then lag until a request catches them up.
+            tracing::error!(error = %e, "starting the screen worker failed");
+        }
+        worker
+    })
+}
+
+impl Worker {
+    fn push(&self, output: Weak<RetainedOutput>) {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(output);
+        self.ready.notify_one();
+    }
+
+    fn run(&self) {
+        lower_priority();
+        loop {
+            let next = {
+                let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    match queue.pop_front() {
+                        Some(next) => break next,
+                        None => queue = self.ready.wait(queue).unwrap_or_else(|e| e.into_inner()),
+                    }
+                }
+            };
+            // A forgotten process is gone from the queue with its last Arc.
+            if let Some(output) = next.upgrade() {
+                if output.worker_turn() {
+                    self.push(next);
+                }
+            }
+        }
+    }
+}
+
+/// Capture and attachments come first: the worker runs at nice 10.
+fn lower_priority() {
+    // SAFETY: gettid has no preconditions; setpriority on our own thread id
+    // only changes this thread's nice value, and its failure is harmless.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::screen::ScreenLimits;
+    use tether_protocol::{Overflow, TermSize};
+
+    fn pty_output(capacity: usize) -> Arc<RetainedOutput> {
+        let screen = Screen::new(
+            10,
+            3,
+            ScreenLimits {
+                scrollback_lines: 0,
+            },
+        );
+        let logs = [
+            super::super::StreamLog::memory(capacity),
+            super::super::StreamLog::memory(capacity),
+        ];
+        Arc::new(RetainedOutput::with_logs(
+            logs,
+            Overflow::Drop,
+            None,
+            Some(screen),
+        ))
+    }
+
+    #[test]
+    fn the_screen_sees_each_resize_between_the_bytes_before_and_after_it() {
+        let output = pty_output(1 << 20);
+        output.append(StreamName::Stdout, b"ab");
+        let size = TermSize::new(4, 2).unwrap();
+        output.resize_with(size, || Ok::<(), ()>(())).unwrap();
+        output.append(StreamName::Stdout, b"\r\n1234567");
+        let text = output.screen_text().unwrap();
+        assert_eq!((text.cols, text.rows, text.offset), (4, 2, 11));
+        // Written at 4 columns: wrapped (at 10 it would fit one row).
+        assert_eq!(text.text, "1234\n567\n");
+        assert!(!text.stale);
+    }
+
+    #[test]
+    fn a_quiet_screen_sleeps_once_fed_and_new_output_wakes_it() {
+        let output = pty_output(1 << 20);
+        output.append(StreamName::Stdout, b"$ ");
+        output.sleep_screen();
+        // Whichever turn takes the request (the worker's or this one), the
+        // screen has been fed everything and is asleep after it.
+        output.worker_turn();
+        let feed = output.screen.as_ref().unwrap();
+        assert!(feed.lock().is_asleep());
+        assert_eq!(feed.lock().offset(), 2);
+        output.append(StreamName::Stdout, b"ls");
+        assert!(!feed.sleep_requested.load(Ordering::Relaxed));
+        assert_eq!(output.screen_text().unwrap().text, "$ ls\n\n\n");
+        assert!(!feed.lock().is_asleep());
+    }
+
+    #[test]
+    fn an_emulator_behind_evicted_bytes_skips_them_and_is_stale() {
+        let output = pty_output(8);
+        // Held by this test: the worker cannot feed it meanwhile.
+        let feed = output.screen.as_ref().unwrap();
+        let screen = feed.lock();
+        output.append(StreamName::Stdout, b"lost lost lost ");
+        output.append(StreamName::Stdout, b"kept");
+        drop(screen);
+        let text = output.screen_text().unwrap();
+        assert_eq!(text.offset, 19);
+        assert!(text.stale);
+        let (reader, snapshot) = output.reader_at_screen().unwrap();
+        assert_eq!(snapshot.offset, 19);
+        let mut cursor = super::super::Cursor::at(19);
+        output.append(StreamName::Stdout, b"!");
+        match reader.next(StreamName::Stdout, &mut cursor, 10, |_, p| p.concat()) {
+            Next::Data { offset, frame, .. } => assert_eq!((offset, &frame[..]), (19, &b"!"[..])),
+            other => panic!("expected the byte after the snapshot, got {other:?}"),
+        }
+    }
+}
