@@ -1,10 +1,14 @@
 //! The open-file limit: raised from the soft to the hard limit at start, and
 //! the defaults that cost file descriptors sized to fit what was got.
 //!
-//! What a descriptor budget must cover (measured on Linux, see README.md):
-//! a running process on pipes holds stdout, stderr, a pidfd and, with
-//! `"stdin": true`, stdin; on a PTY the master and a pidfd. A connection or
-//! an attachment holds its socket.
+//! What a descriptor budget must cover (counted in `/proc/PID/fd`, see
+//! README.md and `tests/tests/budgets.rs`): a running process on pipes
+//! holds stdout, stderr, a pidfd, with `"stdin": true` stdin, a disk log
+//! per stream and its cgroup's `cgroup.procs`; on a PTY the master, a
+//! pidfd, one disk log and `cgroup.procs`. An exited process still known
+//! keeps its disk logs (its output stays readable) and `cgroup.procs`
+//! (what it left running can still be ended), a PTY its master instead of
+//! a second log. A connection or an attachment holds its socket.
 
 use std::sync::OnceLock;
 
@@ -12,8 +16,10 @@ use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
 
 use crate::config::Config;
 
-/// Descriptors one running process costs at most.
-pub const FDS_PER_PROCESS: u64 = 4;
+/// Descriptors one running process costs at most (pipes with stdin).
+pub const FDS_PER_PROCESS: u64 = 7;
+/// Descriptors one exited process costs while it is still known.
+pub const FDS_PER_EXITED_PROCESS: u64 = 3;
 /// Descriptors one connection or attachment costs.
 pub const FDS_PER_CONNECTION: u64 = 1;
 /// Kept aside for the server itself (listener, epoll, signal pipe, files
@@ -67,6 +73,7 @@ pub fn raise_open_file_limit() -> nix::Result<FdLimit> {
 #[derive(Debug, Clone)]
 pub struct Fit {
     pub max_processes: usize,
+    pub max_known_processes: usize,
     pub max_connections: usize,
     pub max_attachments: usize,
     /// The defaults were lowered to fit.
@@ -75,17 +82,27 @@ pub struct Fit {
     pub overcommitted: Option<u64>,
 }
 
+/// Descriptors `running` processes plus the exited ones that fill up to
+/// `known` cost at most.
+fn processes_cost(running: usize, known: usize) -> u64 {
+    running as u64 * FDS_PER_PROCESS + known.saturating_sub(running) as u64 * FDS_PER_EXITED_PROCESS
+}
+
 /// Lowers the descriptor-hungry defaults (`--max-processes`,
-/// `--max-connections`, `--max-attachments`) that were not given
-/// explicitly, in proportion, so that all of them at once fit in `limit`
-/// minus [`FDS_RESERVED`]. `explicit(id)` says whether a flag was given.
+/// `--max-known-processes`, `--max-connections`, `--max-attachments`) that
+/// were not given explicitly, in proportion, so that all of them at once
+/// fit in `limit` minus [`FDS_RESERVED`]. `explicit(id)` says whether a
+/// flag was given.
 pub fn fit_to_limit(config: &mut Config, limit: u64, explicit: impl Fn(&str) -> bool) -> Fit {
     let usable = limit.saturating_sub(FDS_RESERVED).max(1);
-    let processes_cost = config.max_processes as u64 * FDS_PER_PROCESS;
+    let running_cost = processes_cost(config.max_processes, 0);
+    let exited_cost =
+        processes_cost(config.max_processes, config.max_known_processes) - running_cost;
     let connections_cost = config.max_connections as u64 * FDS_PER_CONNECTION;
-    let fixed = explicit("max_processes") as u64 * processes_cost
+    let fixed = explicit("max_processes") as u64 * running_cost
+        + explicit("max_known_processes") as u64 * exited_cost
         + explicit("max_connections") as u64 * connections_cost;
-    let flexible = processes_cost + connections_cost - fixed;
+    let flexible = running_cost + exited_cost + connections_cost - fixed;
     let room = usable.saturating_sub(fixed);
     let mut lowered = false;
     if flexible > room {
@@ -96,6 +113,10 @@ pub fn fit_to_limit(config: &mut Config, limit: u64, explicit: impl Fn(&str) -> 
         };
         if !explicit("max_processes") {
             config.max_processes = scale(config.max_processes);
+        }
+        if !explicit("max_known_processes") {
+            config.max_known_processes =
+                scale(config.max_known_processes).max(config.max_processes);
         }
         if !explicit("max_connections") {
             config.max_connections = scale(config.max_connections);
@@ -109,11 +130,12 @@ pub fn fit_to_limit(config: &mut Config, limit: u64, explicit: impl Fn(&str) -> 
     if !explicit("max_attachments") {
         config.max_attachments = config.max_attachments.min(config.max_connections);
     }
-    let need = config.max_processes as u64 * FDS_PER_PROCESS
+    let need = processes_cost(config.max_processes, config.max_known_processes)
         + config.max_connections as u64 * FDS_PER_CONNECTION
         + FDS_RESERVED;
     Fit {
         max_processes: config.max_processes,
+        max_known_processes: config.max_known_processes,
         max_connections: config.max_connections,
         max_attachments: config.max_attachments,
         lowered,
@@ -140,8 +162,20 @@ mod tests {
         let fit = fit_to_limit(&mut config, 1024, |_| false);
         assert!(fit.lowered);
         assert!(fit.overcommitted.is_none(), "{fit:?}");
-        assert!(fit.max_processes >= 64, "{fit:?}");
+        assert!(fit.max_processes >= 32, "{fit:?}");
         assert!(fit.max_attachments <= fit.max_connections);
+    }
+
+    #[test]
+    fn exited_processes_still_known_are_counted() {
+        let mut config = Config::defaults();
+        let fit = fit_to_limit(&mut config, 20_000, |_| false);
+        assert!(fit.lowered, "{fit:?}");
+        let need = processes_cost(fit.max_processes, fit.max_known_processes)
+            + fit.max_connections as u64 * FDS_PER_CONNECTION
+            + FDS_RESERVED;
+        assert!(need <= 20_000, "{fit:?} needs {need}");
+        assert!(fit.max_known_processes >= fit.max_processes);
     }
 
     #[test]

@@ -199,3 +199,68 @@ async fn stdin_posted_to_a_process_that_does_not_read_is_bounded_with_a_clear_42
     let url = server.url(&format!("/v1/processes/{}?force=1", process.id));
     server.http.delete(url).send().await.unwrap();
 }
+
+/// The descriptor budget that sizes the defaults to the open-file limit
+/// (`server/src/limits.rs`: 7 per running process, 3 per exited process
+/// still known) covers what processes really hold, counted in /proc.
+#[tokio::test]
+async fn the_descriptor_budget_covers_running_and_exited_processes() {
+    const PER_RUNNING: usize = 7;
+    const PER_EXITED: usize = 3;
+    const N: usize = 10;
+    // Slack for the test's own HTTP connection and a spawn in progress.
+    const SLACK: usize = 4;
+    let server = TestServer::start();
+    let pid = server.pid();
+    server.sh("true", json!({})).await;
+    let base = fd_count(pid);
+
+    let mut running = Vec::new();
+    for _ in 0..N {
+        running.push(
+            server
+                .spawn(json!({"argv": ["sleep", "60"], "stdin": true}))
+                .await,
+        );
+    }
+    let pipes = fd_count(pid) - base;
+    assert!(
+        pipes <= N * PER_RUNNING + SLACK,
+        "{N} pipe processes hold {pipes} descriptors: {:?}",
+        fd_links(pid)
+    );
+    assert!(
+        pipes >= N * 3,
+        "{N} pipe processes hold only {pipes}: is this counting the right server?"
+    );
+
+    let before_ptys = fd_count(pid);
+    for _ in 0..N {
+        running.push(
+            server
+                .spawn(json!({"argv": ["sleep", "60"], "tty": true}))
+                .await,
+        );
+    }
+    let ptys = fd_count(pid) - before_ptys;
+    assert!(
+        ptys <= N * PER_RUNNING + SLACK,
+        "{N} PTYs hold {ptys}: {:?}",
+        fd_links(pid)
+    );
+
+    let before_exited = fd_count(pid);
+    for tty in [false, true] {
+        for _ in 0..N / 2 {
+            let info = server.spawn(json!({"argv": ["true"], "tty": tty})).await;
+            server.wait_exit(&info.id).await;
+        }
+    }
+    let exited = fd_count(pid).saturating_sub(before_exited);
+    assert!(
+        exited <= N * PER_EXITED + SLACK,
+        "{N} exited processes hold {exited}: {:?}",
+        fd_links(pid)
+    );
+    drop(running);
+}
