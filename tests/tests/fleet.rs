@@ -445,15 +445,28 @@ async fn a_draining_host_takes_no_spawns_and_lets_its_processes_finish() {
             .expect("spawn while draining");
         assert_ne!(node_of(&p.id), "tetherd-2");
     }
-    // Its running process is still served, and finishes on its own.
+    // Its running process is still served, and finishes on its own. Once
+    // its last process has exited the drain is over and the host shuts
+    // down, so a client learns of the exit by being there when it happens:
+    // here an attachment (connected, its hello read, before the stdin that
+    // ends the process), which the shutdown lets send the exit frame.
+    let url = format!(
+        "{}/v1/processes/{id}/attach",
+        fleet.nginx.base.replace("http://", "ws://")
+    );
+    let mut attachment = Attachment::connect(&url).await;
     client
         .write_stdin(&id, b"ok\n".to_vec())
         .await
-        .expect("stdin to the draining host");
-    let exited = client
-        .wait_timeout(&id, Duration::from_secs(10))
-        .await
-        .expect("wait");
+        .unwrap_or_else(|e| {
+            panic!(
+                "stdin to the draining host: {e:?}\n{}",
+                fleet.nginx.error_log()
+            )
+        });
+    let received = attachment.until_exit().await;
+    assert_eq!(received.stdout, b"finished-ok\n");
+    let exited = received.exit.expect("an exit frame");
     assert_eq!(
         (exited.reason, exited.exit_code),
         (Some(ExitReason::Exit), Some(0))
