@@ -5,7 +5,6 @@
 //! nginx; routing is by the path alone.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 use serde_json::{json, Value};
