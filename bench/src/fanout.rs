@@ -1,4 +1,4 @@
-//! Section 8: one PTY session watched by many attachments while it prints
+//! Section 10: one PTY session watched by many attachments while it prints
 //! `head -c N /dev/zero`: in block mode every viewer must get every byte, in
 //! drop mode every viewer's delivered plus `dropped` bytes must add up to the
 //! total, offset by offset.
@@ -168,7 +168,7 @@ fn mib(bytes: u64) -> String {
     format!("{} MiB", bytes >> 20)
 }
 
-/// Section 8.
+/// Section 10.
 pub async fn fanout(ctx: &mut Ctx) -> Result<()> {
     let viewers = ctx.p.viewers;
     let bytes = ctx.p.fanout_bytes;
@@ -213,7 +213,7 @@ pub async fn fanout(ctx: &mut Ctx) -> Result<()> {
         let total = (bytes + 1) * viewers as u64;
         let mut f = Figure::single(
             &format!("fanout.{mode}.aggregate"),
-            8,
+            10,
             &label(&format!("{mode} mode, aggregate to all viewers")),
             "MB/s",
             delivered as f64 / secs.max(1e-9) / 1e6,
@@ -244,7 +244,7 @@ pub async fn fanout(ctx: &mut Ctx) -> Result<()> {
         ctx.report.push(
             Figure::from_dist(
                 &format!("fanout.{mode}.done"),
-                8,
+                10,
                 &label(&format!("{mode} mode, go → a viewer's exit frame")),
                 "ms",
                 &done,

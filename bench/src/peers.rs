@@ -1,4 +1,4 @@
-//! Section 7: tetherd next to websocketd (Debian's `websocketd`), the usual
+//! Section 9: tetherd next to websocketd (Debian's `websocketd`), the usual
 //! way to put a program's pipes on a WebSocket, on the same work in the same
 //! run: output throughput with every byte checked, `true` from request to
 //! "it ended", and a line echoed through `cat`.
@@ -363,9 +363,9 @@ fn push_pair(
     let higher = unit == "MB/s";
     let make = |id: String, name: String, d: &Dist| {
         if higher {
-            Figure::rate(&id, 7, &name, d, runs)
+            Figure::rate(&id, 9, &name, d, runs)
         } else {
-            Figure::from_dist(&id, 7, &name, unit, d, runs)
+            Figure::from_dist(&id, 9, &name, unit, d, runs)
         }
     };
     // How many times better tetherd is, whichever way "better" points.
@@ -401,7 +401,7 @@ fn push_pair(
     );
 }
 
-/// Section 7.
+/// Section 9.
 pub async fn peers(ctx: &mut Ctx) -> Result<()> {
     let quick = ctx.report.mode == "quick";
     let (zero_bytes, lines, runs, samples) = if quick {

@@ -1,4 +1,4 @@
-//! Section 7: the cost of the server-side terminal emulator (issue 14).
+//! Section 8: the cost of the server-side terminal emulator (issue 14).
 //!
 //! - PTY throughput in block mode (window 4 MiB) with the emulator and
 //!   without it (`--no-screen`), two servers in the same run, runs
@@ -27,7 +27,7 @@ use crate::stats::Dist;
 use crate::tetherd::Tetherd;
 use crate::Ctx;
 
-const SECTION: u8 = 7;
+const SECTION: u8 = 8;
 /// Credit window of the throughput runs.
 const WINDOW: u64 = 4 << 20;
 /// The idle time of the server whose emulators go to sleep.
@@ -143,7 +143,7 @@ async fn prompted(api: &Api, ids: &[String], deadline: Instant) -> Result<()> {
     Ok(())
 }
 
-/// Section 7.
+/// Section 8.
 pub async fn screen(ctx: &mut Ctx) -> Result<()> {
     let quick = ctx.p.tp_runs < 5;
     let (bytes, runs, sessions) = if quick {

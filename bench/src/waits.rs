@@ -1,4 +1,4 @@
-//! Section 9: thousands of `GET /v1/processes/{id}/wait` long-polls pending
+//! Section 11: thousands of `GET /v1/processes/{id}/wait` long-polls pending
 //! at once, one per running process (each on a connection of its own, as
 //! HTTP/1.1 clients do): the server's memory while they wait, and how long
 //! it takes to answer all of them once their processes are killed.
@@ -55,7 +55,7 @@ async fn until_received(http: &reqwest::Client, base: &str, want: u64) -> Result
     }
 }
 
-/// Section 9.
+/// Section 11.
 pub async fn waits(ctx: &mut Ctx) -> Result<()> {
     let (n, limited) = fit_count(ctx.p.waits, FDS_PER_WAITED_PROCESS, "waits")?;
     let server = ctx.start_server(&[
@@ -163,7 +163,7 @@ async fn measure(ctx: &mut Ctx, server: &Tetherd, n: usize, limited: Option<Stri
     ctx.report.push(
         Figure::single(
             "waits.rss_per_wait",
-            9,
+            11,
             &label("server RSS per pending wait"),
             "KiB",
             per_wait,
@@ -179,7 +179,7 @@ async fn measure(ctx: &mut Ctx, server: &Tetherd, n: usize, limited: Option<Stri
     ctx.report.push(
         Figure::single(
             "waits.all_answered",
-            9,
+            11,
             &label("first kill → last answer"),
             "ms",
             all_ms,
@@ -192,7 +192,7 @@ async fn measure(ctx: &mut Ctx, server: &Tetherd, n: usize, limited: Option<Stri
     ctx.report.push(
         Figure::from_dist(
             "waits.after_kill",
-            9,
+            11,
             &label("its process killed → its answer"),
             "ms",
             &after,
