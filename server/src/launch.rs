@@ -588,6 +588,21 @@ mod tests {
         std::env::vars_os().collect()
     }
 
+    /// `argv` with this test's environment and stdio, no session options.
+    fn plain(argv: &[String]) -> Launch<'_> {
+        Launch {
+            argv,
+            env: env(),
+            cwd: None,
+            stdio: [0, 1, 2],
+            controlling_tty: false,
+            cgroup_procs: None,
+            cgroup_dir: None,
+            identity: None,
+            open_file_limit: None,
+        }
+    }
+
     fn wait(pid: u32) -> i32 {
         let mut status = 0;
         // SAFETY: our own child.
@@ -605,15 +620,9 @@ mod tests {
             "ps -o sid= -p $$; echo $$; pwd".into(),
         ];
         let pid = launch(&Launch {
-            argv: &argv,
-            env: env(),
             cwd: Some(Path::new("/tmp")),
             stdio: [null.as_raw_fd(), w.as_raw_fd(), w.as_raw_fd()],
-            controlling_tty: false,
-            cgroup_procs: None,
-            cgroup_dir: None,
-            identity: None,
-            open_file_limit: None,
+            ..plain(&argv)
         })
         .expect("launch");
         drop(w);
@@ -635,18 +644,12 @@ mod tests {
             "echo \"$ONLY\"; grep SigIgn /proc/self/status".into(),
         ];
         let pid = launch(&Launch {
-            argv: &argv,
             env: vec![
                 ("ONLY".into(), "this".into()),
                 ("PATH".into(), "/usr/bin:/bin".into()),
             ],
-            cwd: None,
             stdio: [w.as_raw_fd(), w.as_raw_fd(), w.as_raw_fd()],
-            controlling_tty: false,
-            cgroup_procs: None,
-            cgroup_dir: None,
-            identity: None,
-            open_file_limit: None,
+            ..plain(&argv)
         })
         .expect("launch");
         drop(w);
@@ -670,32 +673,10 @@ mod tests {
     #[test]
     fn a_missing_program_is_not_found_and_leaves_no_child() {
         let argv = ["/no/such/program".to_string()];
-        let err = launch(&Launch {
-            argv: &argv,
-            env: env(),
-            cwd: None,
-            stdio: [0, 1, 2],
-            controlling_tty: false,
-            cgroup_procs: None,
-            cgroup_dir: None,
-            identity: None,
-            open_file_limit: None,
-        })
-        .expect_err("missing");
+        let err = launch(&plain(&argv)).expect_err("missing");
         assert!(matches!(err, LaunchError::NotFound(_)), "{err}");
         let argv = ["no-such-program-anywhere".to_string()];
-        let err = launch(&Launch {
-            argv: &argv,
-            env: env(),
-            cwd: None,
-            stdio: [0, 1, 2],
-            controlling_tty: false,
-            cgroup_procs: None,
-            cgroup_dir: None,
-            identity: None,
-            open_file_limit: None,
-        })
-        .expect_err("missing");
+        let err = launch(&plain(&argv)).expect_err("missing");
         assert!(matches!(err, LaunchError::NotFound(_)), "{err}");
     }
 
@@ -703,15 +684,8 @@ mod tests {
     fn a_failing_chdir_is_reported_with_its_step() {
         let argv = ["true".to_string()];
         let err = launch(&Launch {
-            argv: &argv,
-            env: env(),
             cwd: Some(Path::new("/no/such/dir")),
-            stdio: [0, 1, 2],
-            controlling_tty: false,
-            cgroup_procs: None,
-            cgroup_dir: None,
-            identity: None,
-            open_file_limit: None,
+            ..plain(&argv)
         })
         .expect_err("chdir");
         assert!(err.to_string().contains("chdir"), "{err}");
