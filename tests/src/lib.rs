@@ -24,6 +24,7 @@ pub use tether_protocol;
 
 pub mod cut;
 pub mod nginx;
+pub mod scoped;
 
 /// The bound on every wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(20);

@@ -8,9 +8,8 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 use tether_protocol::{ClientFrame, ServerFrame};
+use tether_tests::scoped::{call, code, mint_as_operator, OPERATOR};
 use tether_tests::*;
-
-const OPERATOR: &str = "operator-secret-0123456789";
 
 /// A fresh directory under the system temp dir, removed by the caller's
 /// `TempDir` drop.
@@ -44,50 +43,15 @@ fn uuid_like() -> u64 {
         .subsec_nanos() as u64
 }
 
-/// A request with a bearer token; returns status and JSON body.
-async fn call(
-    server: &TestServer,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = server.http.request(method, server.url(path));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    let text = response.text().await.unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-fn code(body: &Value) -> &str {
-    body["error"]["code"].as_str().unwrap_or("")
-}
-
 /// Mints a token for `id` with the operator token.
 async fn mint(server: &TestServer, id: &str, rights: &[&str], ttl_ms: u64) -> String {
-    let (status, body) = call(
-        server,
-        "POST",
-        &format!("/v1/processes/{id}/tokens"),
-        Some(OPERATOR),
-        Some(json!({"rights": rights, "ttl_ms": ttl_ms})),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
+    let body = mint_as_operator(server, id, rights, ttl_ms).await;
     assert_eq!(body["process"], id);
     body["token"].as_str().unwrap().to_string()
 }
 
 async fn spawn_as_operator(server: &TestServer, body: Value) -> String {
-    let (status, info) = call(server, "POST", "/v1/processes", Some(OPERATOR), Some(body)).await;
-    assert_eq!(status, 201, "{info}");
+    let info = tether_tests::scoped::spawn_as_operator(server, body).await;
     info["id"].as_str().unwrap().to_string()
 }
 

@@ -9,68 +9,12 @@
 
 use serde_json::{json, Value};
 use tether_protocol::{ExitReason, ServerFrame};
+use tether_tests::scoped::*;
 use tether_tests::*;
 
-const OPERATOR: &str = "operator-secret-0123456789";
-
-/// A request with an optional bearer token and JSON body; status and the
-/// body (JSON, else `Null`).
-async fn call(
-    server: &TestServer,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let (status, text) = call_text(server, method, path, token, body, None).await;
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
-async fn call_text(
-    server: &TestServer,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<Value>,
-    accept: Option<&str>,
-) -> (u16, String) {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = server.http.request(method, server.url(path));
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    if let Some(accept) = accept {
-        request = request.header("accept", accept);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.text().await.unwrap())
-}
-
-fn code(body: &Value) -> &str {
-    body["error"]["code"].as_str().unwrap_or("")
-}
-
 async fn mint(server: &TestServer, id: &str, rights: &[&str]) -> String {
-    let (status, body) = call(
-        server,
-        "POST",
-        &format!("/v1/processes/{id}/tokens"),
-        Some(OPERATOR),
-        Some(json!({"rights": rights, "ttl_ms": 60_000})),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
+    let body = mint_as_operator(server, id, rights, 60_000).await;
     body["token"].as_str().unwrap().to_string()
-}
-
-async fn spawn(server: &TestServer, body: Value) -> Value {
-    let (status, info) = call(server, "POST", "/v1/processes", Some(OPERATOR), Some(body)).await;
-    assert_eq!(status, 201, "{info}");
-    info
 }
 
 async fn operator_status(server: &TestServer, id: &str) -> Value {
@@ -106,7 +50,7 @@ fn server() -> TestServer {
 #[tokio::test]
 async fn read_covers_the_output_stream_its_events_the_screen_and_a_screen_attach() {
     let server = server();
-    let a = spawn(
+    let a = spawn_as_operator(
         &server,
         json!({"command": "printf 'screen-marker\\n'; sleep 30", "tty": true}),
     )
@@ -169,7 +113,7 @@ async fn read_covers_the_output_stream_its_events_the_screen_and_a_screen_attach
 #[tokio::test]
 async fn kill_and_forced_delete_need_the_kill_right_and_leave_the_process_running_without_it() {
     let server = server();
-    let a = spawn(&server, json!({"argv": ["sleep", "30"]})).await;
+    let a = spawn_as_operator(&server, json!({"argv": ["sleep", "30"]})).await;
     let a = a["id"].as_str().unwrap().to_string();
     let reader = mint(&server, &a, &["read", "write"]).await;
     for (method, path) in [
@@ -200,7 +144,7 @@ async fn kill_and_forced_delete_need_the_kill_right_and_leave_the_process_runnin
     assert_eq!(info["status"], "exited");
     assert_eq!(info["reason"], "killed");
 
-    let b = spawn(&server, json!({"argv": ["sleep", "30"]})).await;
+    let b = spawn_as_operator(&server, json!({"argv": ["sleep", "30"]})).await;
     let b = b["id"].as_str().unwrap().to_string();
     let killer = mint(&server, &b, &["kill"]).await;
     let (status, info) = call(
@@ -236,9 +180,9 @@ async fn kill_and_forced_delete_need_the_kill_right_and_leave_the_process_runnin
 #[tokio::test]
 async fn exec_and_every_page_of_the_list_are_the_operators() {
     let server = server();
-    let a = spawn(&server, json!({"argv": ["sleep", "30"]})).await;
+    let a = spawn_as_operator(&server, json!({"argv": ["sleep", "30"]})).await;
     let a = a["id"].as_str().unwrap().to_string();
-    spawn(&server, json!({"argv": ["sleep", "30"]})).await;
+    spawn_as_operator(&server, json!({"argv": ["sleep", "30"]})).await;
     let token = mint(&server, &a, &["read", "write", "kill"]).await;
     let t = Some(token.as_str());
     let marker = std::env::temp_dir().join(format!("tether-exec-refused-{}", std::process::id()));
@@ -282,13 +226,13 @@ async fn exec_and_every_page_of_the_list_are_the_operators() {
 #[tokio::test]
 async fn a_name_reaches_the_tokens_own_process_only_and_other_names_look_like_nothing() {
     let server = TestServer::start_with(&["--token", OPERATOR, "--node", "n1"]);
-    let alpha = spawn(
+    let alpha = spawn_as_operator(
         &server,
         json!({"command": "echo alpha-out; sleep 30", "name": "alpha", "tty": true}),
     )
     .await;
     let alpha_id = alpha["id"].as_str().unwrap().to_string();
-    spawn(
+    spawn_as_operator(
         &server,
         json!({"command": "echo beta-out; sleep 30", "name": "beta", "tty": true}),
     )
@@ -365,7 +309,7 @@ async fn a_token_for_a_recovered_process_reads_it_and_dies_when_it_is_forgotten(
     let dir_arg = dir.to_str().unwrap().to_string();
     let args = ["--token", OPERATOR, "--data-dir", dir_arg.as_str()];
     let first = TestServer::start_with(&args);
-    let done = spawn(&first, json!({"command": "echo from-the-first-run"})).await;
+    let done = spawn_as_operator(&first, json!({"command": "echo from-the-first-run"})).await;
     let done = done["id"].as_str().unwrap().to_string();
     let (status, info) = call(
         &first,
