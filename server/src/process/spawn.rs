@@ -115,7 +115,7 @@ impl SpawnPlan {
             self.retain_bytes as u64,
             physical,
         );
-        RetainedOutput::with_logs(logs, self.overflow, Some(dir.record(id)), screen)
+        RetainedOutput::with_logs(logs, self.overflow, dir.record(id), screen)
     }
 }
 

@@ -18,7 +18,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 const MAGIC: &[u8; 8] = b"TTHRLOG1";
 /// Header size; the ring's bytes follow it.
@@ -27,9 +27,16 @@ pub const HEADER: u64 = 32;
 /// One stream's ring file.
 #[derive(Debug)]
 pub struct RingFile {
-    file: File,
+    /// Opened at the first write of a [`RingFile::deferred`] ring: creating
+    /// a file costs 25-250 us on ext4, which a process that prints nothing
+    /// (or a spawn waiting for its answer) should not pay.
+    file: OnceLock<File>,
     path: PathBuf,
     capacity: u64,
+    /// Keeps the header's retained range current for a restart. Off for a
+    /// private directory, which no restart reads: two `pwrite`s fewer per
+    /// append.
+    durable: bool,
     /// Set when the server shuts down cleanly with files meant to outlive
     /// it (`--data-dir` given); otherwise the file is removed on drop, when
     /// the process is forgotten and no reader holds it any more.
@@ -38,7 +45,7 @@ pub struct RingFile {
 
 impl Drop for RingFile {
     fn drop(&mut self) {
-        if !self.keep.load(Ordering::SeqCst) {
+        if self.file.get().is_some() && !self.keep.load(Ordering::SeqCst) {
             let _ = std::fs::remove_file(&self.path);
         }
     }
@@ -74,24 +81,53 @@ impl RingFile {
     /// Creates a new ring file (mode 0600; it must not exist) of `capacity`
     /// data bytes. The file stays sparse until written.
     pub fn create(path: &Path, capacity: u64, keep: Arc<AtomicBool>) -> io::Result<RingFile> {
+        let ring = RingFile::deferred(path, capacity, keep);
+        ring.file()?;
+        Ok(ring)
+    }
+
+    /// A ring file at `path` that is created (as by [`RingFile::create`])
+    /// by its first write, so that a stream nothing is written to never
+    /// costs a file. An error creating it is that write's error.
+    pub fn deferred(path: &Path, capacity: u64, keep: Arc<AtomicBool>) -> RingFile {
+        RingFile {
+            file: OnceLock::new(),
+            path: path.to_path_buf(),
+            capacity: capacity.max(1),
+            durable: true,
+            keep,
+        }
+    }
+
+    /// The same ring without the header's range kept up to date: for a
+    /// directory no later run reads back.
+    pub fn transient(mut self) -> RingFile {
+        self.durable = false;
+        self
+    }
+
+    /// The open file, created now if this is the first use. Only capture
+    /// writes (one writer per stream), and readers read only what a write
+    /// put there, so no two callers ever create it.
+    fn file(&self) -> io::Result<&File> {
+        if let Some(file) = self.file.get() {
+            return Ok(file);
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_CLOEXEC)
-            .open(path)?;
-        let ring = RingFile {
-            file,
-            path: path.to_path_buf(),
-            capacity: capacity.max(1),
-            keep,
-        };
+            .open(&self.path)?;
         let mut header = [0u8; HEADER as usize];
         header[..8].copy_from_slice(MAGIC);
-        header[8..16].copy_from_slice(&ring.capacity.to_le_bytes());
-        ring.file.write_all_at(&header, 0)?;
-        Ok(ring)
+        header[8..16].copy_from_slice(&self.capacity.to_le_bytes());
+        if let Err(e) = file.write_all_at(&header, 0) {
+            let _ = std::fs::remove_file(&self.path);
+            return Err(e);
+        }
+        Ok(self.file.get_or_init(|| file))
     }
 
     /// Opens a ring file left by an earlier run; returns it with its
@@ -120,9 +156,10 @@ impl RingFile {
         // from a crash between raising it and writing, claims nothing).
         let start = start.max(end.saturating_sub(capacity)).min(end);
         let ring = RingFile {
-            file,
+            file: OnceLock::from(file),
             path: path.to_path_buf(),
             capacity,
+            durable: true,
             keep,
         };
         Ok((ring, start, end))
@@ -141,15 +178,15 @@ impl RingFile {
     /// Writes `data` as the bytes at absolute offsets `offset..`, wrapping
     /// around the ring. `data` must not be longer than the capacity.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), WriteFault> {
+        let file = self
+            .file()
+            .map_err(|error| WriteFault { written: 0, error })?;
         let mut written = 0u64;
         for (position, part) in self.spans(offset, data.len() as u64) {
             let part = &data[part.0 as usize..part.1 as usize];
             let mut done = 0usize;
             while done < part.len() {
-                match self
-                    .file
-                    .write_at(&part[done..], HEADER + position + done as u64)
-                {
+                match file.write_at(&part[done..], HEADER + position + done as u64) {
                     Ok(0) => {
                         return Err(WriteFault {
                             written,
@@ -170,8 +207,12 @@ impl RingFile {
 
     /// Reads the bytes at absolute offsets `offset..offset + buf.len()`.
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        // Never creates it: nothing was written, so nothing can be read.
+        let file = self.file.get().ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, "nothing written to the log yet")
+        })?;
         for (position, part) in self.spans(offset, buf.len() as u64) {
-            self.file.read_exact_at(
+            file.read_exact_at(
                 &mut buf[part.0 as usize..part.1 as usize],
                 HEADER + position,
             )?;
@@ -182,12 +223,18 @@ impl RingFile {
     /// Records the first retained offset (before the bytes below it are
     /// overwritten).
     pub fn set_start(&self, start: u64) -> io::Result<()> {
-        self.file.write_all_at(&start.to_le_bytes(), 16)
+        if !self.durable {
+            return Ok(());
+        }
+        self.file()?.write_all_at(&start.to_le_bytes(), 16)
     }
 
     /// Records the end of what is in the file (after it was written).
     pub fn set_end(&self, end: u64) -> io::Result<()> {
-        self.file.write_all_at(&end.to_le_bytes(), 24)
+        if !self.durable {
+            return Ok(());
+        }
+        self.file()?.write_all_at(&end.to_le_bytes(), 24)
     }
 
     /// The one or two (file position, slice range) pieces of a span of
@@ -274,6 +321,24 @@ mod tests {
         assert_eq!(&buf, b"cdefghij");
         let len = std::fs::metadata(dir.join("a")).unwrap().len();
         assert_eq!(len, HEADER + 8, "the file never outgrows its capacity");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_deferred_ring_is_created_by_its_first_write_only() {
+        let dir = dir();
+        let path = dir.join("a");
+        let ring = RingFile::deferred(&path, 8, Arc::new(AtomicBool::new(false)));
+        assert!(!path.exists(), "no file before anything is written");
+        assert!(ring.read(0, &mut [0u8; 1]).is_err());
+        ring.write(0, b"abc").unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), HEADER + 3);
+        drop(ring);
+        assert!(!path.exists());
+        let unused = RingFile::deferred(&path, 8, Arc::new(AtomicBool::new(false)));
+        std::fs::write(&path, b"someone else's").unwrap();
+        drop(unused);
+        assert!(path.exists(), "a ring that never wrote removes nothing");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

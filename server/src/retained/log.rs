@@ -124,15 +124,6 @@ impl StreamLog {
         }
     }
 
-    /// Memory only because the file could not be created: the window
-    /// alone, and the reason.
-    pub fn without_disk(window: usize, fault: String) -> StreamLog {
-        StreamLog {
-            fault: Some(fault),
-            ..StreamLog::memory(window)
-        }
-    }
-
     /// A new stream retaining `capacity` bytes in `file` (whose physical
     /// capacity may be larger, for the exit slack) and the newest `window`
     /// bytes in memory.
@@ -217,10 +208,13 @@ impl StreamLog {
     }
 
     /// Records how a [`DiskWrite`] went. On a fault the stream is
-    /// memory-only from here on.
-    pub fn written(&mut self, write: &DiskWrite, outcome: Result<(), WriteFault>) {
+    /// memory-only from here on. True when some of its bytes already left
+    /// the window, so a reader may have been told to wait for them
+    /// ([`Next::Pending`]) and must be woken again.
+    pub fn written(&mut self, write: &DiskWrite, outcome: Result<(), WriteFault>) -> bool {
+        let awaited = write.offset < self.window.start();
         let Some(disk) = self.disk.as_mut() else {
-            return;
+            return awaited;
         };
         disk.writing = None;
         match outcome {
@@ -238,6 +232,7 @@ impl StreamLog {
                 self.fault = Some(fault.describe());
             }
         }
+        awaited
     }
 
     /// The next thing a reader at `cursor` should be sent, at most `max`
@@ -588,8 +583,18 @@ mod tests {
         assert!(log.push(b"abcdef").is_none());
         assert_eq!(read_all(&log, 0), (b"cdef".to_vec(), vec![(0, 2)]));
         assert_eq!(log.fault(), None);
-        let log = StreamLog::without_disk(4, "disk full".into());
-        assert_eq!(log.fault(), Some("disk full"));
+    }
+
+    #[test]
+    fn a_log_file_that_cannot_be_created_leaves_the_stream_memory_only_with_the_reason() {
+        let path = std::path::Path::new("/nonexistent-tether-dir/s");
+        let file = RingFile::deferred(path, 64, Arc::new(AtomicBool::new(false)));
+        let mut log = StreamLog::on_disk(4, 64, file);
+        push(&mut log, b"abcdef");
+        let fault = log.fault().unwrap_or_default();
+        assert!(fault.starts_with("disk write failed"), "{fault}");
+        assert!(log.push(b"gh").is_none(), "memory only from now on");
+        assert_eq!(read_all(&log, 0), (b"efgh".to_vec(), vec![(0, 4)]));
     }
 
     #[test]

@@ -159,9 +159,11 @@ impl RetainedOutput {
     /// is only told there is more: the screen worker feeds it from
     /// retention, off capture's path (`screen_feed.rs`).
     ///
-    /// The disk write, if any, happens after the lock is released, in the
-    /// caller's (capture's) task: a write to the page cache costs about a
-    /// memcpy, and readers at the front meanwhile read the window.
+    /// The disk write, if any, happens after the lock is released and
+    /// after the readers are woken, in the caller's (capture's) task: a
+    /// reader at the front reads the window meanwhile, so an echo never
+    /// waits for the disk. Only a reader behind the window waiting for
+    /// these very bytes to reach the file is woken again.
     pub fn append(self: &Arc<Self>, stream: StreamName, data: &[u8]) -> u64 {
         let (offset, write) = {
             let mut state = self.lock();
@@ -170,11 +172,14 @@ impl RetainedOutput {
             let write = buffer.push(data);
             (offset, write)
         };
+        self.appended.send_replace(());
         if let Some(write) = write {
             let outcome = write.perform(data);
-            self.lock().buffers[stream.index()].written(&write, outcome);
+            let awaited = self.lock().buffers[stream.index()].written(&write, outcome);
+            if awaited {
+                self.appended.send_replace(());
+            }
         }
-        self.appended.send_replace(());
         if stream == StreamName::Stdout && !data.is_empty() {
             self.screen_has_news(true);
         }
