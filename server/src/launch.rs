@@ -266,8 +266,11 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY (all calls below): plain system calls on fds and C strings
     // prepared by the parent.
     unsafe {
-        // Handlers of the server become the default; what it ignores stays
-        // ignored, except SIGPIPE, which Rust ignores for itself.
+        // Handlers of the server become the default before signals are
+        // unblocked (a pending one must not run server code here); what it
+        // ignores stays ignored, except SIGPIPE, which Rust ignores for
+        // itself. Only those are changed: one query per signal, while the
+        // parent waits for the exec.
         let mut action: libc::sigaction = std::mem::zeroed();
         for signal in 1..=libc::SIGRTMAX() {
             if signal == libc::SIGKILL || signal == libc::SIGSTOP {
@@ -276,7 +279,10 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             if libc::sigaction(signal, std::ptr::null(), &mut action) != 0 {
                 continue;
             }
-            if action.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE {
+            let handled =
+                action.sa_sigaction != libc::SIG_IGN && action.sa_sigaction != libc::SIG_DFL;
+            let ignored_pipe = signal == libc::SIGPIPE && action.sa_sigaction == libc::SIG_IGN;
+            if handled || ignored_pipe {
                 libc::signal(signal, libc::SIG_DFL);
             }
         }
