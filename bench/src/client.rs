@@ -129,6 +129,16 @@ impl Api {
     pub async fn attach(&self, id: &str, query: &str) -> Result<Conn> {
         Conn::connect(&self.attach_url(id, query)).await
     }
+
+    /// Spawns and attaches in one WebSocket (`GET /v1/run`); `hello`
+    /// carries the new process.
+    pub async fn run(&self, request: &SpawnRequest) -> Result<Conn> {
+        let mut url = reqwest::Url::parse(&format!("{}/v1/run", self.base))?;
+        url.query_pairs_mut()
+            .append_pair("request", &serde_json::to_string(request)?);
+        let url = url.as_str().replacen("http://", "ws://", 1);
+        Conn::connect(&url).await
+    }
 }
 
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;

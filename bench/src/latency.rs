@@ -40,6 +40,16 @@ async fn spawn_true(api: &Api) -> Result<(f64, f64)> {
     Ok((ms(post), ms(total)))
 }
 
+/// `true` through one WebSocket (`GET /v1/run`) until its exit frame; ms.
+pub async fn run_true(api: &Api, program: &str) -> Result<f64> {
+    let t0 = Instant::now();
+    let mut conn = api.run(&argv(&[program])).await?;
+    let at = until_exit(&mut conn).await?;
+    let total = at - t0;
+    conn.close().await;
+    Ok(ms(total))
+}
+
 /// pidfd_open(2): an fd that becomes readable the moment `pid` exits.
 fn pidfd_open(pid: u32) -> Result<OwnedFd> {
     // SAFETY: a plain syscall with integer arguments.
@@ -103,12 +113,14 @@ pub async fn spawn(ctx: &mut Ctx) -> Result<()> {
         spawn_true(&api).await?;
     }
     let runs = ctx.p.spawn_runs;
-    let (mut post, mut total) = (Vec::new(), Vec::new());
+    let (mut post, mut total, mut one) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         let (p, t) = spawn_true(&api).await?;
         post.push(p);
         total.push(t);
+        one.push(run_true(&api, "true").await?);
     }
+    let one = Dist::new(one);
     let floor =
         Dist::new(tokio::task::spawn_blocking(move || floors::fork_exec_true(runs)).await??);
     let total = Dist::new(total);
@@ -155,8 +167,24 @@ pub async fn spawn(ctx: &mut Ctx) -> Result<()> {
             runs,
         )
         .floor(floor.median())
-        .target("≤ floor + 2 ms (median)", over <= 2.0)
+        .target("≤ floor + 0.5 ms (median)", over <= 0.5)
         .note(format!("median {over:.2} ms over the floor")),
+    );
+    let over_one = one.median() - floor.median();
+    ctx.report.push(
+        Figure::from_dist(
+            "spawn.run",
+            1,
+            "`true`: one WebSocket (GET /v1/run) + exit frame",
+            "ms",
+            &one,
+            runs,
+        )
+        .floor(floor.median())
+        .target("≤ floor + 0.5 ms (median)", over_one <= 0.5)
+        .note(format!(
+            "median {over_one:.2} ms over the floor; spawn and attach in one round trip"
+        )),
     );
     ctx.report.push(
         Figure::from_dist(
@@ -234,6 +262,46 @@ pub fn raw_cat() -> tether_protocol::api::SpawnRequest {
     req
 }
 
+/// A PTY `cat > /dev/null` in cooked mode: the line discipline echoes.
+fn cooked_cat() -> tether_protocol::api::SpawnRequest {
+    let mut req = shell("printf R; exec cat > /dev/null");
+    req.tty = true;
+    req
+}
+
+/// `rounds` cooked echoes through `conn`, a newline (untimed) every
+/// `COOKED_LINE` keys, as the local floor does.
+async fn cooked_rounds(conn: &mut Conn, rounds: usize) -> Result<Vec<f64>> {
+    let mut rtt = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        rtt.push(echo_round(conn, b'a' + (i % 26) as u8).await?);
+        if (i + 1) % floors::COOKED_LINE == 0 {
+            conn.send(&ClientFrame::Stdin {
+                data: b"\n".to_vec(),
+            })
+            .await?;
+            wait_for_output(conn, b"\r\n").await?;
+        }
+    }
+    Ok(rtt)
+}
+
+/// The echo target: median within floor + 30 us, p99 within four
+/// times the floor's p99.
+fn echo_target(figure: Figure, rtt: &Dist, floor: &Dist) -> Figure {
+    let over_us = (rtt.median() - floor.median()) * 1e3;
+    figure
+        .floor(floor.median())
+        .target(
+            "≤ floor + 30 us (median), p99 ≤ 4× floor p99",
+            over_us <= 30.0 && rtt.p99() <= 4.0 * floor.p99(),
+        )
+        .note(format!(
+            "median floor + {over_us:.0} us; p99 {:.1}× the floor's",
+            rtt.p99() / floor.p99()
+        ))
+}
+
 /// Section 2.
 pub async fn echo(ctx: &mut Ctx) -> Result<()> {
     let server = ctx.start_server(&[])?;
@@ -251,8 +319,17 @@ pub async fn echo(ctx: &mut Ctx) -> Result<()> {
     }
     api.delete(&info.id).await?;
     drop(conn);
+    let cooked = api.spawn(&cooked_cat()).await?;
+    let mut conn = api.attach(&cooked.id, "").await?;
+    wait_for_output(&mut conn, b"R").await?;
+    cooked_rounds(&mut conn, 50).await?;
+    let cooked_rtt = Dist::new(cooked_rounds(&mut conn, rounds).await?);
+    api.delete(&cooked.id).await?;
+    drop(conn);
     server.stop();
     let floor = Dist::new(tokio::task::spawn_blocking(move || floors::pty_echo(rounds)).await??);
+    let cooked_floor =
+        Dist::new(tokio::task::spawn_blocking(move || floors::pty_cooked_echo(rounds)).await??);
     let rtt = Dist::new(rtt);
     ctx.report.push(Figure::from_dist(
         "echo.floor",
@@ -262,21 +339,39 @@ pub async fn echo(ctx: &mut Ctx) -> Result<()> {
         &floor,
         1,
     ));
-    ctx.report.push(
-        Figure::from_dist(
-            "echo.rtt",
-            2,
-            "keystroke echo via tetherd (PTY `cat`)",
-            "ms",
-            &rtt,
-            1,
-        )
-        .floor(floor.median())
-        .target("< 1 ms (median)", rtt.median() < 1.0),
+    let figure = Figure::from_dist(
+        "echo.rtt",
+        2,
+        "keystroke echo via tetherd (PTY `cat`)",
+        "ms",
+        &rtt,
+        1,
     );
+    ctx.report.push(echo_target(figure, &rtt, &floor));
+    ctx.report.push(Figure::from_dist(
+        "echo.cooked_floor",
+        2,
+        "cooked PTY echo, local line discipline (floor)",
+        "ms",
+        &cooked_floor,
+        1,
+    ));
+    let figure = Figure::from_dist(
+        "echo.cooked",
+        2,
+        "cooked keystroke echo via tetherd (line discipline)",
+        "ms",
+        &cooked_rtt,
+        1,
+    );
+    ctx.report
+        .push(echo_target(figure, &cooked_rtt, &cooked_floor));
     ctx.report
         .series
         .insert("PTY echo, local (floor)".into(), floor);
     ctx.report.series.insert("PTY echo via tetherd".into(), rtt);
+    ctx.report
+        .series
+        .insert("cooked PTY echo via tetherd".into(), cooked_rtt);
     Ok(())
 }

@@ -468,12 +468,13 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
         tetherd_true(&api, &scripts).await?;
         websocketd_true(&text).await?;
     }
-    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut ours, mut theirs, mut one) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..samples {
         ours.push(tetherd_true(&api, &scripts).await?);
         theirs.push(websocketd_true(&text).await?);
+        one.push(crate::latency::run_true(&api, &scripts.path("true")).await?);
     }
-    let (ours, theirs) = (Dist::new(ours), Dist::new(theirs));
+    let (ours, theirs, one) = (Dist::new(ours), Dist::new(theirs), Dist::new(one));
     push_pair(
         ctx,
         "true",
@@ -484,6 +485,24 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
         samples,
         None,
     );
+    // The same with spawn and attach in one WebSocket, as websocketd's
+    // one connection is.
+    let ratio = theirs.median() / one.median();
+    ctx.report.push(
+        Figure::from_dist(
+            "peers.true.tetherd_run",
+            9,
+            "`true` until the client knows it ended: tetherd, one WebSocket (GET /v1/run)",
+            "ms",
+            &one,
+            samples,
+        )
+        .target("≥ 1.0× websocketd (median)", ratio >= 1.0)
+        .note(format!("{ratio:.2}× websocketd")),
+    );
+    ctx.report
+        .series
+        .insert("`true` via tetherd: GET /v1/run→exit frame".into(), one);
     ctx.report
         .series
         .insert("`true` via websocketd: connect→close".into(), theirs);

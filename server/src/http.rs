@@ -44,6 +44,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/stdin/close", post(stdin_close))
         .route("/processes/{id}/resize", post(resize))
         .route("/processes/{id}/attach", get(attach))
+        .route("/run", get(run))
         .route("/processes/{id}/tokens", post(crate::mint::mint))
         .route("/processes/{id}/output", get(crate::http_output::output))
         .route("/exec", post(crate::exec::exec))
@@ -153,16 +154,7 @@ async fn spawn(
 ) -> ApiResult<(StatusCode, Json<ProcessInfo>)> {
     grant.require(&table, Need::Spawn)?;
     let request: SpawnRequest = json_body(body, table.config())?;
-    let key = match headers.get("idempotency-key") {
-        Some(value) => Some(
-            value
-                .to_str()
-                .map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))?
-                .to_string(),
-        ),
-        None => None,
-    };
-    let (process, new) = table.spawn(request, key).await?;
+    let (process, new) = table.spawn(request, idempotency_key(&headers)?).await?;
     if new {
         grant.audit("spawn", &process.id);
     }
@@ -561,14 +553,79 @@ async fn attach(
             process.id
         )));
     }
-    let admission = attach::admit(&table, &process)?;
     let options = AttachOptions {
         start,
         window,
         readonly,
         screen,
     };
-    let mode = if readonly || !grant.may_write() {
+    upgrade_to_attachment(&table, grant, process, options, upgrade)
+}
+
+/// `GET /v1/run?request=JSON`: spawns the process of `request` (a spawn
+/// request, URL-encoded; the `Idempotency-Key` header as for `POST
+/// /v1/processes`) and attaches this WebSocket to it from its first byte:
+/// one round trip where a spawn and an attach take two. `hello` carries the
+/// new process, so its id is known for a later reattach. `window` as for
+/// attach. The upgrade is checked before anything is spawned.
+async fn run(
+    State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    grant.require(&table, Need::Spawn)?;
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::InvalidRequest(format!("run needs a WebSocket upgrade: {}", e.body_text()))
+    })?;
+    let request = query.get("request").ok_or_else(|| {
+        ApiError::InvalidRequest("run needs request=, a URL-encoded spawn request".into())
+    })?;
+    let request: SpawnRequest = serde_json::from_str(request)
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON in request=: {e}")))?;
+    let window = query_u64(&query, "window")?;
+    if window == Some(0) {
+        return Err(ApiError::InvalidRequest(
+            "window must be at least 1 (omit it to turn flow control off)".into(),
+        ));
+    }
+    let (process, new) = table.spawn(request, idempotency_key(&headers)?).await?;
+    if new {
+        grant.audit("spawn", &process.id);
+    }
+    let options = AttachOptions {
+        start: [0, 0],
+        window,
+        readonly: false,
+        screen: ScreenStart::Never,
+    };
+    upgrade_to_attachment(&table, grant, process, options, upgrade)
+}
+
+/// The `Idempotency-Key` header of a spawn, if any.
+fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+    headers
+        .get("idempotency-key")
+        .map(|value| {
+            value
+                .to_str()
+                .map(str::to_string)
+                .map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))
+        })
+        .transpose()
+}
+
+/// Admits an attachment to `process` and answers the upgrade with it.
+fn upgrade_to_attachment(
+    table: &Arc<ProcessTable>,
+    grant: Grant,
+    process: Arc<Process>,
+    options: AttachOptions,
+    upgrade: WebSocketUpgrade,
+) -> ApiResult<Response> {
+    let admission = attach::admit(table, &process)?;
+    let mode = if options.readonly || !grant.may_write() {
         "read"
     } else {
         "read,write"

@@ -1,7 +1,7 @@
 //! Scoped tokens on every route beyond the first ones: the output stream
 //! (raw and Server-Sent Events), the screen and `screen=1` attach need
-//! `read`; `kill` and `DELETE ?force` need `kill`; `POST /v1/exec` and
-//! every page of the list need the operator; a name or an id of another
+//! `read`; `kill` and `DELETE ?force` need `kill`; `POST /v1/exec`,
+//! `GET /v1/run` and every page of the list need the operator; a name or an id of another
 //! node reaches nothing but the token's own process; and a token for a
 //! process recovered from a data directory dies when it is forgotten.
 //! Each refusal is a 403 with the code saying why, and leaves the process
@@ -195,6 +195,15 @@ async fn exec_and_every_page_of_the_list_are_the_operators() {
         Some(json!({"argv": ["touch", marker.to_str().unwrap()]})),
     )
     .await;
+    assert_eq!((status, code(&answer)), (403, "out_of_scope"), "{answer}");
+    // Nor spawn and attach in one WebSocket.
+    let mut run = reqwest::Url::parse(&server.url("/v1/run")).unwrap();
+    run.query_pairs_mut().append_pair(
+        "request",
+        &json!({"argv": ["touch", marker.to_str().unwrap()]}).to_string(),
+    );
+    let path = format!("{}?{}", run.path(), run.query().unwrap_or_default());
+    let (status, answer) = call(&server, "GET", &path, t, None).await;
     assert_eq!((status, code(&answer)), (403, "out_of_scope"), "{answer}");
     for path in [
         "/v1/processes?limit=1".to_string(),
