@@ -172,7 +172,7 @@ pub async fn throughput(ctx: &mut Ctx) -> Result<()> {
         };
         let floor = Dist::new(floor);
         let n = ctx.p.tp_runs;
-        let (what, ratio) = if tty { ("PTY", 0.8) } else { ("pipes", 0.5) };
+        let (what, ratio) = if tty { ("PTY", 0.95) } else { ("pipes", 0.8) };
         ctx.report.push(Figure::rate(
             &format!("throughput.{kind}.floor"),
             3,

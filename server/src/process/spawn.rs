@@ -8,13 +8,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use futures_util::FutureExt;
 use tether_protocol::{KubernetesNames, Overflow, StreamName, TermSize};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 
 use super::capture::{Capture, Source};
 use super::stdin::StdinQueue;
-use super::supervise::{Supervisor, Unattached};
+use super::supervise::{CaptureRun, Supervisor, Unattached};
 use super::Process;
 use crate::config::Config;
 use crate::datadir::DataDir;
@@ -205,7 +206,11 @@ pub fn spawn(
                 screen_idle: (plan.tty.is_some() && stream == StreamName::Stdout)
                     .then(|| config.screen_idle()),
             };
-            tokio::spawn(capture.run().instrument(span.clone()))
+            let run = std::panic::AssertUnwindSafe(capture.run())
+                .catch_unwind()
+                .map(|ended| ended.unwrap_or(false))
+                .instrument(span.clone());
+            Box::pin(run) as CaptureRun
         })
         .collect();
     let supervisor = Supervisor {

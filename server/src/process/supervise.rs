@@ -13,7 +13,6 @@ use std::time::{Duration, SystemTime};
 use nix::sys::signal::Signal;
 use tether_protocol::{ExitReason, ProcessInfo, ProcessStatus};
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::capture::wait_deadline;
@@ -89,6 +88,9 @@ async fn unattached(timer: &mut Option<Unattached>) {
     }
 }
 
+/// One stream's capture as the supervisor runs it.
+pub type CaptureRun = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>;
+
 /// The published exit: the final process object, and when it counted as
 /// exited (reaped and capture complete).
 #[derive(Debug, Clone)]
@@ -121,8 +123,9 @@ pub struct Supervisor {
     pub control: mpsc::Receiver<Control>,
     /// Tells capture the moment of the reap (the drain bound starts then).
     pub reaped: watch::Sender<Option<Instant>>,
-    /// The capture tasks; each says whether it reached end of file.
-    pub captures: Vec<JoinHandle<bool>>,
+    /// Capture, one per stream, run in the supervisor's task; each says
+    /// whether it reached end of file (a panic counts as not).
+    pub captures: Vec<CaptureRun>,
     /// Completed once capture is done.
     pub output: Arc<RetainedOutput>,
     /// Where the exit is published.
@@ -132,22 +135,15 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// Runs the process's life to its published exit.
+    /// Runs the process's life to its published exit. Capture runs in this
+    /// same task, beside the reap: at the exit the pidfd and the end of
+    /// each pipe arrive together and are handled by one thread, instead of
+    /// each capture task's end waking this one, possibly on another worker
+    /// (a wake-up of an idle vCPU costs tens to hundreds of microseconds).
     pub async fn run(mut self) {
-        let (status, killed, leftovers_until) = self.until_reaped().await;
-        let duration_ms = self.started.elapsed().as_millis() as u64;
-        self.contained.set_reaped();
-        reaper::forget(self.birth.pid);
-        tokio::spawn(self.contained.clone().release(leftovers_until));
-        // Requests still queued find the process reaped: dropping their
-        // reply senders makes them report `not_running`.
-        drop(self.control);
-        self.reaped.send_replace(Some(Instant::now()));
-
-        let mut complete = true;
-        for capture in self.captures {
-            complete &= capture.await.unwrap_or(false);
-        }
+        let captures = futures_util::future::join_all(std::mem::take(&mut self.captures));
+        let (ends, (status, killed, duration_ms)) = tokio::join!(captures, self.life());
+        let complete = ends.into_iter().all(|end| end);
         let [stdout_bytes, stderr_bytes] = self.output.complete();
         let (exit_code, signal, reason) = classify(status, killed);
         tracing::info!(exit_code, ?reason, duration_ms, "process exited");
@@ -168,6 +164,24 @@ impl Supervisor {
         };
         self.output.record(&info);
         self.exit.send_replace(Some(Exited { info, finished_at }));
+    }
+
+    /// Until the child is reaped, then what follows the reap at once: its
+    /// leftovers handed to containment, queued requests answered, capture
+    /// told (its drain bound starts). Returns the status, the reason the
+    /// server killed it, if it did, and its duration.
+    async fn life(&mut self) -> (io::Result<ExitStatus>, Option<ExitReason>, u64) {
+        let (status, killed, leftovers_until) = self.until_reaped().await;
+        let duration_ms = self.started.elapsed().as_millis() as u64;
+        self.contained.set_reaped();
+        reaper::forget(self.birth.pid);
+        tokio::spawn(self.contained.clone().release(leftovers_until));
+        // Requests still queued find the process reaped: dropping their
+        // reply senders makes them report `not_running`.
+        self.control.close();
+        while self.control.try_recv().is_ok() {}
+        self.reaped.send_replace(Some(Instant::now()));
+        (status, killed, duration_ms)
     }
 
     /// Serves requests and the deadline until the child is reaped. Returns
