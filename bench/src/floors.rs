@@ -97,52 +97,6 @@ pub fn pty_throughput(bytes: u64) -> Result<f64> {
     Ok(secs)
 }
 
-/// Milliseconds of line-discipline echo on a local PTY in cooked mode
-/// (the terminal's default): each key typed is echoed by the kernel while
-/// `cat > /dev/null` waits for the line; every `COOKED_LINE` keys a newline
-/// (not timed) hands the line over, so the line buffer never fills.
-pub fn pty_cooked_echo(rounds: usize) -> Result<Vec<f64>> {
-    let (master, slave) = pty_pair()?;
-    let mut child = Command::new("sh")
-        .args(["-c", "exec cat > /dev/null"])
-        .stdin(Stdio::from(slave.try_clone()?))
-        .stdout(Stdio::from(slave.try_clone()?))
-        .stderr(Stdio::from(slave))
-        .spawn()?;
-    let mut master = File::from(master);
-    let mut out = Vec::with_capacity(rounds);
-    let result = (|| -> Result<()> {
-        let mut byte = [0u8; 1];
-        for i in 0..rounds {
-            let key = b'a' + (i % 26) as u8;
-            let t0 = Instant::now();
-            master.write_all(&[key])?;
-            master.read_exact(&mut byte)?;
-            out.push(t0.elapsed().as_secs_f64() * 1e3);
-            if byte[0] != key {
-                bail!(
-                    "cooked PTY echo returned {:?}, expected {:?}",
-                    byte[0] as char,
-                    key as char
-                );
-            }
-            if (i + 1) % COOKED_LINE == 0 {
-                master.write_all(b"\n")?;
-                let mut newline = [0u8; 2];
-                master.read_exact(&mut newline)?;
-                if &newline != b"\r\n" {
-                    bail!("cooked PTY echoed {newline:?} for a newline");
-                }
-            }
-        }
-        Ok(())
-    })();
-    let _ = child.kill();
-    let _ = child.wait();
-    result?;
-    Ok(out)
-}
-
 /// Keys per line of the cooked echo measurements.
 pub const COOKED_LINE: usize = 50;
 
@@ -153,15 +107,40 @@ pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
     let mut termios = tcgetattr(&slave)?;
     cfmakeraw(&mut termios);
     tcsetattr(&slave, SetArg::TCSANOW, &termios)?;
-    let mut child = Command::new("cat")
+    let child = Command::new("cat")
         .stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(slave.try_clone()?))
         .stderr(Stdio::from(slave))
         .spawn()?;
-    let mut master = File::from(master);
+    echo_rounds(File::from(master), child, rounds, None)
+}
+
+/// Milliseconds of line-discipline echo on a local PTY in cooked mode
+/// (the terminal's default): each key typed is echoed by the kernel while
+/// `cat > /dev/null` waits for the line; every `COOKED_LINE` keys a newline
+/// (not timed) hands the line over, so the line buffer never fills.
+pub fn pty_cooked_echo(rounds: usize) -> Result<Vec<f64>> {
+    let (master, slave) = pty_pair()?;
+    let child = Command::new("sh")
+        .args(["-c", "exec cat > /dev/null"])
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave))
+        .spawn()?;
+    echo_rounds(File::from(master), child, rounds, Some(COOKED_LINE))
+}
+
+/// One key at a time through `master` until it comes back, `rounds`
+/// times; a newline (untimed, its `\r\n` echo read) every `line` keys.
+fn echo_rounds(
+    mut master: File,
+    mut child: std::process::Child,
+    rounds: usize,
+    line: Option<usize>,
+) -> Result<Vec<f64>> {
     let mut out = Vec::with_capacity(rounds);
-    let mut byte = [0u8; 1];
     let result = (|| -> Result<()> {
+        let mut byte = [0u8; 1];
         for i in 0..rounds {
             let key = b'a' + (i % 26) as u8;
             let t0 = Instant::now();
@@ -174,6 +153,14 @@ pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
                     byte[0] as char,
                     key as char
                 );
+            }
+            if line.is_some_and(|line| (i + 1) % line == 0) {
+                master.write_all(b"\n")?;
+                let mut newline = [0u8; 2];
+                master.read_exact(&mut newline)?;
+                if &newline != b"\r\n" {
+                    bail!("cooked PTY echoed {newline:?} for a newline");
+                }
             }
         }
         Ok(())
