@@ -54,7 +54,7 @@ impl Source {
     }
 }
 
-/// One stream's capture task.
+/// One stream's capture, run in its process's supervisor task.
 pub struct Capture {
     /// Where the bytes go.
     pub output: Arc<RetainedOutput>,

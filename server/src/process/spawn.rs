@@ -1,7 +1,7 @@
 //! Spawning: a validated plan becomes a running OS process (pipes or a
 //! PTY, `setsid`, the PTY as controlling terminal, its own cgroup: see
-//! [`crate::launch`]) with its capture tasks, its stdin writer and its
-//! supervisor started.
+//! [`crate::launch`]) with its stdin writer and its supervisor started; the
+//! supervisor's task also runs each stream's capture.
 
 use std::collections::BTreeMap;
 use std::path::Path;
