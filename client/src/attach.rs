@@ -25,6 +25,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tether_protocol::api::SpawnRequest;
 use tether_protocol::{ProcessInfo, StreamName};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -195,6 +196,29 @@ impl Client {
     /// handles. Connection failures that are transient are retried within
     /// `options.reconnect`; a 404 fails at once.
     pub async fn attach(&self, id: &str, options: AttachOptions) -> Result<Attachment> {
+        self.attach_to(Target::Id(id), options).await
+    }
+
+    /// Starts a process and attaches to it in one WebSocket (`GET
+    /// /v1/run`): one round trip where [`Client::spawn`] and then
+    /// [`Client::attach`] take two. Output is read from the first byte;
+    /// `attachment.process` is the new process, and reconnects attach to
+    /// it by its id. The first connection carries a random
+    /// `Idempotency-Key`, so a retry after a lost answer never starts the
+    /// command twice. `screen` and `readonly` do not apply (a new process
+    /// has no screen to start from, and a read-only run could not type).
+    pub async fn run(&self, spec: SpawnRequest, options: AttachOptions) -> Result<Attachment> {
+        if options.screen || options.readonly {
+            return Err(Error::InvalidArgument(
+                "run starts a new process: screen and readonly do not apply".into(),
+            ));
+        }
+        let request = serde_json::to_string(&spec)
+            .map_err(|e| Error::InvalidArgument(format!("cannot encode the request: {e}")))?;
+        self.attach_to(Target::Run(request), options).await
+    }
+
+    async fn attach_to(&self, target: Target<'_>, options: AttachOptions) -> Result<Attachment> {
         if options.window == 0 || options.window > MAX_WINDOW {
             return Err(Error::InvalidArgument(format!(
                 "window must be 1 to {MAX_WINDOW} bytes"
@@ -207,7 +231,12 @@ impl Client {
             exit_tx,
         ));
         let readonly = options.readonly;
-        let (conn, ws, process) = Conn::open(self.clone(), id, options, shared.clone()).await?;
+        let (conn, ws, process) = match target {
+            Target::Id(id) => Conn::open(self.clone(), id, options, shared.clone()).await?,
+            Target::Run(request) => {
+                Conn::open_run(self.clone(), request, options, shared.clone()).await?
+            }
+        };
         let cancel = CancellationToken::new();
         let guard = Arc::new(Guard(cancel.clone()));
         let (tx, rx) = mpsc::channel(COMMAND_QUEUE);
@@ -224,4 +253,10 @@ impl Client {
             process,
         })
     }
+}
+
+/// What an attachment opens: a process by id, or a new one.
+enum Target<'a> {
+    Id(&'a str),
+    Run(String),
 }

@@ -9,6 +9,9 @@
 //!   signal, and the exit. A dropped connection is resumed from the saved
 //!   offsets: every byte is seen once, in order, and a loss only as an
 //!   explicit `dropped` notice.
+//! - [`Client::run`] starts a process and attaches to it in one WebSocket
+//!   (`GET /v1/run`, one round trip instead of a spawn and an attach); the
+//!   same [`Attachment`], resumed by the new process's id.
 //! - [`Client::exec`] runs a command to completion and collects its output.
 //! - [`Utf8Decoder`] turns one stream's chunks into text.
 //!

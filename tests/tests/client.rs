@@ -788,3 +788,115 @@ async fn block_mode_with_a_window_larger_than_retention_delivers_everything() {
     .await;
     assert_eq!(check.next_number, 400_001);
 }
+
+#[tokio::test]
+async fn run_starts_and_attaches_in_one_websocket_from_the_first_byte() {
+    let server = TestServer::start();
+    let client = client(&server);
+    let attachment = bounded(
+        "run",
+        client.run(
+            SpawnRequest::command("echo out; echo err >&2; exit 3"),
+            AttachOptions::default(),
+        ),
+    )
+    .await
+    .unwrap();
+    let process = attachment.process().clone();
+    let Attachment {
+        mut stdout,
+        mut stderr,
+        exit,
+        ..
+    } = attachment;
+    let (mut out, mut err) = (String::new(), String::new());
+    bounded("stdout", stdout.read_to_string(&mut out))
+        .await
+        .unwrap();
+    bounded("stderr", stderr.read_to_string(&mut err))
+        .await
+        .unwrap();
+    assert_eq!((out.as_str(), err.as_str()), ("out\n", "err\n"));
+    let info = bounded("exit", exit).await.unwrap();
+    assert_eq!(
+        (info.id.as_str(), info.exit_code),
+        (process.id.as_str(), Some(3))
+    );
+    assert_eq!(client.get(&process.id).await.unwrap().exit_code, Some(3));
+
+    // A run that cannot start is the spawn's error, and starts nothing.
+    let failed = client
+        .run(
+            SpawnRequest::argv(["no-such-program-xyz"]),
+            AttachOptions::default(),
+        )
+        .await;
+    assert!(
+        matches!(&failed, Err(Error::Http { status: 422, .. })),
+        "{:?}",
+        failed.err()
+    );
+    let screen = AttachOptions {
+        screen: true,
+        ..AttachOptions::default()
+    };
+    assert!(matches!(
+        client.run(SpawnRequest::command("true"), screen).await,
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_run_cut_mid_stream_resumes_by_the_id_its_hello_gave() {
+    let server = TestServer::start();
+    let proxy = CuttingProxy::start(addr_of(&server.base)).await;
+    let client = Client::new(&proxy.base).unwrap();
+    let lines = 300_000;
+    let options = AttachOptions {
+        window: 16 * 1024,
+        ..AttachOptions::default()
+    };
+    let attachment = bounded(
+        "run",
+        client.run(
+            SpawnRequest::command(format!("seq {lines}"))
+                .overflow(Overflow::Block)
+                .retain_bytes(64 * 1024),
+            options,
+        ),
+    )
+    .await
+    .unwrap();
+    let id = attachment.process().id.clone();
+    let Attachment {
+        mut stdout,
+        control,
+        exit,
+        ..
+    } = attachment;
+    let mut check = SeqCheck::new();
+    let mut buf = vec![0u8; 8 * 1024];
+    let mut cut = false;
+    bounded("stdout through a cut", async {
+        loop {
+            let n = stdout.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            check.check(&buf[..n]);
+            if !cut && check.checked >= 200_000 {
+                assert!(proxy.cut() > 0, "nothing to cut");
+                cut = true;
+            }
+        }
+    })
+    .await;
+    assert!(cut, "the cut happened mid-stream");
+    let info = bounded("exit", exit).await.unwrap();
+    assert_eq!(check.checked, info.stdout_bytes, "no gap, no duplicate");
+    assert_eq!((info.id, info.exit_code), (id, Some(0)));
+    assert!(control.connections() >= 2, "resumed by attach");
+    // One process: the resume attached, it did not run the command again.
+    let (_, list) = server.get("/v1/processes").await;
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+}

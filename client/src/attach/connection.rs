@@ -41,7 +41,12 @@ enum Outcome {
 /// the WebSocket, and what it must remember across connections.
 pub(crate) struct Conn {
     client: Client,
+    /// The process; empty until the `hello` of a [`Conn::open_run`].
     id: String,
+    /// For [`Conn::open_run`], until its first connection: the spawn
+    /// request (JSON) and the idempotency key that makes a retried first
+    /// connection attach to the process a lost answer started.
+    run: Option<(String, String)>,
     options: AttachOptions,
     shared: Arc<Shared>,
     /// An `stdin_eof` was handed to a connection that then broke.
@@ -61,9 +66,32 @@ impl Conn {
         options: AttachOptions,
         shared: Arc<Shared>,
     ) -> Result<(Conn, Ws, ProcessInfo)> {
+        Conn::open_first(client, id.to_string(), None, options, shared).await
+    }
+
+    /// Spawns `request` (JSON) and attaches in one WebSocket (`GET
+    /// /v1/run`); later connections attach by the id `hello` gave.
+    pub async fn open_run(
+        client: Client,
+        request: String,
+        options: AttachOptions,
+        shared: Arc<Shared>,
+    ) -> Result<(Conn, Ws, ProcessInfo)> {
+        let key = uuid::Uuid::new_v4().to_string();
+        Conn::open_first(client, String::new(), Some((request, key)), options, shared).await
+    }
+
+    async fn open_first(
+        client: Client,
+        id: String,
+        run: Option<(String, String)>,
+        options: AttachOptions,
+        shared: Arc<Shared>,
+    ) -> Result<(Conn, Ws, ProcessInfo)> {
         let mut conn = Conn {
             client,
-            id: id.to_string(),
+            id,
+            run,
             options,
             shared,
             eof_in_doubt: false,
@@ -99,13 +127,25 @@ impl Conn {
             }
             ([states[0].next, states[1].next], conn_window)
         };
-        let mut url = self.client.ws_url(&format!(
-            "/v1/processes/{}/attach?stdout={}&stderr={}&window={}",
-            path_segment(&self.id),
-            offsets[0],
-            offsets[1],
-            conn_window
-        ));
+        let mut url = match &self.run {
+            Some((request, _)) => {
+                let mut query = reqwest::Url::parse("http://run/")
+                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+                query
+                    .query_pairs_mut()
+                    .append_pair("request", request)
+                    .append_pair("window", &conn_window.to_string());
+                let query = query.query().unwrap_or_default().to_string();
+                self.client.ws_url(&format!("/v1/run?{query}"))
+            }
+            None => self.client.ws_url(&format!(
+                "/v1/processes/{}/attach?stdout={}&stderr={}&window={}",
+                path_segment(&self.id),
+                offsets[0],
+                offsets[1],
+                conn_window
+            )),
+        };
         if self.options.readonly {
             url.push_str("&readonly=1");
         }
@@ -119,7 +159,8 @@ impl Conn {
                 "&screen=evicted"
             });
         }
-        let fut = open(&url, self.client.token());
+        let key = self.run.as_ref().map(|(_, key)| key.as_str());
+        let fut = open(&url, self.client.token(), key);
         let (mut ws, process, hello_stdout) =
             match tokio::time::timeout(self.options.connect_timeout, fut).await {
                 Ok(result) => result?,
@@ -139,6 +180,9 @@ impl Conn {
             let mut stdout = self.shared.stream(StreamName::Stdout);
             stdout.screen_due = first || hello_stdout != offsets[0];
             stdout.next = hello_stdout;
+        }
+        if self.run.take().is_some() {
+            self.id = process.id.clone();
         }
         // Grant at once the credit that sizes each stream's allowance.
         self.grant(&mut ws, true).await?;
@@ -388,7 +432,7 @@ impl Opened {
 }
 
 /// Connects, checks the subprotocol and reads `hello`.
-async fn open(url: &str, token: Option<&str>) -> Result<Opened> {
+async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> Result<Opened> {
     let mut request = url
         .into_client_request()
         .map_err(|e| Error::InvalidArgument(format!("bad attach URL {url}: {e}")))?;
@@ -399,6 +443,13 @@ async fn open(url: &str, token: Option<&str>) -> Result<Opened> {
             .parse()
             .map_err(|_| Error::InvalidArgument("bad subprotocol".into()))?,
     );
+    if let Some(key) = idempotency_key {
+        headers.insert(
+            "Idempotency-Key",
+            key.parse()
+                .map_err(|_| Error::InvalidArgument("bad idempotency key".into()))?,
+        );
+    }
     if let Some(token) = token {
         headers.insert(
             "Authorization",
