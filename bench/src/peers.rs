@@ -348,7 +348,8 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / 1e6
 }
 
-/// Pushes a tetherd row and a websocketd row with the ratio in the note.
+/// The two rows of one comparison: websocketd's, then tetherd's with its
+/// ratio against the target (`target` times websocketd; 1.0 if none).
 #[allow(clippy::too_many_arguments)]
 fn push_pair(
     ctx: &mut Ctx,
@@ -360,45 +361,66 @@ fn push_pair(
     runs: usize,
     target: Option<f64>,
 ) {
-    let higher = unit == "MB/s";
-    let make = |id: String, name: String, d: &Dist| {
-        if higher {
-            Figure::rate(&id, 9, &name, d, runs)
-        } else {
-            Figure::from_dist(&id, 9, &name, unit, d, runs)
-        }
+    ctx.report.push(
+        peer_figure(
+            format!("peers.{key}.websocketd"),
+            format!("{what}: websocketd"),
+            unit,
+            theirs,
+            runs,
+        )
+        .note(spread(theirs, unit)),
+    );
+    let side = Side {
+        key: format!("peers.{key}.tetherd"),
+        name: format!("{what}: tetherd"),
     };
-    // How many times better tetherd is, whichever way "better" points.
-    let ratio = if higher {
+    push_ours(ctx, side, unit, ours, theirs, runs, target.unwrap_or(1.0));
+}
+
+/// A tetherd row's id and name.
+struct Side {
+    key: String,
+    name: String,
+}
+
+/// One tetherd row against websocketd's figures: the ratio (how many times
+/// better, whichever way "better" points) against `need`.
+fn push_ours(
+    ctx: &mut Ctx,
+    side: Side,
+    unit: &str,
+    ours: &Dist,
+    theirs: &Dist,
+    runs: usize,
+    need: f64,
+) {
+    let ratio = if unit == "MB/s" {
         ours.median() / theirs.median()
     } else {
         theirs.median() / ours.median()
     };
-    let spread = |d: &Dist| {
-        format!(
-            "spread {} – {}",
-            crate::report::fmt_value(d.min(), unit),
-            crate::report::fmt_value(d.max(), unit)
-        )
-    };
-    let need = target.unwrap_or(1.0);
     ctx.report.push(
-        make(
-            format!("peers.{key}.websocketd"),
-            format!("{what}: websocketd"),
-            theirs,
-        )
-        .note(spread(theirs)),
+        peer_figure(side.key, side.name, unit, ours, runs)
+            .target(&format!("≥ {need:.1}× websocketd (median)"), ratio >= need)
+            .note(format!("{ratio:.2}× websocketd; {}", spread(ours, unit))),
     );
-    ctx.report.push(
-        make(
-            format!("peers.{key}.tetherd"),
-            format!("{what}: tetherd"),
-            ours,
-        )
-        .target(&format!("≥ {need:.1}× websocketd (median)"), ratio >= need)
-        .note(format!("{ratio:.2}× websocketd; {}", spread(ours))),
-    );
+}
+
+fn peer_figure(id: String, name: String, unit: &str, d: &Dist, runs: usize) -> Figure {
+    if unit == "MB/s" {
+        Figure::rate(&id, 9, &name, d, runs)
+    } else {
+        Figure::from_dist(&id, 9, &name, unit, d, runs)
+    }
+}
+
+fn spread(d: &Dist, unit: &str) -> String {
+    format!(
+        "spread {} – {}",
+        crate::report::fmt_value(d.min(), unit),
+        crate::report::fmt_value(d.max(), unit)
+    )
 }
 
 /// Section 9.
@@ -487,19 +509,11 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
     );
     // The same with spawn and attach in one WebSocket, as websocketd's
     // one connection is.
-    let ratio = theirs.median() / one.median();
-    ctx.report.push(
-        Figure::from_dist(
-            "peers.true.tetherd_run",
-            9,
-            "`true` until the client knows it ended: tetherd, one WebSocket (GET /v1/run)",
-            "ms",
-            &one,
-            samples,
-        )
-        .target("≥ 1.0× websocketd (median)", ratio >= 1.0)
-        .note(format!("{ratio:.2}× websocketd")),
-    );
+    let side = Side {
+        key: "peers.true.tetherd_run".into(),
+        name: "`true` until the client knows it ended: tetherd, one WebSocket (GET /v1/run)".into(),
+    };
+    push_ours(ctx, side, "ms", &one, &theirs, samples, 1.0);
     ctx.report
         .series
         .insert("`true` via tetherd: GET /v1/run→exit frame".into(), one);

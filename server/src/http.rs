@@ -9,8 +9,6 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, Extension, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
@@ -19,9 +17,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
-use tether_protocol::{ExitReason, ProcessInfo, Signal, StreamName, SUBPROTOCOL};
+use tether_protocol::{ExitReason, ProcessInfo, Signal};
 
-use crate::attach::{self, AttachOptions, ScreenStart};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
@@ -43,8 +40,8 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/stdin", post(stdin))
         .route("/processes/{id}/stdin/close", post(stdin_close))
         .route("/processes/{id}/resize", post(resize))
-        .route("/processes/{id}/attach", get(attach))
-        .route("/run", get(run))
+        .route("/processes/{id}/attach", get(crate::http_attach::attach))
+        .route("/run", get(crate::http_attach::run))
         .route("/processes/{id}/tokens", post(crate::mint::mint))
         .route("/processes/{id}/output", get(crate::http_output::output))
         .route("/exec", post(crate::exec::exec))
@@ -399,7 +396,7 @@ pub(crate) fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResul
 /// Parses an optional boolean query parameter: `1`/`true` or `0`/`false`,
 /// anything else is a 400 (a misspelt `readonly=yes` must not silently mean
 /// read-write).
-fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<bool>> {
+pub(crate) fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<bool>> {
     query
         .get(name)
         .map(|v| match v.as_str() {
@@ -500,111 +497,8 @@ async fn resize(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn attach(
-    State(table): State<AppState>,
-    Extension(grant): Extension<Grant>,
-    Path(id): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> ApiResult<Response> {
-    let process = grant.process(&table, Need::Read, &id)?;
-    let upgrade = upgrade.map_err(|e| {
-        ApiError::InvalidRequest(format!(
-            "attach needs a WebSocket upgrade: {}",
-            e.body_text()
-        ))
-    })?;
-    let mut start = [0u64; 2];
-    {
-        let totals = process.output().totals();
-        for stream in StreamName::ALL {
-            if let Some(offset) = query_u64(&query, stream.as_str())? {
-                let end = totals[stream.index()];
-                if offset > end {
-                    return Err(ApiError::InvalidRequest(format!(
-                        "{} offset {offset} is past the end of the stream ({end} bytes so far)",
-                        stream.as_str()
-                    )));
-                }
-                start[stream.index()] = offset;
-            }
-        }
-    }
-    let window = query_u64(&query, "window")?;
-    if window == Some(0) {
-        return Err(ApiError::InvalidRequest(
-            "window must be at least 1 (omit it to turn flow control off)".into(),
-        ));
-    }
-    let readonly = query_bool(&query, "readonly")?.unwrap_or(false);
-    let screen = match query.get("screen").map(String::as_str) {
-        None | Some("0" | "false") => ScreenStart::Never,
-        Some("1" | "true") => ScreenStart::Always,
-        Some("evicted") => ScreenStart::IfEvicted,
-        Some(other) => {
-            return Err(ApiError::InvalidRequest(format!(
-                "screen={other:?}: expected 1 or evicted"
-            )))
-        }
-    };
-    if screen != ScreenStart::Never && !process.output().has_screen() {
-        return Err(ApiError::InvalidRequest(format!(
-            "screen needs a terminal: process {} runs on pipes (tty: false) or the server runs with --no-screen",
-            process.id
-        )));
-    }
-    let options = AttachOptions {
-        start,
-        window,
-        readonly,
-        screen,
-    };
-    upgrade_to_attachment(&table, grant, process, options, upgrade)
-}
-
-/// `GET /v1/run?request=JSON`: spawns the process of `request` (a spawn
-/// request, URL-encoded; the `Idempotency-Key` header as for `POST
-/// /v1/processes`) and attaches this WebSocket to it from its first byte:
-/// one round trip where a spawn and an attach take two. `hello` carries the
-/// new process, so its id is known for a later reattach. `window` as for
-/// attach. The upgrade is checked before anything is spawned.
-async fn run(
-    State(table): State<AppState>,
-    Extension(grant): Extension<Grant>,
-    headers: HeaderMap,
-    Query(query): Query<HashMap<String, String>>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> ApiResult<Response> {
-    grant.require(&table, Need::Spawn)?;
-    let upgrade = upgrade.map_err(|e| {
-        ApiError::InvalidRequest(format!("run needs a WebSocket upgrade: {}", e.body_text()))
-    })?;
-    let request = query.get("request").ok_or_else(|| {
-        ApiError::InvalidRequest("run needs request=, a URL-encoded spawn request".into())
-    })?;
-    let request: SpawnRequest = serde_json::from_str(request)
-        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON in request=: {e}")))?;
-    let window = query_u64(&query, "window")?;
-    if window == Some(0) {
-        return Err(ApiError::InvalidRequest(
-            "window must be at least 1 (omit it to turn flow control off)".into(),
-        ));
-    }
-    let (process, new) = table.spawn(request, idempotency_key(&headers)?).await?;
-    if new {
-        grant.audit("spawn", &process.id);
-    }
-    let options = AttachOptions {
-        start: [0, 0],
-        window,
-        readonly: false,
-        screen: ScreenStart::Never,
-    };
-    upgrade_to_attachment(&table, grant, process, options, upgrade)
-}
-
 /// The `Idempotency-Key` header of a spawn, if any.
-fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
     headers
         .get("idempotency-key")
         .map(|value| {
@@ -614,40 +508,4 @@ fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
                 .map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))
         })
         .transpose()
-}
-
-/// Admits an attachment to `process` and answers the upgrade with it.
-fn upgrade_to_attachment(
-    table: &Arc<ProcessTable>,
-    grant: Grant,
-    process: Arc<Process>,
-    options: AttachOptions,
-    upgrade: WebSocketUpgrade,
-) -> ApiResult<Response> {
-    let admission = attach::admit(table, &process)?;
-    let mode = if options.readonly || !grant.may_write() {
-        "read"
-    } else {
-        "read,write"
-    };
-    let config = table.config().clone();
-    Ok(upgrade
-        .protocols([SUBPROTOCOL])
-        .max_message_size(config.max_frame_bytes)
-        .max_frame_size(config.max_frame_bytes)
-        // Client frames are small; a small read buffer keeps an idle
-        // attachment cheap (tungstenite zero-fills the whole buffer).
-        .read_buffer_size(8 << 10)
-        .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
-        .on_upgrade(move |socket| {
-            use tracing::Instrument;
-            let span = tracing::info_span!("attach", id = %process.id);
-            async move {
-                tracing::info!(target: "audit", event = "attach", identity = %grant.identity(),
-                    process = %process.id, peer = %grant.peer, rights = %grant.rights(), mode, "attach");
-                attach::serve(socket, admission, options, grant.clone()).await;
-                grant.audit("detach", &process.id);
-            }
-            .instrument(span)
-        }))
 }

@@ -51,6 +51,7 @@ pub mod exec;
 pub mod follow;
 pub mod grant;
 pub mod http;
+pub mod http_attach;
 pub mod http_output;
 pub mod kube;
 pub mod launch;

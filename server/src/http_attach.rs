@@ -1,0 +1,172 @@
+//! The WebSocket routes: `GET /v1/processes/{id}/attach` (an attachment
+//! from saved offsets, or from the screen) and `GET /v1/run` (spawn and
+//! attach in one round trip). Both check the upgrade and every parameter
+//! before anything happens, then hand the upgrade to the one attach path,
+//! [`attach::serve`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use tether_protocol::api::SpawnRequest;
+use tether_protocol::{StreamName, SUBPROTOCOL};
+
+use crate::attach::{self, AttachOptions, ScreenStart};
+use crate::error::ApiError;
+use crate::grant::{Grant, Need};
+use crate::http::{idempotency_key, query_bool, query_u64};
+use crate::process::Process;
+use crate::table::ProcessTable;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// `GET /v1/processes/{id}/attach?stdout=O&stderr=O&window=N&readonly=1&screen=1`.
+pub async fn attach(
+    State(table): State<Arc<ProcessTable>>,
+    Extension(grant): Extension<Grant>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    let process = grant.process(&table, Need::Read, &id)?;
+    let upgrade = websocket(upgrade, "attach")?;
+    let mut start = [0u64; 2];
+    {
+        let totals = process.output().totals();
+        for stream in StreamName::ALL {
+            if let Some(offset) = query_u64(&query, stream.as_str())? {
+                let end = totals[stream.index()];
+                if offset > end {
+                    return Err(ApiError::InvalidRequest(format!(
+                        "{} offset {offset} is past the end of the stream ({end} bytes so far)",
+                        stream.as_str()
+                    )));
+                }
+                start[stream.index()] = offset;
+            }
+        }
+    }
+    let window = query_window(&query)?;
+    let readonly = query_bool(&query, "readonly")?.unwrap_or(false);
+    let screen = match query.get("screen").map(String::as_str) {
+        None | Some("0" | "false") => ScreenStart::Never,
+        Some("1" | "true") => ScreenStart::Always,
+        Some("evicted") => ScreenStart::IfEvicted,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "screen={other:?}: expected 1 or evicted"
+            )))
+        }
+    };
+    if screen != ScreenStart::Never && !process.output().has_screen() {
+        return Err(ApiError::InvalidRequest(format!(
+            "screen needs a terminal: process {} runs on pipes (tty: false) or the server runs with --no-screen",
+            process.id
+        )));
+    }
+    let options = AttachOptions {
+        start,
+        window,
+        readonly,
+        screen,
+    };
+    upgrade_to_attachment(&table, grant, process, options, upgrade)
+}
+
+/// `GET /v1/run?request=JSON`: spawns the process of `request` (a spawn
+/// request, URL-encoded; the `Idempotency-Key` header as for `POST
+/// /v1/processes`) and attaches this WebSocket to it from its first byte:
+/// one round trip where a spawn and an attach take two. `hello` carries the
+/// new process, so its id is known for a later reattach. `window` as for
+/// attach. The upgrade is checked before anything is spawned.
+pub async fn run(
+    State(table): State<Arc<ProcessTable>>,
+    Extension(grant): Extension<Grant>,
+    headers: HeaderMap,
+    Query(query): Query<HashMap<String, String>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    grant.require(&table, Need::Spawn)?;
+    let upgrade = websocket(upgrade, "run")?;
+    let request = query.get("request").ok_or_else(|| {
+        ApiError::InvalidRequest("run needs request=, a URL-encoded spawn request".into())
+    })?;
+    let request: SpawnRequest = serde_json::from_str(request)
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON in request=: {e}")))?;
+    let window = query_window(&query)?;
+    let (process, new) = table.spawn(request, idempotency_key(&headers)?).await?;
+    if new {
+        grant.audit("spawn", &process.id);
+    }
+    let options = AttachOptions {
+        start: [0, 0],
+        window,
+        readonly: false,
+        screen: ScreenStart::Never,
+    };
+    upgrade_to_attachment(&table, grant, process, options, upgrade)
+}
+
+/// Admits an attachment to `process` and answers the upgrade with it.
+fn upgrade_to_attachment(
+    table: &Arc<ProcessTable>,
+    grant: Grant,
+    process: Arc<Process>,
+    options: AttachOptions,
+    upgrade: WebSocketUpgrade,
+) -> ApiResult<Response> {
+    let admission = attach::admit(table, &process)?;
+    let mode = if options.readonly || !grant.may_write() {
+        "read"
+    } else {
+        "read,write"
+    };
+    let config = table.config().clone();
+    Ok(upgrade
+        .protocols([SUBPROTOCOL])
+        .max_message_size(config.max_frame_bytes)
+        .max_frame_size(config.max_frame_bytes)
+        // Client frames are small; a small read buffer keeps an idle
+        // attachment cheap (tungstenite zero-fills the whole buffer).
+        .read_buffer_size(8 << 10)
+        .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
+        .on_upgrade(move |socket| {
+            use tracing::Instrument;
+            let span = tracing::info_span!("attach", id = %process.id);
+            async move {
+                tracing::info!(target: "audit", event = "attach", identity = %grant.identity(),
+                    process = %process.id, peer = %grant.peer, rights = %grant.rights(), mode, "attach");
+                attach::serve(socket, admission, options, grant.clone()).await;
+                grant.audit("detach", &process.id);
+            }
+            .instrument(span)
+        }))
+}
+
+/// The upgrade, or a 400 saying that `route` needs one.
+fn websocket(
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    route: &str,
+) -> ApiResult<WebSocketUpgrade> {
+    upgrade.map_err(|e| {
+        ApiError::InvalidRequest(format!(
+            "{route} needs a WebSocket upgrade: {}",
+            e.body_text()
+        ))
+    })
+}
+
+/// `window=N`: credit flow control, at least 1 byte; absent, none.
+fn query_window(query: &HashMap<String, String>) -> ApiResult<Option<u64>> {
+    let window = query_u64(query, "window")?;
+    if window == Some(0) {
+        return Err(ApiError::InvalidRequest(
+            "window must be at least 1 (omit it to turn flow control off)".into(),
+        ));
+    }
+    Ok(window)
+}
