@@ -92,7 +92,7 @@ impl Websocketd {
 
     async fn connect(&self, script: &str) -> Result<Ws> {
         let config = WebSocketConfig::default()
-            .read_buffer_size(256 * 1024)
+            .read_buffer_size(crate::client::READ_BUFFER)
             .max_message_size(Some(64 << 20));
         let url = format!("{}/{script}", self.base);
         let (ws, _) =

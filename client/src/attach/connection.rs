@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
@@ -22,6 +23,12 @@ use super::state::{Applied, Shared};
 use super::AttachOptions;
 use crate::client::{path_segment, Backoff, Client};
 use crate::error::{Error, Result};
+
+/// The WebSocket read buffer. tungstenite zero-fills this much before every
+/// socket read, even one that finds nothing; its 128 KiB default cost a few
+/// microseconds per keystroke echo. Larger frames still arrive whole (the
+/// buffer grows for them), as the server's does (it uses the same size).
+const READ_BUFFER: usize = 8 << 10;
 
 pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -458,21 +465,25 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
             })?,
         );
     }
-    let (mut ws, response) = match tokio_tungstenite::connect_async(request).await {
-        Ok(pair) => pair,
-        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-            let status = response.status().as_u16();
-            let body = response.body().as_deref().unwrap_or_default();
-            return Err(Error::from_body(status, body));
-        }
-        Err(e) => {
-            return Err(Error::Transport {
-                url: url.to_string(),
-                message: e.to_string(),
-                timeout: false,
-            })
-        }
-    };
+    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
+    // TCP_NODELAY: a keystroke typed while the previous one is unacknowledged
+    // would otherwise wait for the server's delayed ACK (up to 40 ms).
+    let (mut ws, response) =
+        match tokio_tungstenite::connect_async_with_config(request, Some(config), true).await {
+            Ok(pair) => pair,
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                let status = response.status().as_u16();
+                let body = response.body().as_deref().unwrap_or_default();
+                return Err(Error::from_body(status, body));
+            }
+            Err(e) => {
+                return Err(Error::Transport {
+                    url: url.to_string(),
+                    message: e.to_string(),
+                    timeout: false,
+                })
+            }
+        };
     if let Some(protocol) = response.headers().get("sec-websocket-protocol") {
         if protocol.as_bytes() != SUBPROTOCOL.as_bytes() {
             return Err(Error::Protocol(format!(

@@ -181,7 +181,7 @@ impl RetainedOutput {
             }
         }
         if stream == StreamName::Stdout && !data.is_empty() {
-            self.screen_has_news(true);
+            self.screen_has_news(data.len());
         }
         offset
     }
@@ -220,7 +220,7 @@ impl RetainedOutput {
                 state.resizes.push_back(resize);
             }
         }
-        self.screen_has_news(false);
+        self.screen_has_news(0);
         Ok(())
     }
 

@@ -11,11 +11,20 @@
 //! marked stale (`Screen::is_stale`) until the program erases the whole
 //! display or resets the terminal.
 //!
+//! The worker is not woken for every write: while it has had work within
+//! the last `WARM`, it looks at its queue every `TICK` instead, and capture
+//! wakes it early only once an emulator is `URGENT_BYTES` behind. A
+//! keystroke's echo then costs capture no thread wake-up (a futex call and,
+//! on an idle core, an interrupt: 3-6 us per echo on the 2-vCPU machine of
+//! docs/BENCHMARKS.md), and the emulator lags by at most one tick or
+//! 64 KiB. Whoever reads the screen catches it up first (`CATCH_UP`), so a
+//! snapshot is never behind the output it is sent with.
+//!
 //! Locks: the screen's own, then retention's, never the other way round, so
 //! that a snapshot's offset cannot move while a reader is registered at it.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -27,6 +36,17 @@ use crate::screen::{Screen, Snapshot};
 /// Bytes fed to one emulator per turn of the worker before the next
 /// process's turn.
 const TURN_BYTES: usize = 64 << 10;
+
+/// Output an emulator may fall behind before capture wakes a ticking
+/// worker: one turn's worth.
+const URGENT_BYTES: usize = TURN_BYTES;
+
+/// How often a worker that has had work lately looks at its queue.
+const TICK: Duration = Duration::from_millis(20);
+
+/// How long after its last work the worker keeps ticking before it sleeps
+/// until woken (an idle server has no periodic wake-ups).
+const WARM: Duration = Duration::from_secs(1);
 
 /// How long a request for the screen (or an attachment from it) may spend
 /// letting a lagging emulator catch up to the end of the output first.
@@ -52,6 +72,8 @@ pub(super) struct ScreenFeed {
     queued: AtomicBool,
     /// Output has been quiet: reduce the emulator once it has caught up.
     sleep_requested: AtomicBool,
+    /// Bytes appended since the worker last began a turn on this emulator.
+    unfed: AtomicUsize,
 }
 
 impl ScreenFeed {
@@ -60,6 +82,7 @@ impl ScreenFeed {
             screen: Mutex::new(screen),
             queued: AtomicBool::new(false),
             sleep_requested: AtomicBool::new(false),
+            unfed: AtomicUsize::new(0),
         }
     }
 
@@ -71,15 +94,22 @@ impl ScreenFeed {
 }
 
 impl RetainedOutput {
-    /// Capture appended stdout, or the terminal was resized: queue the
-    /// emulator for the worker (once), and a new byte cancels a sleep.
-    pub(super) fn screen_has_news(self: &Arc<Self>, output: bool) {
+    /// Capture appended `output` bytes of stdout, or the terminal was
+    /// resized (0): queue the emulator for the worker (once), and a new byte
+    /// cancels a sleep. The worker is hurried only when this append takes the
+    /// emulator past [`URGENT_BYTES`] behind.
+    pub(super) fn screen_has_news(self: &Arc<Self>, output: usize) {
         let Some(feed) = &self.screen else { return };
-        if output {
+        let mut urgent = false;
+        if output > 0 {
             feed.sleep_requested.store(false, Ordering::Relaxed);
+            let before = feed.unfed.fetch_add(output, Ordering::Relaxed);
+            urgent = before < URGENT_BYTES && before + output >= URGENT_BYTES;
         }
         if !feed.queued.swap(true, Ordering::AcqRel) {
-            worker().push(Arc::downgrade(self));
+            worker().push(Arc::downgrade(self), urgent);
+        } else if urgent {
+            worker().hurry();
         }
     }
 
@@ -93,7 +123,7 @@ impl RetainedOutput {
     pub fn sleep_screen(self: &Arc<Self>) {
         if let Some(feed) = &self.screen {
             feed.sleep_requested.store(true, Ordering::Relaxed);
-            self.screen_has_news(false);
+            self.screen_has_news(0);
         }
     }
 
@@ -209,6 +239,7 @@ impl RetainedOutput {
             return false;
         };
         let mut screen = feed.lock();
+        feed.unfed.store(0, Ordering::Relaxed);
         if !self.feed_turn(&mut screen) {
             return true;
         }
@@ -230,15 +261,25 @@ impl RetainedOutput {
 /// The screen worker: emulators with bytes (or a resize, or a sleep) to
 /// process, fed one turn each in order.
 struct Worker {
-    queue: Mutex<VecDeque<Weak<RetainedOutput>>>,
+    queue: Mutex<Queue>,
     ready: Condvar,
+}
+
+/// The worker's queue, and how it waits when the queue is empty.
+#[derive(Default)]
+struct Queue {
+    emulators: VecDeque<Weak<RetainedOutput>>,
+    /// Waiting without a deadline: a push must wake it.
+    asleep: bool,
+    /// Waiting for its next tick: only an urgent push wakes it.
+    ticking: bool,
 }
 
 fn worker() -> &'static Worker {
     static WORKER: OnceLock<&'static Worker> = OnceLock::new();
     WORKER.get_or_init(|| {
         let worker: &'static Worker = Box::leak(Box::new(Worker {
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Queue::default()),
             ready: Condvar::new(),
         }));
         let spawned = std::thread::Builder::new()
@@ -253,30 +294,58 @@ fn worker() -> &'static Worker {
 }
 
 impl Worker {
-    fn push(&self, output: Weak<RetainedOutput>) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(output);
-        self.ready.notify_one();
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, output: Weak<RetainedOutput>, urgent: bool) {
+        let mut queue = self.lock();
+        queue.emulators.push_back(output);
+        let wake = queue.asleep || (urgent && queue.ticking);
+        drop(queue);
+        if wake {
+            self.ready.notify_one();
+        }
+    }
+
+    /// A queued emulator fell [`URGENT_BYTES`] behind: do not wait for the
+    /// tick.
+    fn hurry(&self) {
+        if self.lock().ticking {
+            self.ready.notify_one();
+        }
     }
 
     fn run(&self) {
         lower_priority();
+        let mut warm_until = Instant::now();
         loop {
             let next = {
-                let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let mut queue = self.lock();
                 loop {
-                    match queue.pop_front() {
-                        Some(next) => break next,
-                        None => queue = self.ready.wait(queue).unwrap_or_else(|e| e.into_inner()),
+                    if let Some(next) = queue.emulators.pop_front() {
+                        break next;
+                    }
+                    if Instant::now() < warm_until {
+                        queue.ticking = true;
+                        queue = self
+                            .ready
+                            .wait_timeout(queue, TICK)
+                            .map(|(queue, _)| queue)
+                            .unwrap_or_else(|e| e.into_inner().0);
+                        queue.ticking = false;
+                    } else {
+                        queue.asleep = true;
+                        queue = self.ready.wait(queue).unwrap_or_else(|e| e.into_inner());
+                        queue.asleep = false;
                     }
                 }
             };
+            warm_until = Instant::now() + WARM;
             // A forgotten process is gone from the queue with its last Arc.
             if let Some(output) = next.upgrade() {
                 if output.worker_turn() {
-                    self.push(next);
+                    self.lock().emulators.push_back(next);
                 }
             }
         }
@@ -348,6 +417,40 @@ mod tests {
         assert!(!feed.sleep_requested.load(Ordering::Relaxed));
         assert_eq!(output.screen_text().unwrap().text, "$ ls\n\n\n");
         assert!(!feed.lock().is_asleep());
+    }
+
+    /// The emulator's offset once the worker alone has fed it `end` bytes
+    /// (no screen request catches it up), within a bounded time.
+    fn fed_by_the_worker(output: &RetainedOutput, end: u64) -> bool {
+        let feed = output.screen.as_ref().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if feed.lock().offset() == end {
+                return true;
+            }
+            // Nothing to wait on: the worker's progress is only visible here.
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+
+    #[test]
+    fn the_worker_feeds_small_and_large_output_without_being_asked() {
+        // A keystroke's echo (not urgent: the worker takes it at its next
+        // tick or, asleep, when woken), then a flood past URGENT_BYTES.
+        let output = pty_output(1 << 20);
+        output.append(StreamName::Stdout, b"x");
+        assert!(fed_by_the_worker(&output, 1), "a small write was never fed");
+        output.append(StreamName::Stdout, b"y");
+        assert!(fed_by_the_worker(&output, 2), "a write while warm was never fed");
+        let flood = vec![b'z'; 3 * URGENT_BYTES];
+        for chunk in flood.chunks(4096) {
+            output.append(StreamName::Stdout, chunk);
+        }
+        let end = 2 + flood.len() as u64;
+        assert!(fed_by_the_worker(&output, end), "a flood was never fed");
+        let feed = output.screen.as_ref().unwrap();
+        assert!(feed.unfed.load(Ordering::Relaxed) < URGENT_BYTES);
     }
 
     #[test]
