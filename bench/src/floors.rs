@@ -3,12 +3,14 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::net::{TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::pty::{openpty, Winsize};
 use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg, Termios};
 
@@ -113,6 +115,91 @@ pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
         .stderr(Stdio::from(slave))
         .spawn()?;
     echo_rounds(File::from(master), child, rounds, None)
+}
+
+/// Milliseconds for one byte sent over loopback TCP to a relay thread that
+/// writes it to the same raw PTY `cat` and sends the echo back, `rounds`
+/// times: what any server on the network pays at least (two more socket
+/// hops and a thread woken twice), without framing, WebSocket, retention or
+/// anything else a server does. Not a target; it shows what part of the
+/// distance from the local floor is the network's.
+pub fn pty_echo_relayed(rounds: usize) -> Result<Vec<f64>> {
+    let (master, slave) = pty_pair()?;
+    let mut termios = tcgetattr(&slave)?;
+    cfmakeraw(&mut termios);
+    tcsetattr(&slave, SetArg::TCSANOW, &termios)?;
+    let mut child = Command::new("cat")
+        .stdin(Stdio::from(slave.try_clone()?))
+        .stdout(Stdio::from(slave.try_clone()?))
+        .stderr(Stdio::from(slave))
+        .spawn()?;
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let relay = std::thread::spawn(move || -> Result<()> {
+        let (socket, _) = listener.accept()?;
+        socket.set_nodelay(true)?;
+        relay_bytes(socket, File::from(master))
+    });
+    let measured = (|| -> Result<Vec<f64>> {
+        let mut client = TcpStream::connect(addr)?;
+        client.set_nodelay(true)?;
+        let mut out = Vec::with_capacity(rounds);
+        let mut byte = [0u8; 1];
+        for i in 0..rounds {
+            let key = b'a' + (i % 26) as u8;
+            let t0 = Instant::now();
+            client.write_all(&[key])?;
+            client.read_exact(&mut byte)?;
+            out.push(t0.elapsed().as_secs_f64() * 1e3);
+            if byte[0] != key {
+                bail!("relayed echo returned {:?}, expected {:?}", byte[0], key);
+            }
+        }
+        Ok(out)
+        // The client's close ends the relay.
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let relayed = relay
+        .join()
+        .map_err(|_| anyhow::anyhow!("the relay thread panicked"))?;
+    let out = measured?;
+    relayed?;
+    Ok(out)
+}
+
+/// Copies bytes both ways between `socket` and `master` until the socket
+/// closes (or the PTY ends).
+fn relay_bytes(mut socket: TcpStream, mut master: File) -> Result<()> {
+    let mut buf = [0u8; 4096];
+    loop {
+        let ready = {
+            let mut fds = [
+                PollFd::new(socket.as_fd(), PollFlags::POLLIN),
+                PollFd::new(master.as_fd(), PollFlags::POLLIN),
+            ];
+            poll(&mut fds, PollTimeout::NONE)?;
+            fds.map(|fd| fd.revents().is_some_and(|r| !r.is_empty()))
+        };
+        if ready[0] {
+            let n = socket.read(&mut buf)?;
+            if n == 0 {
+                return Ok(());
+            }
+            master.write_all(&buf[..n])?;
+        }
+        if ready[1] {
+            let n = match master.read(&mut buf) {
+                Ok(n) => n,
+                Err(e) if e.raw_os_error() == Some(libc::EIO) => 0,
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            socket.write_all(&buf[..n])?;
+        }
+    }
 }
 
 /// Milliseconds of line-discipline echo on a local PTY in cooked mode

@@ -332,6 +332,8 @@ pub async fn echo(ctx: &mut Ctx) -> Result<()> {
     let floor = Dist::new(tokio::task::spawn_blocking(move || floors::pty_echo(rounds)).await??);
     let cooked_floor =
         Dist::new(tokio::task::spawn_blocking(move || floors::pty_cooked_echo(rounds)).await??);
+    let relayed =
+        Dist::new(tokio::task::spawn_blocking(move || floors::pty_echo_relayed(rounds)).await??);
     let rtt = Dist::new(rtt);
     ctx.report.push(Figure::from_dist(
         "echo.floor",
@@ -341,6 +343,20 @@ pub async fn echo(ctx: &mut Ctx) -> Result<()> {
         &floor,
         1,
     ));
+    let over_us = (relayed.median() - floor.median()) * 1e3;
+    ctx.report.push(
+        Figure::from_dist(
+            "echo.relayed",
+            2,
+            "PTY echo through a bare TCP relay thread (no server)",
+            "ms",
+            &relayed,
+            1,
+        )
+        .note(format!(
+            "what the network alone adds: floor + {over_us:.0} us; not a target"
+        )),
+    );
     let figure = Figure::from_dist(
         "echo.rtt",
         2,

@@ -304,6 +304,14 @@ pub struct Config {
     /// (wait, attach, signal) is served as usual. 0: kill at once.
     #[arg(long, default_value_t = 0)]
     pub drain_grace_ms: u64,
+    /// Worker threads of the async runtime (connections, capture, exits).
+    /// 0: half the CPUs this process may use, at least one. Fewer workers
+    /// hand less work from thread to thread: on 2 CPUs one worker echoes a
+    /// keystroke 13-20 us sooner than two (docs/BENCHMARKS.md), and leaves
+    /// the other CPU to the programs and their clients.
+    #[arg(long, env = "TETHER_WORKER_THREADS", default_value_t = 0)]
+    pub worker_threads: usize,
+
     /// Keep no terminal emulator for PTY processes (no `screen=1`, no
     /// `/screen`): saves its memory and CPU.
     #[arg(long)]

@@ -52,6 +52,7 @@ fn main() -> anyhow::Result<()> {
         tether_server::contain::start_guard().context("cannot start the guard process")?;
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads(config.worker_threads))
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
@@ -60,6 +61,16 @@ fn main() -> anyhow::Result<()> {
     // file read) must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
     Ok(())
+}
+
+/// `--worker-threads`, or half the CPUs we may use (affinity and cgroup
+/// quota), at least one.
+fn worker_threads(asked: usize) -> usize {
+    if asked > 0 {
+        return asked;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cpus.div_ceil(2)
 }
 
 fn init_logging(json: bool) {

@@ -118,6 +118,12 @@ impl Metrics {
             &[(String::new(), gauges.attachments)],
         );
         metric(
+            "tether_worker_threads",
+            "gauge",
+            "Worker threads of the async runtime (--worker-threads).",
+            &[(String::new(), worker_threads())],
+        );
+        metric(
             "tether_connections",
             "gauge",
             "Open TCP connections, attachments included.",
@@ -206,4 +212,9 @@ impl Metrics {
         );
         out
     }
+}
+
+/// The runtime's worker threads; 0 outside one (unit tests).
+fn worker_threads() -> u64 {
+    tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_workers() as u64)
 }

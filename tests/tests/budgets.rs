@@ -264,3 +264,32 @@ async fn the_descriptor_budget_covers_running_and_exited_processes() {
     );
     drop(running);
 }
+
+/// The `tether_worker_threads` gauge of a server's `/metrics`.
+async fn worker_gauge(server: &TestServer) -> usize {
+    let text = server
+        .http
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix("tether_worker_threads "))
+        .and_then(|value| value.parse().ok())
+        .expect("no tether_worker_threads gauge")
+}
+
+#[tokio::test]
+async fn the_runtime_has_the_worker_threads_asked_for_and_half_the_cpus_by_default() {
+    let asked = TestServer::start_with(&["--worker-threads", "3"]);
+    assert_eq!(worker_gauge(&asked).await, 3);
+    let from_env = TestServer::start_with_env(&[], &[("TETHER_WORKER_THREADS", "2")]);
+    assert_eq!(worker_gauge(&from_env).await, 2);
+    // available_parallelism sees the same affinity and quota as the server.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let default = TestServer::start();
+    assert_eq!(worker_gauge(&default).await, cpus.div_ceil(2));
+}

@@ -442,7 +442,10 @@ mod tests {
         output.append(StreamName::Stdout, b"x");
         assert!(fed_by_the_worker(&output, 1), "a small write was never fed");
         output.append(StreamName::Stdout, b"y");
-        assert!(fed_by_the_worker(&output, 2), "a write while warm was never fed");
+        assert!(
+            fed_by_the_worker(&output, 2),
+            "a write while warm was never fed"
+        );
         let flood = vec![b'z'; 3 * URGENT_BYTES];
         for chunk in flood.chunks(4096) {
             output.append(StreamName::Stdout, chunk);
