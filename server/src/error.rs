@@ -201,6 +201,15 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from_static("1"),
             );
         }
+        // Refused before its body was read (or all of it): the server closes
+        // the connection after answering, and says so, so that a client does
+        // not send its next request on it.
+        if matches!(self, ApiError::StdinBusy(..) | ApiError::BodyTooLarge(_)) {
+            response.headers_mut().insert(
+                axum::http::header::CONNECTION,
+                axum::http::HeaderValue::from_static("close"),
+            );
+        }
         response
     }
 }

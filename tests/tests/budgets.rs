@@ -177,18 +177,25 @@ async fn stdin_posted_to_a_process_that_does_not_read_is_bounded_with_a_clear_42
                 .expect("a stdin POST was parked instead of answered")
                 .unwrap();
             let status = response.status().as_u16();
+            let closes = response
+                .headers()
+                .get("connection")
+                .is_some_and(|v| v == "close");
             let body: Value = response.json().await.unwrap_or(Value::Null);
-            (status, body)
+            (status, body, closes)
         }));
     }
     let mut accepted = 0;
     let mut refused = 0;
     for post in posts {
-        let (status, body) = post.await.unwrap();
+        let (status, body, closes) = post.await.unwrap();
         match status {
             204 => accepted += 1,
             429 => {
                 assert_eq!(body["error"]["code"], "stdin_busy", "{body}");
+                // Its body was never read: the connection cannot be reused,
+                // and the client is told so.
+                assert!(closes, "a 429 before the body without Connection: close");
                 refused += 1;
             }
             other => panic!("stdin POST answered {other}: {body}"),
