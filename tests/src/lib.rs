@@ -114,10 +114,14 @@ struct Launch<'a> {
     exact: bool,
     /// Where tetherd's stderr goes (default: inherited).
     stderr: Option<&'a std::path::Path>,
+    /// No `--data-dir` added: tetherd makes its private default directory
+    /// (under `TMPDIR`), as an operator who gives none gets.
+    private: bool,
 }
 
 /// A running `tetherd` on an ephemeral port; killed on drop. Unless the
-/// flags name one (or `--memory-only`), it gets a `--data-dir` of its own,
+/// flags name one (or `--memory-only`, or it is started with
+/// [`TestServer::start_private`]), it gets a `--data-dir` of its own,
 /// removed on drop: a killed server cannot remove its private one.
 pub struct TestServer {
     child: Child,
@@ -162,6 +166,16 @@ impl TestServer {
     pub fn start_wrapped(wrapper: &[&str], args: &[&str], env: &[(&str, &str)]) -> TestServer {
         let how = Launch {
             wrapper,
+            ..Launch::default()
+        };
+        TestServer::launch(&how, args, env)
+    }
+
+    /// Starts tetherd without a `--data-dir`, so that it retains to its
+    /// private default directory (under `TMPDIR`, which `env` may set).
+    pub fn start_private(args: &[&str], env: &[(&str, &str)]) -> TestServer {
+        let how = Launch {
+            private: true,
             ..Launch::default()
         };
         TestServer::launch(&how, args, env)
@@ -219,9 +233,10 @@ impl TestServer {
         if !args.contains(&"--listen") {
             command.args(["--listen", how.listen.unwrap_or("127.0.0.1:0")]);
         }
-        let data_dir = (!args
-            .iter()
-            .any(|a| *a == "--data-dir" || *a == "--memory-only"))
+        let data_dir = (!how.private
+            && !args
+                .iter()
+                .any(|a| *a == "--data-dir" || *a == "--memory-only"))
         .then(fresh_dir);
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir);

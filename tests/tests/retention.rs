@@ -71,6 +71,50 @@ async fn four_mib_read_after_the_exit_arrives_whole_then_the_exit_with_default_s
 /// of the two shared cores CI has; 100 of 2 MiB per stream (400 MiB) keep
 /// the point in about a minute: memory stays at the windows plus a fixed
 /// overhead while the disk holds every byte.
+/// The log files in the private data directory the server made in `tmp`.
+fn private_logs(tmp: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for dir in std::fs::read_dir(tmp).unwrap().flatten() {
+        for file in std::fs::read_dir(dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            names.push(file.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names
+}
+
+#[tokio::test]
+async fn output_that_fits_its_window_never_costs_a_file_and_output_past_it_is_kept_whole() {
+    let tmp = fresh_dir();
+    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp_arg = tmp.to_str().unwrap().to_string();
+    let server = TestServer::start_private(
+        &["--retain-memory-bytes", "65536"],
+        &[("TMPDIR", tmp_arg.as_str())],
+    );
+    let small = server.sh("yes small | head -c 65536", json!({})).await;
+    let exited = server.wait_exit(&small.id).await;
+    assert_eq!(exited.stdout_bytes, 65536);
+    assert_eq!(private_logs(&tmp), Vec::<String>::new());
+    assert_eq!(
+        raw_output(&server, &small.id, "stdout").await,
+        yes_output("small", 65536)
+    );
+
+    let large = server.sh("yes large | head -c 1048576", json!({})).await;
+    server.wait_exit(&large.id).await;
+    assert_eq!(private_logs(&tmp), vec![format!("{}.stdout", large.id)]);
+    let mut attachment = server.attach(&large.id, "").await;
+    let received = attachment.until_exit().await;
+    assert!(received.dropped.is_empty(), "{:?}", received.dropped);
+    assert!(received.stdout == yes_output("large", 1 << 20));
+    drop((attachment, server));
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
 #[tokio::test]
 async fn many_processes_keep_whole_logs_on_disk_while_memory_stays_at_the_windows() {
     const PROCESSES: usize = 100;

@@ -106,6 +106,11 @@ impl RingFile {
         self
     }
 
+    /// False for a [`RingFile::transient`] ring, which no restart reads.
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
     /// The open file, created now if this is the first use. Only capture
     /// writes (one writer per stream), and readers read only what a write
     /// put there, so no two callers ever create it.
