@@ -25,6 +25,12 @@ const READ_CHUNK: usize = 64 * 1024;
 /// A read shorter than this ends a burst (see `Capture::run`).
 const SMALL_READ: usize = 256;
 
+/// Bytes captured in a row before capture lets the thread's other tasks
+/// (the attachments' writers, the other stream) run. tokio's cooperative
+/// budget alone allows 128 reads, which with the disk log's `pwrite` each is
+/// about 10 ms: a stderr line waited that long behind a stdout flood.
+const CAPTURE_SLICE: usize = 256 * 1024;
+
 thread_local! {
     /// One read buffer per runtime worker thread: an idle stream holds no
     /// buffer, and no read pays for zeroing one.
@@ -79,7 +85,12 @@ impl Capture {
     pub async fn run(mut self) -> bool {
         let mut deadline: Option<Instant> = None;
         let mut screen_awake = false;
+        let mut since_yield = 0;
         loop {
+            if since_yield >= CAPTURE_SLICE {
+                since_yield = 0;
+                tokio::task::yield_now().await;
+            }
             // Block mode: wait for room. After the reap the tail of the pipe
             // fits the exit slack; what still finds no room is a descendant
             // writing on, and the drain bound holds for it as in drop mode,
@@ -108,6 +119,7 @@ impl Capture {
                             if n < SMALL_READ {
                                 guard.clear_ready();
                             }
+                            since_yield += n;
                             screen_awake = self.screen_idle.is_some();
                         }
                         Ok(Err(e)) => {
