@@ -102,9 +102,8 @@ pub fn pty_throughput(bytes: u64) -> Result<f64> {
 /// Keys per line of the cooked echo measurements.
 pub const COOKED_LINE: usize = 50;
 
-/// Milliseconds for one byte written to a local PTY master to come back from
-/// `cat` on the raw slave, `rounds` times.
-pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
+/// `cat` on the slave of a new PTY in raw mode; the master is returned.
+fn raw_cat() -> Result<(OwnedFd, std::process::Child)> {
     let (master, slave) = pty_pair()?;
     let mut termios = tcgetattr(&slave)?;
     cfmakeraw(&mut termios);
@@ -114,6 +113,13 @@ pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
         .stdout(Stdio::from(slave.try_clone()?))
         .stderr(Stdio::from(slave))
         .spawn()?;
+    Ok((master, child))
+}
+
+/// Milliseconds for one byte written to a local PTY master to come back from
+/// `cat` on the raw slave, `rounds` times.
+pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
+    let (master, child) = raw_cat()?;
     echo_rounds(File::from(master), child, rounds, None)
 }
 
@@ -124,15 +130,7 @@ pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
 /// anything else a server does. Not a target; it shows what part of the
 /// distance from the local floor is the network's.
 pub fn pty_echo_relayed(rounds: usize) -> Result<Vec<f64>> {
-    let (master, slave) = pty_pair()?;
-    let mut termios = tcgetattr(&slave)?;
-    cfmakeraw(&mut termios);
-    tcsetattr(&slave, SetArg::TCSANOW, &termios)?;
-    let mut child = Command::new("cat")
-        .stdin(Stdio::from(slave.try_clone()?))
-        .stdout(Stdio::from(slave.try_clone()?))
-        .stderr(Stdio::from(slave))
-        .spawn()?;
+    let (master, mut child) = raw_cat()?;
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let relay = std::thread::spawn(move || -> Result<()> {
@@ -140,24 +138,13 @@ pub fn pty_echo_relayed(rounds: usize) -> Result<Vec<f64>> {
         socket.set_nodelay(true)?;
         relay_bytes(socket, File::from(master))
     });
-    let measured = (|| -> Result<Vec<f64>> {
-        let mut client = TcpStream::connect(addr)?;
-        client.set_nodelay(true)?;
-        let mut out = Vec::with_capacity(rounds);
-        let mut byte = [0u8; 1];
-        for i in 0..rounds {
-            let key = b'a' + (i % 26) as u8;
-            let t0 = Instant::now();
-            client.write_all(&[key])?;
-            client.read_exact(&mut byte)?;
-            out.push(t0.elapsed().as_secs_f64() * 1e3);
-            if byte[0] != key {
-                bail!("relayed echo returned {:?}, expected {:?}", byte[0], key);
-            }
-        }
-        Ok(out)
-        // The client's close ends the relay.
-    })();
+    // The client's close (at the end of this block) ends the relay.
+    let measured = TcpStream::connect(addr)
+        .map_err(anyhow::Error::from)
+        .and_then(|mut client| {
+            client.set_nodelay(true)?;
+            timed_keys(&mut client, rounds, None)
+        });
     let _ = child.kill();
     let _ = child.wait();
     let relayed = relay
@@ -225,35 +212,42 @@ fn echo_rounds(
     rounds: usize,
     line: Option<usize>,
 ) -> Result<Vec<f64>> {
-    let mut out = Vec::with_capacity(rounds);
-    let result = (|| -> Result<()> {
-        let mut byte = [0u8; 1];
-        for i in 0..rounds {
-            let key = b'a' + (i % 26) as u8;
-            let t0 = Instant::now();
-            master.write_all(&[key])?;
-            master.read_exact(&mut byte)?;
-            out.push(t0.elapsed().as_secs_f64() * 1e3);
-            if byte[0] != key {
-                bail!(
-                    "local PTY echo returned {:?}, expected {:?}",
-                    byte[0] as char,
-                    key as char
-                );
-            }
-            if line.is_some_and(|line| (i + 1) % line == 0) {
-                master.write_all(b"\n")?;
-                let mut newline = [0u8; 2];
-                master.read_exact(&mut newline)?;
-                if &newline != b"\r\n" {
-                    bail!("cooked PTY echoed {newline:?} for a newline");
-                }
-            }
-        }
-        Ok(())
-    })();
+    let result = timed_keys(&mut master, rounds, line);
     let _ = child.kill();
     let _ = child.wait();
-    result?;
+    result
+}
+
+/// Writes one key at a time to `stream` and reads it back, `rounds` times,
+/// in ms; a newline (untimed, its `\r\n` echo read) every `line` keys.
+fn timed_keys(
+    stream: &mut (impl Read + Write),
+    rounds: usize,
+    line: Option<usize>,
+) -> Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(rounds);
+    let mut byte = [0u8; 1];
+    for i in 0..rounds {
+        let key = b'a' + (i % 26) as u8;
+        let t0 = Instant::now();
+        stream.write_all(&[key])?;
+        stream.read_exact(&mut byte)?;
+        out.push(t0.elapsed().as_secs_f64() * 1e3);
+        if byte[0] != key {
+            bail!(
+                "the echo returned {:?}, expected {:?}",
+                byte[0] as char,
+                key as char
+            );
+        }
+        if line.is_some_and(|line| (i + 1) % line == 0) {
+            stream.write_all(b"\n")?;
+            let mut newline = [0u8; 2];
+            stream.read_exact(&mut newline)?;
+            if &newline != b"\r\n" {
+                bail!("cooked PTY echoed {newline:?} for a newline");
+            }
+        }
+    }
     Ok(out)
 }

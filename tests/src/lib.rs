@@ -367,6 +367,18 @@ impl TestServer {
         serde_json::from_value(value).unwrap()
     }
 
+    /// The text of `GET /metrics`.
+    pub async fn metrics(&self) -> String {
+        self.http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Long-polls until the process has exited (bounded by [`WAIT`]).
     pub async fn wait_exit(&self, id: &str) -> ProcessInfo {
         let deadline = tokio::time::Instant::now() + WAIT;

@@ -221,15 +221,7 @@ async fn metrics_count_processes_bytes_and_exit_reasons() {
         .await;
     let mut attachment = server.attach(&process.id, "").await;
     attachment.until_exit().await;
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = server.metrics().await;
     for line in [
         "tether_processes{status=\"exited\"} 1",
         "tether_spawns_total 1",

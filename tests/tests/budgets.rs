@@ -274,16 +274,10 @@ async fn the_descriptor_budget_covers_running_and_exited_processes() {
 
 /// The `tether_worker_threads` gauge of a server's `/metrics`.
 async fn worker_gauge(server: &TestServer) -> usize {
-    let text = server
-        .http
-        .get(server.url("/metrics"))
-        .send()
+    server
+        .metrics()
         .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
+        .lines()
         .find_map(|line| line.strip_prefix("tether_worker_threads "))
         .and_then(|value| value.parse().ok())
         .expect("no tether_worker_threads gauge")

@@ -767,15 +767,7 @@ mod audit {
         );
         // Peers are named; secrets never.
         assert!(log.contains("127.0.0.1:"), "{log}");
-        let metrics = server
-            .http
-            .get(server.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = server.metrics().await;
         assert!(
             metrics.contains("tether_refusals_total{reason=\"missing_right\"} 1"),
             "{metrics}"
