@@ -492,10 +492,12 @@ impl Attachment {
         attachment
     }
 
-    /// The next frame (None when the server closed), bounded by [`WAIT`].
+    /// The next frame (None when the server closed), bounded by [`WAIT`]
+    /// in all: the server's pings do not extend it.
     pub async fn frame(&mut self) -> Option<ServerFrame> {
+        let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let message = tokio::time::timeout(WAIT, self.ws.next())
+            let message = tokio::time::timeout_at(deadline, self.ws.next())
                 .await
                 .expect("no frame within the bound")?;
             match message.ok()? {
@@ -510,8 +512,9 @@ impl Attachment {
 
     /// The next frame or the close code, whichever comes first.
     pub async fn frame_or_close(&mut self) -> Result<ServerFrame, Option<u16>> {
+        let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let message = tokio::time::timeout(WAIT, self.ws.next())
+            let message = tokio::time::timeout_at(deadline, self.ws.next())
                 .await
                 .expect("no frame within the bound");
             match message {

@@ -64,8 +64,9 @@ async fn resize_changes_stty_size_and_delivers_sigwinch() {
             rows: 40,
         })
         .await;
+    // The trap's own line, not the echo of the command that set it.
     attachment
-        .until_stdout_contains("WINCH-SEEN", &mut received)
+        .until_stdout_contains("WINCH-SEEN\r\n", &mut received)
         .await;
     type_line(&mut attachment, "stty size").await;
     attachment
