@@ -125,15 +125,7 @@ fn upgrade_to_attachment(
     } else {
         "read,write"
     };
-    let config = table.config().clone();
-    Ok(upgrade
-        .protocols([SUBPROTOCOL])
-        .max_message_size(config.max_frame_bytes)
-        .max_frame_size(config.max_frame_bytes)
-        // Client frames are small; a small read buffer keeps an idle
-        // attachment cheap (tungstenite zero-fills the whole buffer).
-        .read_buffer_size(8 << 10)
-        .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
+    Ok(attach::configure_upgrade(upgrade, table.config(), SUBPROTOCOL)
         .on_upgrade(move |socket| {
             use tracing::Instrument;
             let span = tracing::info_span!("attach", id = %process.id);

@@ -17,12 +17,13 @@ pub mod writer;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::{CloseFrame, Message, OnFailedUpgrade, WebSocket, WebSocketUpgrade};
 use futures_util::StreamExt;
 use tether_protocol::StreamName;
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::Grant;
 use crate::process::Process;
@@ -67,6 +68,24 @@ pub struct Admission {
     process: Arc<Process>,
     table: Arc<ProcessTable>,
     _slots: (Slot, Slot),
+}
+
+/// The WebSocket every attachment route accepts (`tether.v1` and the
+/// Kubernetes protocols alike): `protocol`, messages and frames up to
+/// `--max-frame-bytes`, and a small read buffer. Client frames are small,
+/// and tungstenite zero-fills the whole buffer before every read, so a small
+/// one keeps an idle attachment cheap.
+pub fn configure_upgrade(
+    upgrade: WebSocketUpgrade,
+    config: &Config,
+    protocol: &'static str,
+) -> WebSocketUpgrade<impl OnFailedUpgrade> {
+    upgrade
+        .protocols([protocol])
+        .max_message_size(config.max_frame_bytes)
+        .max_frame_size(config.max_frame_bytes)
+        .read_buffer_size(8 << 10)
+        .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
 }
 
 /// Takes an attachment slot (per process and in total).

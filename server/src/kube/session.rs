@@ -87,25 +87,27 @@ pub async fn exec(
     };
     let framing = KubeFraming::new(protocol, query.stdout, query.stderr, query.tty);
     Ok(
-        configure(upgrade, &config, protocol).on_upgrade(move |socket| async move {
-            let admitted = match table.spawn_named(request, None, Some(names)).await {
-                Ok((process, _)) => match attach::admit(&table, &process) {
-                    Ok(admission) => Ok((process, admission)),
-                    Err(error) => {
-                        process.kill(ExitReason::Killed).await;
-                        Err(error)
+        crate::attach::configure_upgrade(upgrade, &config, protocol.name()).on_upgrade(
+            move |socket| async move {
+                let admitted = match table.spawn_named(request, None, Some(names)).await {
+                    Ok((process, _)) => match attach::admit(&table, &process) {
+                        Ok(admission) => Ok((process, admission)),
+                        Err(error) => {
+                            process.kill(ExitReason::Killed).await;
+                            Err(error)
+                        }
+                    },
+                    Err(error) => Err(error),
+                };
+                match admitted {
+                    Ok((process, admission)) => {
+                        grant.audit("spawn", &process.id);
+                        serve(socket, process, admission, framing, false, grant).await
                     }
-                },
-                Err(error) => Err(error),
-            };
-            match admitted {
-                Ok((process, admission)) => {
-                    grant.audit("spawn", &process.id);
-                    serve(socket, process, admission, framing, false, grant).await
+                    Err(error) => refuse(socket, &config, protocol, error).await,
                 }
-                Err(error) => refuse(socket, &config, protocol, error).await,
-            }
-        }),
+            },
+        ),
     )
 }
 
@@ -127,8 +129,10 @@ pub async fn attach(
     let config = table.config().clone();
     let framing = KubeFraming::new(protocol, query.stdout, query.stderr, process.tty);
     let readonly = !query.stdin;
-    Ok(configure(upgrade, &config, protocol)
-        .on_upgrade(move |socket| serve(socket, process, admission, framing, readonly, grant)))
+    Ok(
+        crate::attach::configure_upgrade(upgrade, &config, protocol.name())
+            .on_upgrade(move |socket| serve(socket, process, admission, framing, readonly, grant)),
+    )
 }
 
 /// `POST .../exec`: SPDY, which is not served (the query and pod checks first, then 405).
@@ -179,19 +183,6 @@ fn spdy(
             "POST .../pods/{pod}/{verb} (SPDY) is not served; use a client that speaks the WebSocket protocol (kubectl 1.30 and later do)"
         )),
     }
-}
-
-fn configure(
-    upgrade: WebSocketUpgrade,
-    config: &Config,
-    protocol: Subprotocol,
-) -> WebSocketUpgrade<impl axum::extract::ws::OnFailedUpgrade> {
-    upgrade
-        .protocols([protocol.name()])
-        .max_message_size(config.max_frame_bytes)
-        .max_frame_size(config.max_frame_bytes)
-        .read_buffer_size(8 << 10)
-        .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
 }
 
 async fn serve(

@@ -209,30 +209,26 @@ impl StreamLog {
         let before = self.end();
         let end = before + data.len() as u64;
         let mut held = Vec::new();
-        match self.disk.as_mut() {
-            Some(d) if d.held && !d.failed => {
-                if end <= self.window_capacity {
-                    self.window.push(data);
-                    return None;
-                }
-                // The first overflow: nothing has left the window yet, so
-                // it holds the stream from 0, and all of it is written now.
-                d.held = false;
-                let keep = d
-                    .file
-                    .capacity()
-                    .saturating_sub(data.len() as u64)
-                    .min(before);
-                if keep > 0 {
-                    if let Next::Data { frame, .. } =
-                        self.window
-                            .next(before - keep, keep as usize, |_, p| p.concat())
-                    {
-                        held = frame;
-                    }
-                }
+        if let Some(d) = self.disk.as_mut().filter(|d| d.held && !d.failed) {
+            if end <= self.window_capacity {
+                self.window.push(data);
+                return None;
             }
-            _ => {}
+            // The first overflow: nothing has left the window yet, so it
+            // holds the stream from 0, and all of it is written now (as much
+            // of it as the file keeps beside `data`).
+            d.held = false;
+            let keep = d
+                .file
+                .capacity()
+                .saturating_sub(data.len() as u64)
+                .min(before);
+            if let Next::Data { frame, .. } =
+                self.window
+                    .next(before - keep, keep as usize, |_, p| p.concat())
+            {
+                held = frame;
+            }
         }
         self.window.push(data);
         let capacity = self.capacity;
