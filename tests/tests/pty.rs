@@ -50,53 +50,21 @@ async fn an_interactive_shell_runs_commands_and_exits_with_its_code() {
 }
 
 #[tokio::test]
-async fn resize_changes_stty_size_and_delivers_sigwinch() {
+async fn resize_changes_the_size_that_programs_read() {
     let server = TestServer::start();
     let (process, mut attachment) = bash(&server, json!({"cols": 100, "rows": 30})).await;
     let mut received = Received::default();
-    type_line(&mut attachment, "trap 'echo WINCH-SEEN' WINCH; stty size").await;
+    type_line(&mut attachment, "stty size").await;
     attachment
         .until_stdout_contains("30 100", &mut received)
         .await;
-    // The trap's own line (not the echo of the command that set it) says
-    // the resize reached the shell. Twice in fresh-clone CI runs under load
-    // (session 5) a resize sent here was never applied, which no local run
-    // reproduced (see the issue 16 notes): the frame is sent again, at most
-    // twice, so that the rest of the test still judges the resize path,
-    // and the count of attempts is printed for whoever looks into it.
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        if attempts > 1 {
-            // Another size first, so that the kernel signals even if the
-            // last resize did apply.
-            attachment
-                .send(ClientFrame::Resize {
-                    cols: 119,
-                    rows: 39,
-                })
-                .await;
-        }
-        attachment
-            .send(ClientFrame::Resize {
-                cols: 120,
-                rows: 40,
-            })
-            .await;
-        let seen = tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            attachment.until_stdout_contains("WINCH-SEEN\r\n", &mut received),
-        )
+    // A resize frame is carried out before the stdin sent after it.
+    attachment
+        .send(ClientFrame::Resize {
+            cols: 120,
+            rows: 40,
+        })
         .await;
-        if seen.is_ok() {
-            break;
-        }
-        assert!(
-            attempts < 3,
-            "no SIGWINCH after {attempts} resizes: {received:?}"
-        );
-        eprintln!("resize attempt {attempts} brought no SIGWINCH; sending it again");
-    }
     type_line(&mut attachment, "stty size").await;
     attachment
         .until_stdout_contains("40 120", &mut received)
@@ -112,6 +80,33 @@ async fn resize_changes_stty_size_and_delivers_sigwinch() {
     type_line(&mut attachment, "stty size").await;
     attachment
         .until_stdout_contains("20 90", &mut received)
+        .await;
+}
+
+#[tokio::test]
+async fn resize_delivers_sigwinch_to_the_foreground_program() {
+    let server = TestServer::start();
+    // Not an interactive bash: its readline takes SIGWINCH for itself and
+    // runs a WINCH trap only sometimes (seen in one run of five under
+    // load). A script waiting in `wait` runs its trap at once.
+    let script = "trap 'echo \"WINCH $(stty size)\"' WINCH; echo ready; \
+                  while :; do sleep 60 & wait $!; kill $! 2>/dev/null; done";
+    let process = server
+        .spawn(json!({"argv": ["bash", "-c", script], "tty": true, "cols": 100, "rows": 30}))
+        .await;
+    let mut attachment = server.attach(&process.id, "").await;
+    let mut received = Received::default();
+    attachment
+        .until_stdout_contains("ready\r\n", &mut received)
+        .await;
+    attachment
+        .send(ClientFrame::Resize {
+            cols: 120,
+            rows: 40,
+        })
+        .await;
+    attachment
+        .until_stdout_contains("WINCH 40 120\r\n", &mut received)
         .await;
 }
 
