@@ -5,11 +5,11 @@ use anyhow::{bail, Result};
 
 /// Descriptors tetherd holds per running PTY session with one attachment,
 /// as counted in /proc/PID/fd: the master, a pidfd, the retention ring
-/// file, the cgroup's `cgroup.procs`, the socket; one spare.
-pub const FDS_PER_PTY_SESSION: u64 = 6;
+/// file, the socket; one spare.
+pub const FDS_PER_PTY_SESSION: u64 = 5;
 /// Per running process on pipes with one pending `wait`: stdout, stderr, a
-/// pidfd, two ring files, `cgroup.procs`, the socket; one spare.
-pub const FDS_PER_WAITED_PROCESS: u64 = 8;
+/// pidfd, two ring files, the socket; one spare.
+pub const FDS_PER_WAITED_PROCESS: u64 = 7;
 /// For the server itself and the harness's own files.
 pub const FDS_SPARE: u64 = 1024;
 

@@ -517,22 +517,25 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
             }
         }
     };
-    let cell = containment.cell(plan.id);
-    // Open only while launching: a running process holds no extra fd.
-    let cell_dir = cell.as_ref().and_then(|c| c.open_dir());
+    let (cell, entry) = containment.cell(plan.id).unzip();
     let request = Launch {
         argv: plan.argv,
         env: env.into_iter().collect(),
         cwd: plan.cwd,
         stdio,
         controlling_tty: plan.tty.is_some(),
-        cgroup_procs: cell.as_ref().map(|c| c.procs_fd()),
-        cgroup_dir: cell_dir.as_ref().map(|d| d.as_raw_fd()),
+        cgroup_procs: entry.as_ref().map(|e| e.procs.as_raw_fd()),
+        cgroup_dir: entry
+            .as_ref()
+            .and_then(|e| e.dir.as_ref())
+            .map(|d| d.as_raw_fd()),
         identity: plan.identity,
         open_file_limit: plan.open_file_limit,
     };
     let launched = reaper::register_while(|| launch(&request));
+    // Open only while launching: a running process holds no fd for them.
     drop(child_side);
+    drop(entry);
     let pid = match launched {
         Ok(pid) => pid,
         Err(e) => {

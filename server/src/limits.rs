@@ -3,12 +3,12 @@
 //!
 //! What a descriptor budget must cover (counted in `/proc/PID/fd`, see
 //! README.md and `tests/tests/budgets.rs`): a running process on pipes
-//! holds stdout, stderr, a pidfd, with `"stdin": true` stdin, a disk log
-//! per stream and its cgroup's `cgroup.procs`; on a PTY the master, a
-//! pidfd, one disk log and `cgroup.procs`. An exited process still known
-//! keeps its disk logs (its output stays readable) and `cgroup.procs`
-//! (what it left running can still be ended), a PTY its master instead of
-//! a second log. A connection or an attachment holds its socket.
+//! holds stdout, stderr, a pidfd, with `"stdin": true` stdin, and a disk
+//! log per stream; on a PTY the master, a pidfd and one disk log. Its
+//! cgroup costs a descriptor only while it is launched. An exited process
+//! still known keeps its disk logs (its output stays readable), a PTY its
+//! master instead of a second log. A connection or an attachment holds its
+//! socket.
 
 use std::sync::OnceLock;
 
@@ -17,9 +17,9 @@ use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
 use crate::config::Config;
 
 /// Descriptors one running process costs at most (pipes with stdin).
-pub const FDS_PER_PROCESS: u64 = 7;
+pub const FDS_PER_PROCESS: u64 = 6;
 /// Descriptors one exited process costs while it is still known.
-pub const FDS_PER_EXITED_PROCESS: u64 = 3;
+pub const FDS_PER_EXITED_PROCESS: u64 = 2;
 /// Descriptors one connection or attachment costs.
 pub const FDS_PER_CONNECTION: u64 = 1;
 /// Kept aside for the server itself (listener, epoll, signal pipe, files
@@ -169,12 +169,12 @@ mod tests {
     #[test]
     fn exited_processes_still_known_are_counted() {
         let mut config = Config::defaults();
-        let fit = fit_to_limit(&mut config, 20_000, |_| false);
+        let fit = fit_to_limit(&mut config, 16_000, |_| false);
         assert!(fit.lowered, "{fit:?}");
         let need = processes_cost(fit.max_processes, fit.max_known_processes)
             + fit.max_connections as u64 * FDS_PER_CONNECTION
             + FDS_RESERVED;
-        assert!(need <= 20_000, "{fit:?} needs {need}");
+        assert!(need <= 16_000, "{fit:?} needs {need}");
         assert!(fit.max_known_processes >= fit.max_processes);
     }
 

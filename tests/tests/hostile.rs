@@ -319,8 +319,8 @@ async fn on_sigterm_slow_readers_get_all_their_output_the_exit_frame_and_a_close
 
 #[tokio::test]
 async fn four_hundred_processes_fit_under_a_1024_soft_limit_with_a_higher_hard_limit() {
-    // At 16384 the defaults are sized to 774 running processes (7
-    // descriptors each, 3 per exited one still known, see limits.rs).
+    // At 16384 the defaults are sized to 956 running processes (6
+    // descriptors each, 2 per exited one still known, see limits.rs).
     let mut server = TestServer::start_with_fd_limit(&[], 1024, 16384);
     for i in 0..400 {
         let (status, body) = server

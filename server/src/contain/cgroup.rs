@@ -18,7 +18,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -105,8 +105,9 @@ impl Instance {
         &self.dir
     }
 
-    /// Creates the cgroup of one process. `name` must be a plain file name.
-    pub fn cell(&self, name: &str) -> io::Result<Cell> {
+    /// Creates the cgroup of one process, with the descriptors its launch
+    /// needs (see [`Entry`]). `name` must be a plain file name.
+    pub fn cell(&self, name: &str) -> io::Result<(Cell, Entry)> {
         if name.is_empty() || name.contains('/') || name.starts_with('.') {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -115,18 +116,17 @@ impl Instance {
         }
         let dir = self.dir.join(name);
         fs::create_dir(&dir)?;
-        let procs = match open_write(&dir.join("cgroup.procs")) {
-            Ok(fd) => fd,
-            Err(e) => {
-                let _ = fs::remove_dir(&dir);
-                return Err(e);
-            }
-        };
-        Ok(Cell {
+        let cell = Cell {
             kind: self.kind,
             dir,
-            procs,
-        })
+        };
+        match cell.entry() {
+            Ok(entry) => Ok((cell, entry)),
+            Err(e) => {
+                let _ = fs::remove_dir(&cell.dir);
+                Err(e)
+            }
+        }
     }
 
     /// Ends every member of every process cgroup, then removes what is
@@ -197,7 +197,20 @@ const KILL_ROUNDS: usize = 16;
 pub struct Cell {
     kind: CgroupKind,
     dir: PathBuf,
-    procs: OwnedFd,
+}
+
+/// The ways into a [`Cell`] for the launch of its process, open only until
+/// the launch returned: a running process costs no descriptor for its
+/// cgroup.
+#[derive(Debug)]
+pub struct Entry {
+    /// `cgroup.procs`, open for writing and close-on-exec: a child not born
+    /// in the cgroup writes `0` to it before exec, so it and everything it
+    /// forks is a member from its first instruction on.
+    pub procs: OwnedFd,
+    /// The cgroup's directory, for `clone3(CLONE_INTO_CGROUP)` (v2 only;
+    /// `None` for v1 or if it cannot be opened).
+    pub dir: Option<OwnedFd>,
 }
 
 impl Cell {
@@ -206,21 +219,13 @@ impl Cell {
         self.kind
     }
 
-    /// `cgroup.procs`, open for writing and close-on-exec: the launched
-    /// child writes `0` to it before exec, so it and everything it forks is
-    /// a member from its first instruction on.
-    pub fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
-    }
-
-    /// The cgroup's directory, opened for `clone3(CLONE_INTO_CGROUP)`
-    /// (v2 only; `None` for v1 or if it cannot be opened).
-    pub fn open_dir(&self) -> Option<OwnedFd> {
-        if self.kind != CgroupKind::V2 {
-            return None;
-        }
-        let dir = fs::File::open(&self.dir).ok()?;
-        Some(dir.into())
+    fn entry(&self) -> io::Result<Entry> {
+        let procs = open_write(&self.dir.join("cgroup.procs"))?;
+        let dir = match self.kind {
+            CgroupKind::V2 => fs::File::open(&self.dir).ok().map(OwnedFd::from),
+            CgroupKind::V1Freezer => None,
+        };
+        Ok(Entry { procs, dir })
     }
 
     /// Sends `signal` to every member. Returns how many were signalled.
@@ -443,8 +448,8 @@ mod tests {
     /// holds a process and everything it forks, and kill_all ends them all.
     fn kill_all_ends_a_detached_grandchild(kind: CgroupKind) {
         let instance = Instance::create(kind).expect("cgroup hierarchy writable");
-        let cell = instance.cell("unit-test").expect("cell");
-        let fd = cell.procs_fd();
+        let (cell, entry) = instance.cell("unit-test").expect("cell");
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&entry.procs);
         let mut child = std::process::Command::new("sh");
         child.args(["-c", "setsid sleep 300 & (sleep 300 &) ; sleep 300"]);
         // SAFETY: write(2) is async-signal-safe and touches no parent memory.

@@ -25,6 +25,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::session::{signal_orphans, signal_session};
+pub use cgroup::Entry;
 use cgroup::{Cell, CgroupKind, Instance};
 use guard::Guard;
 pub use tether_protocol::Containment as ContainmentKind;
@@ -123,9 +124,10 @@ impl Containment {
         Ok(Containment { instance: None })
     }
 
-    /// The cgroup for a new process, or None for the session fallback (the
-    /// hierarchy refused, e.g. out of cgroups). Blocking: a mkdir and open.
-    pub fn cell(&self, id: &str) -> Option<Cell> {
+    /// The cgroup for a new process and the descriptors its launch needs,
+    /// or None for the session fallback (the hierarchy refused, e.g. out
+    /// of cgroups). Blocking: a mkdir and two opens.
+    pub fn cell(&self, id: &str) -> Option<(Cell, Entry)> {
         let instance = self.instance.as_ref()?;
         match instance.cell(id) {
             Ok(cell) => Some(cell),
