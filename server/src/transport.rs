@@ -1,6 +1,6 @@
 //! What the server listens on and what each connection is: TCP, TLS over
 //! TCP (HTTPS and WSS on the same port), or a Unix socket. The accept loop
-//! (`listen.rs`) takes a [`Transport`], accepts a [`Raw`] connection and
+//! (`listen/accept.rs`) takes a [`Transport`], accepts a [`Raw`] connection and
 //! its [`Peer`], counts it against the connection cap, and in the
 //! connection's own task turns it into a [`Conn`] with [`establish`]: for
 //! TLS, the handshake, bounded by [`HANDSHAKE_TIMEOUT`], so a client that

@@ -1,0 +1,224 @@
+//! Spawn admission: idempotency keys, the running limit, the retention
+//! budget and the known-process cap, decided under the table lock; the OS
+//! process is created outside it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tether_protocol::api::SpawnRequest;
+use tether_protocol::KubernetesNames;
+
+use super::{Entries, ProcessTable};
+use crate::error::ApiError;
+use crate::process::{spawn, Process, SpawnPlan};
+
+/// What the table answers a spawn request with, under its lock.
+enum Admission {
+    /// An earlier request with the same idempotency key settles it.
+    Replay(Arc<Process>),
+    /// The same key is being started right now: wait for it.
+    Wait,
+    /// Nothing to replay: validate the request, then ask again with a plan.
+    Validate,
+    /// Start it: this id, a running slot and the retention are reserved.
+    Start(String),
+}
+
+impl ProcessTable {
+    /// Validates and starts a process. With an idempotency key already used
+    /// for the same request, returns the process it started (`false`: not
+    /// new) and starts nothing.
+    pub async fn spawn(
+        self: &Arc<Self>,
+        request: SpawnRequest,
+        idempotency_key: Option<String>,
+    ) -> Result<(Arc<Process>, bool), ApiError> {
+        self.spawn_named(request, idempotency_key, None).await
+    }
+
+    /// [`ProcessTable::spawn`], recording the Kubernetes names of an exec
+    /// on the process (`server/src/kube/`).
+    pub async fn spawn_named(
+        self: &Arc<Self>,
+        request: SpawnRequest,
+        idempotency_key: Option<String>,
+        kubernetes: Option<KubernetesNames>,
+    ) -> Result<(Arc<Process>, bool), ApiError> {
+        let result = self
+            .admit_and_spawn(request, idempotency_key, kubernetes)
+            .await;
+        match &result {
+            Ok((_, true)) => self.metrics.spawns.fetch_add(1, Ordering::Relaxed),
+            Ok((_, false)) => 0,
+            Err(_) => self.metrics.spawn_failures.fetch_add(1, Ordering::Relaxed),
+        };
+        result
+    }
+
+    async fn admit_and_spawn(
+        self: &Arc<Self>,
+        request: SpawnRequest,
+        key: Option<String>,
+        kubernetes: Option<KubernetesNames>,
+    ) -> Result<(Arc<Process>, bool), ApiError> {
+        let canonical = serde_json::to_string(&request).unwrap_or_default();
+        // A replay answers before the request is even validated.
+        let mut plan = None;
+        let id = loop {
+            let spawned = self.spawned.notified();
+            match self.admit(&key, &canonical, plan.as_ref())? {
+                Admission::Replay(process) => return Ok((process, false)),
+                Admission::Wait => spawned.await,
+                Admission::Validate => {
+                    let mut planned = SpawnPlan {
+                        kubernetes: kubernetes.clone(),
+                        ..self.plan(request.clone())?
+                    };
+                    // With a key, the table keeps the key and the request it
+                    // answers for as long as the process is known.
+                    if let Some(key) = &key {
+                        planned.metadata_bytes += (key.len() + canonical.len()) as u64;
+                    }
+                    plan = Some(planned);
+                }
+                Admission::Start(id) => break id,
+            }
+        };
+        let Some(plan) = plan else {
+            return Err(ApiError::Internal("spawn admitted without a plan".into()));
+        };
+        let reserved = plan.reserved_bytes();
+        let reserved_disk = plan.reserved_disk_bytes();
+        let name = plan.name.clone();
+        let started = spawn(id.clone(), plan, &self.config, self.metrics.clone());
+        {
+            let mut entries = self.entries();
+            entries.starting.remove(&id);
+            match &started {
+                Ok(process) => {
+                    entries.processes.insert(id.clone(), process.clone());
+                }
+                Err(_) => {
+                    entries.reserved = entries.reserved.saturating_sub(reserved);
+                    entries.reserved_disk = entries.reserved_disk.saturating_sub(reserved_disk);
+                    entries.idempotency.retain(|_, (_, pid)| *pid != id);
+                    if let Some(name) = &name {
+                        entries.names.remove(name);
+                    }
+                }
+            }
+        }
+        self.spawned.notify_waiters();
+        let process = started?;
+        tracing::info!(id = %process.id, pid = process.pid, argv = ?process.argv, "spawned");
+        tokio::spawn(self.clone().retire(process.clone()));
+        Ok((process, true))
+    }
+
+    /// Under the table lock: replays an idempotency key, or, given a plan,
+    /// reserves an id, a running slot and the retention for it, so two
+    /// requests cannot both take the last slot.
+    fn admit(
+        &self,
+        key: &Option<String>,
+        canonical: &str,
+        plan: Option<&SpawnPlan>,
+    ) -> Result<Admission, ApiError> {
+        let mut entries = self.entries();
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ApiError::ShuttingDown);
+        }
+        if self.draining.load(Ordering::SeqCst) {
+            return Err(ApiError::Draining);
+        }
+        if let Some(key) = key {
+            if let Some((body, id)) = entries.idempotency.get(key) {
+                if body != canonical {
+                    return Err(ApiError::IdempotencyConflict(key.clone()));
+                }
+                if entries.starting.contains(id) {
+                    return Ok(Admission::Wait);
+                }
+                if let Some(process) = entries.processes.get(id) {
+                    return Ok(Admission::Replay(process.clone()));
+                }
+            }
+        }
+        let Some(plan) = plan else {
+            return Ok(Admission::Validate);
+        };
+        if let Some(name) = &plan.name {
+            if entries.names.contains_key(name) {
+                return Err(ApiError::NameTaken(name.clone()));
+            }
+        }
+        let running = Self::running_locked(&entries) + entries.starting.len();
+        if running >= self.config.max_processes {
+            return Err(ApiError::TooManyProcesses(self.config.max_processes));
+        }
+        self.make_room(
+            &mut entries,
+            plan.reserved_bytes(),
+            plan.reserved_disk_bytes(),
+        )?;
+        let random = uuid::Uuid::new_v4().simple();
+        let id = match &self.config.node {
+            Some(node) => format!("{node}.{random}"),
+            None => random.to_string(),
+        };
+        entries.reserved += plan.reserved_bytes();
+        entries.reserved_disk += plan.reserved_disk_bytes();
+        entries.starting.insert(id.clone());
+        if let Some(name) = &plan.name {
+            entries.names.insert(name.clone(), id.clone());
+        }
+        if let Some(key) = key {
+            entries
+                .idempotency
+                .insert(key.clone(), (canonical.to_string(), id.clone()));
+        }
+        Ok(Admission::Start(id))
+    }
+
+    /// Frees retention and known-process slots by forgetting the oldest
+    /// exited processes early, if that is what it takes.
+    fn make_room(&self, entries: &mut Entries, want: u64, want_disk: u64) -> Result<(), ApiError> {
+        let known = |e: &Entries| e.processes.len() + e.starting.len();
+        let over = |e: &Entries| {
+            e.reserved + want > self.config.retain_total
+                || e.reserved_disk + want_disk > self.config.retain_disk_total
+                || known(e) >= self.config.max_known_processes
+        };
+        if !over(entries) {
+            return Ok(());
+        }
+        let mut exited: Vec<_> = entries
+            .processes
+            .values()
+            .filter_map(|p| p.finished_at().map(|at| (at, p.id.clone())))
+            .collect();
+        exited.sort();
+        for (_, id) in exited {
+            if !over(entries) {
+                break;
+            }
+            Self::forget_locked(entries, &id);
+        }
+        if entries.reserved + want > self.config.retain_total {
+            return Err(ApiError::RetentionExhausted(format!(
+                "{want} bytes wanted, {} of {} reserved by running processes",
+                entries.reserved, self.config.retain_total
+            )));
+        }
+        if entries.reserved_disk + want_disk > self.config.retain_disk_total {
+            return Err(ApiError::RetentionExhausted(format!(
+                "{want_disk} bytes of disk wanted, {} of {} (--retain-disk-total) reserved by running processes",
+                entries.reserved_disk, self.config.retain_disk_total
+            )));
+        }
+        if known(entries) >= self.config.max_known_processes {
+            return Err(ApiError::TooManyProcesses(self.config.max_known_processes));
+        }
+        Ok(())
+    }
+}

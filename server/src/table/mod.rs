@@ -1,0 +1,272 @@
+//! The table of known processes: spawn admission (limits, retention budget,
+//! idempotency keys), lookup, and forgetting exited processes after their
+//! time-to-live.
+//!
+//! Here: the table itself, lookup, listing, forgetting, recovery and the
+//! drain and shutdown. `admit.rs` is spawn admission (idempotency, limits,
+//! the retention budget; reserved under the lock, started outside it),
+//! `plan.rs` turns a request into a plan or a 400.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tether_protocol::ExitReason;
+use tokio::sync::Notify;
+
+use crate::config::Config;
+use crate::datadir::DataDir;
+use crate::error::ApiError;
+use crate::metrics::{Gauges, Metrics};
+use crate::process::Process;
+use crate::slots::Slots;
+
+mod admit;
+mod plan;
+
+#[derive(Default)]
+struct Entries {
+    processes: HashMap<String, Arc<Process>>,
+    /// Idempotency key -> (canonical request body, process id).
+    idempotency: HashMap<String, (String, String)>,
+    /// Retention reserved by known processes and by those being started.
+    reserved: u64,
+    /// The same on disk (`--retain-disk-total`).
+    reserved_disk: u64,
+    /// Ids reserved by spawns under way (the table lock is not held while
+    /// the OS process is created).
+    starting: HashSet<String>,
+    /// Name -> id, for known processes and spawns under way.
+    names: HashMap<String, String>,
+}
+
+/// Every process the server knows, running or exited.
+pub struct ProcessTable {
+    config: Arc<Config>,
+    entries: Mutex<Entries>,
+    /// Attachment slots across all processes (`--max-attachments`).
+    pub attachment_slots: Slots,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    shutting_down: AtomicBool,
+    /// Set by SIGTERM before the shutdown: no new spawns.
+    draining: AtomicBool,
+    /// Woken whenever a spawn under way has finished (or failed).
+    spawned: Notify,
+    /// Where the disk logs go; memory only without.
+    data_dir: Option<Arc<DataDir>>,
+}
+
+impl ProcessTable {
+    /// An empty table that retains output in memory only.
+    pub fn new(config: Arc<Config>) -> Arc<ProcessTable> {
+        ProcessTable::with_data_dir(config, None)
+    }
+
+    /// An empty table whose processes retain output on disk in `data_dir`.
+    pub fn with_data_dir(config: Arc<Config>, data_dir: Option<Arc<DataDir>>) -> Arc<ProcessTable> {
+        Arc::new(ProcessTable {
+            data_dir,
+            attachment_slots: Slots::new(config.max_attachments),
+            config,
+            entries: Mutex::new(Entries::default()),
+            metrics: Arc::new(Metrics::default()),
+            shutting_down: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            spawned: Notify::new(),
+        })
+    }
+
+    /// Held for a few lines, never across an await or a process creation.
+    fn entries(&self) -> MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// Looks a process up by id, or by the name it was given. An id of
+    /// another node is a misrouted request (421), not a process that does
+    /// not exist.
+    pub fn get(&self, id_or_name: &str) -> Result<Arc<Process>, ApiError> {
+        let entries = self.entries();
+        let id = entries
+            .names
+            .get(id_or_name)
+            .map(String::as_str)
+            .unwrap_or(id_or_name);
+        if let Some(process) = entries.processes.get(id) {
+            return Ok(process.clone());
+        }
+        match crate::process::node_of(id_or_name) {
+            Some(node) if self.config.node.as_deref() != Some(node) => Err(ApiError::WrongNode(
+                id_or_name.to_string(),
+                node.to_string(),
+            )),
+            _ => Err(ApiError::NotFound(id_or_name.to_string())),
+        }
+    }
+
+    /// True once shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+    /// Whether SIGTERM has started a drain (or the shutdown itself).
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst) || self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Refuses new spawns from now on and waits, at most `grace`, for every
+    /// running process to exit on its own. The shutdown kills the rest.
+    pub async fn drain(&self, grace: Duration) {
+        self.draining.store(true, Ordering::SeqCst);
+        if grace.is_zero() {
+            return;
+        }
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "draining: no new processes"
+        );
+        let all = self.list();
+        let wait_all = async {
+            for process in &all {
+                let _ = process.watch_exit().wait_for(|e| e.is_some()).await;
+            }
+        };
+        let _ = tokio::time::timeout(grace, wait_all).await;
+    }
+
+    /// All known processes, oldest first.
+    pub fn list(&self) -> Vec<Arc<Process>> {
+        let mut all: Vec<_> = self.entries().processes.values().cloned().collect();
+        all.sort_by_key(|p| p.started_at);
+        all
+    }
+
+    /// The gauges of `/metrics`, counted now.
+    pub fn gauges(&self) -> Gauges {
+        let entries = self.entries();
+        let running = Self::running_locked(&entries);
+        Gauges {
+            running: running as u64,
+            exited: (entries.processes.len() - running) as u64,
+            attachments: self.attachment_slots.in_use() as u64,
+        }
+    }
+
+    /// Running processes (counted from the processes themselves, so it is
+    /// right the moment an exit is published).
+    fn running_locked(entries: &Entries) -> usize {
+        entries
+            .processes
+            .values()
+            .filter(|p| p.is_running())
+            .count()
+    }
+    /// The budget counts a forgotten process's retention free, so its
+    /// buffers are freed here too, whoever still holds the process (an
+    /// attachment withholding credit, a pending wait): they learn the bytes
+    /// they had not been sent as dropped.
+    fn forget_locked(entries: &mut Entries, id: &str) {
+        if let Some(process) = entries.processes.remove(id) {
+            entries.reserved = entries.reserved.saturating_sub(process.reserved_bytes);
+            entries.reserved_disk = entries
+                .reserved_disk
+                .saturating_sub(process.reserved_disk_bytes);
+            entries.idempotency.retain(|_, (_, pid)| pid != id);
+            if !process.is_running() {
+                process.output().discard();
+            }
+            if let Some(name) = &process.name {
+                entries.names.remove(name);
+            }
+        }
+    }
+
+    /// Removes a process from the table (it keeps running if it was).
+    pub fn forget(&self, id: &str) {
+        Self::forget_locked(&mut self.entries(), id);
+    }
+
+    /// Forgets a process now if it has exited, else as soon as it does.
+    pub fn forget_when_exited(self: &Arc<Self>, process: &Arc<Process>) {
+        if !process.is_running() {
+            self.forget(&process.id);
+            return;
+        }
+        let table = self.clone();
+        let mut exit = process.watch_exit();
+        let id = process.id.clone();
+        tokio::spawn(async move {
+            let _ = exit.wait_for(|e| e.is_some()).await;
+            table.forget(&id);
+        });
+    }
+
+    /// Waits for the exit, then forgets the process after its time-to-live.
+    /// Holds only the id while it sleeps, so a process forgotten early
+    /// (DELETE, budget) frees its memory at once.
+    async fn retire(self: Arc<Self>, process: Arc<Process>) {
+        let mut exit = process.watch_exit();
+        let id = process.id.clone();
+        drop(process);
+        let _ = exit.wait_for(|e| e.is_some()).await;
+        drop(exit);
+        tokio::time::sleep(self.config.exited_ttl()).await;
+        self.forget(&id);
+    }
+
+    /// Lists the processes an earlier run left in the data directory, as
+    /// exited, and forgets them after the exited TTL.
+    pub fn recover(self: &Arc<Self>) {
+        let Some(dir) = &self.data_dir else { return };
+        for recovered in dir.recover() {
+            let process = Process::recovered(recovered, &self.config, self.metrics.clone());
+            let age = process
+                .finished_at()
+                .and_then(|at| at.elapsed().ok())
+                .unwrap_or_default();
+            if age >= self.config.exited_ttl() {
+                // Its time to be forgotten passed while no server ran:
+                // dropping it removes its files.
+                continue;
+            }
+            tracing::info!(id = %process.id, reason = ?process.info().reason, "recovered from the data directory");
+            {
+                let mut entries = self.entries();
+                entries.reserved_disk += process.reserved_disk_bytes;
+                entries
+                    .processes
+                    .insert(process.id.clone(), process.clone());
+            }
+            tokio::spawn(self.clone().retire(process));
+        }
+    }
+
+    /// Kills every running process (reason `killed`) and waits, at most
+    /// `bound`, for all of them to count as exited.
+    pub async fn shutdown(&self, bound: Duration) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        // No spawn starts now; wait for those under way, so none escapes.
+        loop {
+            let spawned = self.spawned.notified();
+            if self.entries().starting.is_empty() {
+                break;
+            }
+            spawned.await;
+        }
+        let all = self.list();
+        for process in &all {
+            process.kill(ExitReason::Killed).await;
+        }
+        let wait_all = async {
+            for process in &all {
+                let _ = process.watch_exit().wait_for(|e| e.is_some()).await;
+            }
+        };
+        let _ = tokio::time::timeout(bound, wait_all).await;
+    }
+}
