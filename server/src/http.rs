@@ -22,6 +22,7 @@ use tether_protocol::{ExitReason, ProcessInfo, Signal};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
+use crate::http_params::{idempotency_key, query_u64};
 use crate::process::Process;
 use crate::table::ProcessTable;
 
@@ -379,36 +380,6 @@ async fn delete(
     Ok(Json(process.info()))
 }
 
-/// Parses an optional unsigned integer query parameter.
-pub(crate) fn query_u64(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<u64>> {
-    query
-        .get(name)
-        .map(|v| {
-            v.parse::<u64>().map_err(|_| {
-                ApiError::InvalidRequest(format!(
-                    "{name} must be a non-negative integer, got {v:?}"
-                ))
-            })
-        })
-        .transpose()
-}
-
-/// Parses an optional boolean query parameter: `1`/`true` or `0`/`false`,
-/// anything else is a 400 (a misspelt `readonly=yes` must not silently mean
-/// read-write).
-pub(crate) fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResult<Option<bool>> {
-    query
-        .get(name)
-        .map(|v| match v.as_str() {
-            "1" | "true" => Ok(true),
-            "0" | "false" => Ok(false),
-            _ => Err(ApiError::InvalidRequest(format!(
-                "{name} must be 1, 0, true or false, got {v:?}"
-            ))),
-        })
-        .transpose()
-}
-
 async fn wait(
     State(table): State<AppState>,
     Extension(grant): Extension<Grant>,
@@ -495,17 +466,4 @@ async fn resize(
     let request: ResizeRequest = json_body(body, table.config())?;
     process.resize(request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// The `Idempotency-Key` header of a spawn, if any.
-pub(crate) fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
-    headers
-        .get("idempotency-key")
-        .map(|value| {
-            value
-                .to_str()
-                .map(str::to_string)
-                .map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))
-        })
-        .transpose()
 }

@@ -18,7 +18,7 @@ use tether_protocol::{StreamName, SUBPROTOCOL};
 use crate::attach::{self, AttachOptions, ScreenStart};
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
-use crate::http::{idempotency_key, query_bool, query_u64};
+use crate::http_params::{idempotency_key, query_bool, query_u64};
 use crate::process::Process;
 use crate::table::ProcessTable;
 

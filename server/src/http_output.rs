@@ -33,7 +33,7 @@ use crate::attach;
 use crate::error::ApiError;
 use crate::follow::{Chunk, Follower};
 use crate::grant::{Grant, Need};
-use crate::http::query_u64;
+use crate::http_params::query_u64;
 use crate::table::ProcessTable;
 
 /// Trailer names of a raw response.

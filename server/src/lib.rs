@@ -53,6 +53,7 @@ pub mod grant;
 pub mod http;
 pub mod http_attach;
 pub mod http_output;
+pub mod http_params;
 pub mod kube;
 pub mod launch;
 pub mod limits;
