@@ -23,6 +23,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 pub use tether_protocol;
 
 pub mod cut;
+pub mod front;
 pub mod nginx;
 pub mod scoped;
 
