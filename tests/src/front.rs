@@ -3,7 +3,8 @@
 //! how many connections, a client made) and can lose the answer to the
 //! first connection (the request reaches the server, the client sees its
 //! connection close unanswered). It runs on a runtime of its own, so that
-//! synchronous tests can use it while they wait for a child process.
+//! synchronous tests can use it while they wait for a child process (it
+//! cannot be started from inside an async test, which has a runtime).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

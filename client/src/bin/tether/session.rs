@@ -67,8 +67,8 @@ pub struct Local {
 /// `tether run`: starts the process and attaches to it in one WebSocket
 /// (`GET /v1/run`); with `-d`, only starts it (`POST /v1/processes`) and
 /// prints its id. The first contact fails within `quick`'s retry budget;
-/// once the process runs, a dropped connection is resumed within
-/// `client`'s (the default).
+/// once the process runs, a dropped connection is resumed within the
+/// attachment's full reconnect budget, by the new process's id.
 pub async fn run(
     signals: Caught,
     client: &Client,
