@@ -88,6 +88,15 @@ pub fn tetherd_binary() -> PathBuf {
     }
 }
 
+/// The `tether` CLI under test: `TETHER_TEST_TETHER` if set (to show that
+/// a test fails against another build), else this workspace's.
+pub fn tether_binary() -> PathBuf {
+    match std::env::var_os("TETHER_TEST_TETHER") {
+        Some(path) => PathBuf::from(path),
+        None => binary("tether"),
+    }
+}
+
 /// Raises this test process's own open-file limit to at least `want`
 /// (as root, the hard limit too), for tests that open many sockets.
 pub fn raise_own_fd_limit(want: u64) {

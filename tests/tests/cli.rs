@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tether_tests::cut::CuttingProxy;
 use tether_tests::front::Front;
-use tether_tests::{binary, TestServer, WAIT};
+use tether_tests::{tether_binary, TestServer, WAIT};
 
 /// `tether ARGS` against `server`, with `stdin` fed to it.
 fn tether(server: &str, args: &[&str], stdin: &[u8]) -> Output {
     use std::io::Write;
-    let mut child = Command::new(binary("tether"))
+    let mut child = Command::new(tether_binary())
         .args(args)
         .env("TETHER_SERVER", server)
         .env_remove("TETHER_TOKEN")
@@ -36,7 +36,7 @@ fn tether(server: &str, args: &[&str], stdin: &[u8]) -> Output {
 
 /// `tether ARGS` with extra environment variables.
 fn tether_env(server: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(binary("tether"));
+    let mut command = Command::new(tether_binary());
     command
         .args(args)
         .env("TETHER_SERVER", server)
@@ -359,7 +359,7 @@ impl Tmux {
     /// in a 100x30 window, recording the outer terminal's mode before and
     /// after (`stty -g`) and tether's exit status in files of `dir`.
     fn start(name: &str, server: &str, env: &str) -> (Tmux, PathBuf) {
-        let tether = binary("tether");
+        let tether = tether_binary();
         Tmux::start_script(name, |d| {
             format!(
                 "stty -g > {d}/before; {env} TETHER_SERVER={server} {tether} run -t --env 'PS1=prompt> ' -- bash --norc -i; echo $? > {d}/rc; stty -g > {d}/after; exec sleep 600",
@@ -512,7 +512,7 @@ fn the_token_comes_from_the_flag_or_the_environment() {
 fn signals_to_tether_reach_the_remote_process() {
     use std::io::{BufRead, BufReader};
     let server = TestServer::start();
-    let mut child = Command::new(binary("tether"))
+    let mut child = Command::new(tether_binary())
         .args([
             "run",
             "--",
@@ -573,7 +573,7 @@ fn tether_lines(
     args: &[&str],
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new(binary("tether"))
+    let mut child = Command::new(tether_binary())
         .args(args)
         .env("TETHER_SERVER", server)
         .env_remove("TETHER_TOKEN")
@@ -757,7 +757,7 @@ fn ids_may_be_shortened_to_any_unique_prefix() {
 #[test]
 fn detach_keys_leave_the_process_running_and_attach_resumes_it() {
     let server = TestServer::start();
-    let tether = binary("tether");
+    let tether = tether_binary();
     let base = server.base.clone();
     // run -t, detached with Ctrl-P Ctrl-Q; then attach by an 8-character
     // prefix with other keys (Ctrl-X), detached again; then attach again
@@ -1024,7 +1024,7 @@ fn detached_id(path: &Path) -> String {
 /// `detached1..3`), printing `between-N` and waiting for the file `goN`
 /// before `tether attach`, twice.
 fn shell_attached_three_times(name: &str, server: &str, flags: &str) -> (Tmux, PathBuf) {
-    let tether = binary("tether");
+    let tether = tether_binary();
     Tmux::start_script(name, |d| {
         let attach = |n: u32| {
             format!(
