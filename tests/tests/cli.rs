@@ -1392,6 +1392,10 @@ fn a_run_without_a_server_fails_fast_with_one_line() {
         stderr.starts_with("tether: cannot reach the server at http://127.0.0.1:"),
         "{stderr}"
     );
+    assert!(
+        stderr.contains("(Connection refused (os error 111)); is tetherd running?"),
+        "{stderr}"
+    );
     // The first contact's short budget, not the 30 s of a reconnect.
     assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
 }

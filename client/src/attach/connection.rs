@@ -498,6 +498,15 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
                 let body = response.body().as_deref().unwrap_or_default();
                 return Err(Error::from_body(status, body));
             }
+            // The OS's words ("Connection refused (os error 111)"), as an
+            // HTTP call reports them.
+            Err(tokio_tungstenite::tungstenite::Error::Io(e)) => {
+                return Err(Error::Transport {
+                    url: url.to_string(),
+                    message: e.to_string(),
+                    timeout: false,
+                })
+            }
             Err(e) => {
                 return Err(Error::Transport {
                     url: url.to_string(),
