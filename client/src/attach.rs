@@ -9,10 +9,11 @@
 //! ledger per stream), so each queue holds at most `window` bytes and unread
 //! output waits on the server. The task also forwards stdin, resize and
 //! signal commands from one bounded channel (`input.rs`), and reconnects
-//! with the next offset of each stream when the connection drops. A second
-//! task long-polls `wait`, so a reader reaches end of file as soon as the
-//! process has exited and that stream is complete, even while the other
-//! stream is still unread.
+//! with the next offset of each stream when the connection drops. Once a
+//! stream has used up its credit (its reader is behind, so the server may
+//! hold the exit frame back), a second task long-polls `wait`, so a reader
+//! reaches end of file as soon as the process has exited and that stream
+//! is complete, even while the other stream is still unread.
 
 mod connection;
 mod credit;
@@ -43,6 +44,10 @@ use state::{ExitState, Guard, Shared};
 const COMMAND_QUEUE: usize = 16;
 /// Largest credit window accepted.
 const MAX_WINDOW: u64 = 1 << 40;
+/// Longest query [`Client::run`] sends as `GET /v1/run`: with the path and
+/// `HTTP/1.1`, the request line stays within the 8 KiB that proxies such
+/// as nginx accept by default.
+const MAX_RUN_QUERY: usize = 6 << 10;
 
 /// How to attach. The defaults suit most uses.
 ///
@@ -70,9 +75,16 @@ pub struct AttachOptions {
     /// `dropped` gap (`screen=evicted`). stdout then yields a
     /// [`Chunk::Screen`] first (default off).
     pub screen: bool,
-    /// Retry budget for connecting and for reconnecting after the
-    /// connection drops (default: 30 s, backoff up to 2 s).
+    /// Retry budget for reconnecting after the connection drops, and for
+    /// the first connection unless `first_connect` is set (default: 30 s,
+    /// backoff up to 2 s).
     pub reconnect: RetryPolicy,
+    /// Retry budget of the first connection alone, when it should differ
+    /// from `reconnect` (default `None`: `reconnect`). A command-line
+    /// client sets a short one, so that a server that is not there fails
+    /// fast, while a connection that drops once the process runs is still
+    /// resumed with the full `reconnect` budget.
+    pub first_connect: Option<RetryPolicy>,
     /// A connection that brings no message (the server pings every 20 s by
     /// default) for this long is taken as lost and resumed (default 90 s).
     pub idle_timeout: Duration,
@@ -90,6 +102,7 @@ impl Default for AttachOptions {
             stderr_offset: 0,
             screen: false,
             reconnect: RetryPolicy::default(),
+            first_connect: None,
             idle_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(10),
         }
@@ -194,7 +207,8 @@ impl IntoFuture for ExitHandle {
 impl Client {
     /// Attaches to a process over WebSocket (`tether.v1`) and returns its
     /// handles. Connection failures that are transient are retried within
-    /// `options.reconnect`; a 404 fails at once.
+    /// `options.first_connect` (else `options.reconnect`); a 404 fails at
+    /// once.
     pub async fn attach(&self, id: &str, options: AttachOptions) -> Result<Attachment> {
         self.attach_to(Target::Id(id), options).await
     }
@@ -207,6 +221,17 @@ impl Client {
     /// `Idempotency-Key`, so a retry after a lost answer never starts the
     /// command twice. `screen` and `readonly` do not apply (a new process
     /// has no screen to start from, and a read-only run could not type).
+    ///
+    /// A refused spawn is the same [`Error::Http`] as [`Client::spawn`]'s
+    /// (the server answers the upgrade request with it): `code()` is
+    /// `spawn_failed`, `cannot_execute`, `name_taken`, ...
+    ///
+    /// The request rides in the URL. One whose URL-encoded query would
+    /// pass 6 KiB (proxies refuse request lines over 8 KiB: nginx's
+    /// default), or that a proxy refuses as too long (414, 431), is sent as
+    /// [`Client::spawn`] and then [`Client::attach`] instead: two round
+    /// trips, the same attachment. A proxy's access log may record the URL,
+    /// the spawn request (argv, env) with it.
     pub async fn run(&self, spec: SpawnRequest, options: AttachOptions) -> Result<Attachment> {
         if options.screen || options.readonly {
             return Err(Error::InvalidArgument(
@@ -215,7 +240,28 @@ impl Client {
         }
         let request = serde_json::to_string(&spec)
             .map_err(|e| Error::InvalidArgument(format!("cannot encode the request: {e}")))?;
-        self.attach_to(Target::Run(request), options).await
+        if connection::run_query(&request, options.window)?.len() > MAX_RUN_QUERY {
+            return self.spawn_then_attach(spec, options).await;
+        }
+        match self.attach_to(Target::Run(request), options.clone()).await {
+            // Refused before it reached the server: nothing was started.
+            Err(e) if matches!(e.status(), Some(414 | 431)) => {
+                self.spawn_then_attach(spec, options).await
+            }
+            other => other,
+        }
+    }
+
+    /// [`Client::run`] in two round trips, each first contact within the
+    /// first connection's budget.
+    async fn spawn_then_attach(
+        &self,
+        spec: SpawnRequest,
+        options: AttachOptions,
+    ) -> Result<Attachment> {
+        let policy = options.first_connect.unwrap_or(options.reconnect);
+        let process = self.clone().with_retry(policy).spawn(spec).await?;
+        self.attach(&process.id, options).await
     }
 
     async fn attach_to(&self, target: Target<'_>, options: AttachOptions) -> Result<Attachment> {

@@ -23,6 +23,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 pub use tether_protocol;
 
 pub mod cut;
+pub mod front;
 pub mod nginx;
 pub mod scoped;
 
@@ -84,6 +85,15 @@ pub fn tetherd_binary() -> PathBuf {
     match std::env::var_os("TETHER_TEST_TETHERD") {
         Some(path) => PathBuf::from(path),
         None => binary("tetherd"),
+    }
+}
+
+/// The `tether` CLI under test: `TETHER_TEST_TETHER` if set (to show that
+/// a test fails against another build), else this workspace's.
+pub fn tether_binary() -> PathBuf {
+    match std::env::var_os("TETHER_TEST_TETHER") {
+        Some(path) => PathBuf::from(path),
+        None => binary("tether"),
     }
 }
 

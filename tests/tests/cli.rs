@@ -8,12 +8,14 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_tests::{binary, TestServer, WAIT};
+use tether_tests::cut::CuttingProxy;
+use tether_tests::front::Front;
+use tether_tests::{tether_binary, TestServer, WAIT};
 
 /// `tether ARGS` against `server`, with `stdin` fed to it.
 fn tether(server: &str, args: &[&str], stdin: &[u8]) -> Output {
     use std::io::Write;
-    let mut child = Command::new(binary("tether"))
+    let mut child = Command::new(tether_binary())
         .args(args)
         .env("TETHER_SERVER", server)
         .env_remove("TETHER_TOKEN")
@@ -34,7 +36,7 @@ fn tether(server: &str, args: &[&str], stdin: &[u8]) -> Output {
 
 /// `tether ARGS` with extra environment variables.
 fn tether_env(server: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(binary("tether"));
+    let mut command = Command::new(tether_binary());
     command
         .args(args)
         .env("TETHER_SERVER", server)
@@ -357,7 +359,7 @@ impl Tmux {
     /// in a 100x30 window, recording the outer terminal's mode before and
     /// after (`stty -g`) and tether's exit status in files of `dir`.
     fn start(name: &str, server: &str, env: &str) -> (Tmux, PathBuf) {
-        let tether = binary("tether");
+        let tether = tether_binary();
         Tmux::start_script(name, |d| {
             format!(
                 "stty -g > {d}/before; {env} TETHER_SERVER={server} {tether} run -t --env 'PS1=prompt> ' -- bash --norc -i; echo $? > {d}/rc; stty -g > {d}/after; exec sleep 600",
@@ -510,7 +512,7 @@ fn the_token_comes_from_the_flag_or_the_environment() {
 fn signals_to_tether_reach_the_remote_process() {
     use std::io::{BufRead, BufReader};
     let server = TestServer::start();
-    let mut child = Command::new(binary("tether"))
+    let mut child = Command::new(tether_binary())
         .args([
             "run",
             "--",
@@ -571,7 +573,7 @@ fn tether_lines(
     args: &[&str],
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new(binary("tether"))
+    let mut child = Command::new(tether_binary())
         .args(args)
         .env("TETHER_SERVER", server)
         .env_remove("TETHER_TOKEN")
@@ -755,7 +757,7 @@ fn ids_may_be_shortened_to_any_unique_prefix() {
 #[test]
 fn detach_keys_leave_the_process_running_and_attach_resumes_it() {
     let server = TestServer::start();
-    let tether = binary("tether");
+    let tether = tether_binary();
     let base = server.base.clone();
     // run -t, detached with Ctrl-P Ctrl-Q; then attach by an 8-character
     // prefix with other keys (Ctrl-X), detached again; then attach again
@@ -1022,7 +1024,7 @@ fn detached_id(path: &Path) -> String {
 /// `detached1..3`), printing `between-N` and waiting for the file `goN`
 /// before `tether attach`, twice.
 fn shell_attached_three_times(name: &str, server: &str, flags: &str) -> (Tmux, PathBuf) {
-    let tether = binary("tether");
+    let tether = tether_binary();
     Tmux::start_script(name, |d| {
         let attach = |n: u32| {
             format!(
@@ -1173,4 +1175,244 @@ fn attach_to_a_pty_whose_start_was_evicted_shows_its_screen() {
         p.lines().any(|l| l.trim() == "after[5]")
     });
     assert!(rows(&screen()).contains(&"after[5]".to_string()));
+}
+
+// `tether run` starts and attaches in one WebSocket (`GET /v1/run`).
+
+/// A [`Front`] before `server`: it records each connection's request.
+fn front(server: &TestServer) -> Front {
+    Front::start(server.base.trim_start_matches("http://").parse().unwrap())
+}
+
+/// The value of the unlabelled counter `name` in the server's `/metrics`.
+fn counter(server: &TestServer, name: &str) -> u64 {
+    let metrics = block_on(server.metrics());
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+}
+
+#[test]
+fn run_is_one_connection_and_one_request() {
+    let server = TestServer::start();
+    let front = front(&server);
+    let out = tether(
+        &front.base,
+        &["run", "--", "sh", "-c", "echo out; echo err >&2; exit 7"],
+        b"",
+    );
+    assert_eq!(
+        (text(&out.stdout).as_str(), text(&out.stderr).as_str()),
+        ("out\n", "err\n")
+    );
+    assert_eq!(out.status.code(), Some(7));
+    // No POST before the attachment, no long-poll beside it.
+    assert_eq!(front.request_lines(), ["GET /v1/run"]);
+    assert_eq!(counter(&server, "tether_spawns_total"), 1);
+    assert_eq!(counter(&server, "tether_attaches_total"), 1);
+    assert_eq!(counter(&server, "tether_wait_requests_total"), 0);
+}
+
+#[test]
+fn run_detached_still_posts_and_prints_the_id() {
+    let server = TestServer::start();
+    let front = front(&server);
+    let out = tether(&front.base, &["run", "-d", "--", "true"], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_string();
+    assert_eq!(front.request_lines(), ["POST /v1/processes"]);
+    assert_eq!(block_on(server.wait_exit(&id)).exit_code, Some(0));
+    assert_eq!(counter(&server, "tether_attaches_total"), 0);
+}
+
+#[test]
+fn run_delivers_output_from_the_first_byte_of_a_command_that_exits_at_once() {
+    let server = TestServer::start();
+    let out = tether(
+        &server.base,
+        &[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "printf first; seq 30000; printf last >&2; exit 3",
+        ],
+        b"",
+    );
+    let mut expected = String::from("first");
+    for i in 1..=30000 {
+        expected.push_str(&format!("{i}\n"));
+    }
+    assert!(
+        out.stdout == expected.as_bytes(),
+        "stdout differs ({} bytes of {})",
+        out.stdout.len(),
+        expected.len()
+    );
+    assert_eq!(text(&out.stderr), "last");
+    assert_eq!(out.status.code(), Some(3));
+    // --retain clamps the credit window, so block mode paces the program
+    // through a retention far smaller than its output, with nothing lost.
+    let out = tether(
+        &server.base,
+        &["run", "--retain", "4096", "--", "seq", "30000"],
+        b"",
+    );
+    assert!(
+        out.stdout == expected.as_bytes()[5..],
+        "stdout differs with --retain ({} bytes)",
+        out.stdout.len()
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_run_refused_at_its_upgrade_exits_as_a_shell_would() {
+    let server = TestServer::start();
+    let front = front(&server);
+    let out = tether(&front.base, &["run", "--", "/no/such/program"], b"");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(127), "{stderr}");
+    assert!(
+        stderr.starts_with("tether: ") && stderr.contains("spawn_failed"),
+        "{stderr}"
+    );
+    let out = tether(&front.base, &["run", "--", "/etc/passwd"], b"");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(126), "{stderr}");
+    assert!(stderr.contains("cannot_execute"), "{stderr}");
+    // Each was one refused upgrade request: nothing started.
+    assert_eq!(front.request_lines(), ["GET /v1/run", "GET /v1/run"]);
+    assert_eq!(counter(&server, "tether_spawns_total"), 0);
+    assert!(ps(&server.base).is_empty());
+}
+
+#[test]
+fn a_name_already_taken_is_one_clear_error_and_starts_nothing() {
+    let server = TestServer::start();
+    let out = tether(
+        &server.base,
+        &["run", "-d", "--name", "web", "--", "sleep", "30"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let first = text(&out.stdout).trim().to_string();
+    let out = tether(
+        &server.base,
+        &["run", "--name", "web", "--", "sh", "-c", "echo ran"],
+        b"",
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("tether: ") && stderr.contains("409 name_taken"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("web"), "{stderr}");
+    assert_eq!(text(&out.stdout), "");
+    let listed = ps(&server.base);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["id"], first.as_str());
+    assert_eq!(
+        tether(&server.base, &["kill", "web"], b"").status.code(),
+        Some(0)
+    );
+}
+
+#[test]
+fn a_run_whose_first_answer_is_lost_starts_the_command_once() {
+    let server = TestServer::start();
+    let front =
+        Front::losing_first_answer(server.base.trim_start_matches("http://").parse().unwrap());
+    let marker = format!("once-{}", std::process::id());
+    let out = tether(
+        &front.base,
+        &["run", "--", "sh", "-c", &format!("echo {marker}; exit 6")],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(6), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("{marker}\n"));
+    // The retry carried the same Idempotency-Key: it attached to the
+    // process the lost answer had started.
+    assert_eq!(front.request_lines(), ["GET /v1/run", "GET /v1/run"]);
+    assert_eq!(counter(&server, "tether_spawns_total"), 1);
+    assert_eq!(ps(&server.base).len(), 1);
+}
+
+#[test]
+fn a_run_dropped_mid_way_resumes_the_same_process() {
+    let server = TestServer::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let proxy = runtime.block_on(CuttingProxy::start(
+        server.base.trim_start_matches("http://").parse().unwrap(),
+    ));
+    let dir = tether_tests::fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let go = dir.join("go");
+    let script = format!(
+        "echo before; while [ ! -e {} ]; do sleep 0.05; done; echo after; exit 4",
+        go.display()
+    );
+    let (child, lines) = tether_lines(&proxy.base, &["run", "--", "sh", "-c", &script]);
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "before");
+    assert!(proxy.cut() > 0, "nothing to cut");
+    std::fs::write(&go, b"").unwrap();
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "after");
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(proxy.accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    // The resume attached by id: the command ran once.
+    assert_eq!(ps(&server.base).len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_run_without_a_server_fails_fast_with_one_line() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let started = Instant::now();
+    let out = tether(
+        &format!("http://127.0.0.1:{port}"),
+        &["run", "--", "true"],
+        b"",
+    );
+    let elapsed = started.elapsed();
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("tether: cannot reach the server at http://127.0.0.1:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(Connection refused (os error 111)); is tetherd running?"),
+        "{stderr}"
+    );
+    // The first contact's short budget, not the 30 s of a reconnect.
+    assert!(elapsed < Duration::from_secs(15), "took {elapsed:?}");
+}
+
+#[test]
+fn a_run_too_long_for_a_url_is_posted_then_attached() {
+    let server = TestServer::start();
+    let front = front(&server);
+    let script = format!(": {}; echo long-ok", "x".repeat(10_000));
+    let out = tether(&front.base, &["run", "--", "sh", "-c", &script], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "long-ok\n");
+    let lines = front.request_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0], "POST /v1/processes");
+    assert!(
+        lines[1].starts_with("GET /v1/processes/") && lines[1].ends_with("/attach"),
+        "{lines:?}"
+    );
 }

@@ -900,3 +900,89 @@ async fn a_run_cut_mid_stream_resumes_by_the_id_its_hello_gave() {
     let (_, list) = server.get("/v1/processes").await;
     assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
 }
+
+#[tokio::test]
+async fn a_refused_run_is_the_spawns_error_with_its_code() {
+    let server = TestServer::start();
+    let client = client(&server);
+    let code = |result: Result<Attachment, Error>| match result {
+        Ok(_) => panic!("the run was not refused"),
+        Err(e) => (e.status(), e.code().map(str::to_string)),
+    };
+    let run = |spec: SpawnRequest| client.run(spec, AttachOptions::default());
+    assert_eq!(
+        code(run(SpawnRequest::argv(["/no/such/program"])).await),
+        (Some(422), Some("spawn_failed".into()))
+    );
+    assert_eq!(
+        code(run(SpawnRequest::argv(["/etc/passwd"])).await),
+        (Some(422), Some("cannot_execute".into()))
+    );
+    let first = client
+        .spawn(SpawnRequest::command("sleep 30").name("taken"))
+        .await
+        .unwrap();
+    assert_eq!(
+        code(run(SpawnRequest::command("true").name("taken")).await),
+        (Some(409), Some("name_taken".into()))
+    );
+    let list = client.list().await.unwrap();
+    assert_eq!(list.len(), 1, "a refused run started nothing");
+    assert_eq!(list[0].id, first.id);
+    client.kill(&first.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_runs_first_connection_has_a_budget_of_its_own() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let client = Client::new(&format!("http://127.0.0.1:{port}")).unwrap();
+    let options = AttachOptions {
+        first_connect: Some(RetryPolicy {
+            budget: Duration::from_millis(300),
+            ..RetryPolicy::default()
+        }),
+        ..AttachOptions::default()
+    };
+    let started = Instant::now();
+    let error = bounded("run", client.run(SpawnRequest::command("true"), options))
+        .await
+        .unwrap_err();
+    // Not the 30 s of `reconnect`.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(error, Error::BudgetExhausted { .. }) && error.is_unreachable(),
+        "{error:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_attachment_whose_output_flows_makes_no_wait_request() {
+    let server = TestServer::start();
+    let client = client(&server);
+    let Attachment {
+        mut stdout, exit, ..
+    } = bounded(
+        "run",
+        client.run(SpawnRequest::command("seq 1000"), AttachOptions::default()),
+    )
+    .await
+    .unwrap();
+    let mut out = String::new();
+    bounded("stdout", stdout.read_to_string(&mut out))
+        .await
+        .unwrap();
+    assert_eq!(out.lines().count(), 1000);
+    assert_eq!(bounded("exit", exit).await.unwrap().exit_code, Some(0));
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.lines().any(|l| l == "tether_wait_requests_total 0"),
+        "{metrics}"
+    );
+}

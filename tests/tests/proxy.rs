@@ -17,8 +17,8 @@ use tokio_tungstenite::tungstenite::Message;
 const PROXY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The server block of `docs/nginx.conf.example`, with the test's ports and
-/// `proxy_read_timeout`.
-fn site(port: u16, upstream: &str) -> String {
+/// `proxy_read_timeout`, and `extra` directives in the server block.
+fn site(port: u16, upstream: &str, extra: &str) -> String {
     let timeout = PROXY_TIMEOUT.as_secs();
     format!(
         r#"
@@ -29,6 +29,7 @@ fn site(port: u16, upstream: &str) -> String {
 
     server {{
         listen 127.0.0.1:{port};
+        {extra}
 
         location / {{
             proxy_pass http://{upstream};
@@ -48,9 +49,14 @@ fn site(port: u16, upstream: &str) -> String {
 /// A tetherd with `flags`, and nginx in front of it. The server's `base`
 /// is nginx's, so every harness call (HTTP and attach) goes through it.
 async fn behind_nginx(flags: &[&str]) -> (TestServer, Nginx) {
+    behind_nginx_with(flags, "").await
+}
+
+/// [`behind_nginx`] with `extra` directives in nginx's server block.
+async fn behind_nginx_with(flags: &[&str], extra: &str) -> (TestServer, Nginx) {
     let mut server = TestServer::start_with(flags);
     let upstream = server.base.trim_start_matches("http://").to_string();
-    let nginx = Nginx::start(|_, port| site(port, &upstream)).await;
+    let nginx = Nginx::start(|_, port| site(port, &upstream, extra)).await;
     server.base = nginx.base.clone();
     (server, nginx)
 }
@@ -226,4 +232,56 @@ async fn without_the_wait_maximum_the_proxy_would_time_the_wait_out() {
     let (status, _) = server.post_raw_stdin(&process.id, b"x\n").await;
     assert_eq!(status, 204);
     server.wait_exit(&process.id).await;
+}
+
+/// `tether --server BASE ARGS`: its status, stdout and stderr.
+async fn tether(base: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = tokio::time::timeout(
+        WAIT,
+        tokio::process::Command::new(tether_tests::tether_binary())
+            .arg("--server")
+            .arg(base)
+            .args(args)
+            .env_remove("TETHER_TOKEN")
+            .stdin(std::process::Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("tether in time")
+    .expect("tether");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn tether_run_through_the_proxy_keeps_its_exit_statuses() {
+    let (server, _nginx) = behind_nginx(&[]).await;
+    let (status, out, err) = tether(
+        &server.base,
+        &["run", "--", "sh", "-c", "echo via-nginx; exit 5"],
+    )
+    .await;
+    assert_eq!((status, out.as_str()), (Some(5), "via-nginx\n"), "{err}");
+    // A spawn refused at the upgrade: nginx passes the JSON error on whole.
+    let (status, _, err) = tether(&server.base, &["run", "--", "/no/such/program"]).await;
+    assert_eq!(status, Some(127), "{err}");
+    assert!(err.contains("spawn_failed"), "{err}");
+    let (status, _, err) = tether(&server.base, &["run", "--", "/etc/passwd"]).await;
+    assert_eq!(status, Some(126), "{err}");
+    assert!(err.contains("cannot_execute"), "{err}");
+}
+
+#[tokio::test]
+async fn a_run_the_proxy_refuses_as_too_long_is_posted_then_attached() {
+    // Request lines over 1 KiB get 414 from this nginx.
+    let (server, _nginx) = behind_nginx_with(&[], "large_client_header_buffers 4 1k;").await;
+    let script = format!(": {}; echo long-ok", "x".repeat(2000));
+    let (status, out, err) = tether(&server.base, &["run", "--", "sh", "-c", &script]).await;
+    assert_eq!((status, out.as_str()), (Some(0), "long-ok\n"), "{err}");
+    // The refused upgrade started nothing: one process, the posted one.
+    let (_, list) = server.get("/v1/processes").await;
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
 }

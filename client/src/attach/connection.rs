@@ -62,11 +62,13 @@ pub(crate) struct Conn {
     eof_sent: bool,
     /// The process runs on a PTY.
     tty: bool,
+    /// The `wait` long-poll, once started (see [`Conn::watch_exit`]).
+    exit_poll: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Conn {
     /// Opens the first connection, retrying transient failures within
-    /// `options.reconnect`.
+    /// `options.first_connect` (else `options.reconnect`).
     pub async fn open(
         client: Client,
         id: &str,
@@ -104,8 +106,10 @@ impl Conn {
             eof_in_doubt: false,
             eof_sent: false,
             tty: false,
+            exit_poll: None,
         };
-        let mut backoff = Backoff::new(conn.options.reconnect);
+        let policy = conn.options.first_connect.unwrap_or(conn.options.reconnect);
+        let mut backoff = Backoff::new(policy);
         let (ws, process) = loop {
             match conn.connect().await {
                 Ok(pair) => break pair,
@@ -135,16 +139,9 @@ impl Conn {
             ([states[0].next, states[1].next], conn_window)
         };
         let mut url = match &self.run {
-            Some((request, _)) => {
-                let mut query = reqwest::Url::parse("http://run/")
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-                query
-                    .query_pairs_mut()
-                    .append_pair("request", request)
-                    .append_pair("window", &conn_window.to_string());
-                let query = query.query().unwrap_or_default().to_string();
-                self.client.ws_url(&format!("/v1/run?{query}"))
-            }
+            Some((request, _)) => self
+                .client
+                .ws_url(&format!("/v1/run?{}", run_query(request, conn_window)?)),
             None => self.client.ws_url(&format!(
                 "/v1/processes/{}/attach?stdout={}&stderr={}&window={}",
                 path_segment(&self.id),
@@ -215,11 +212,6 @@ impl Conn {
         mut commands: mpsc::Receiver<Command>,
         cancel: CancellationToken,
     ) {
-        let poller = tokio::spawn(poll_exit(
-            self.client.clone(),
-            self.id.clone(),
-            self.shared.clone(),
-        ));
         let mut ws = Some(ws);
         let mut backoff = Backoff::new(self.options.reconnect);
         loop {
@@ -280,7 +272,9 @@ impl Conn {
                 }
             }
         }
-        poller.abort();
+        if let Some(poll) = self.exit_poll.take() {
+            poll.abort();
+        }
         // Whatever happened, nobody waits forever.
         self.shared
             .fail(Error::Closed("the attachment was dropped".into()));
@@ -325,7 +319,7 @@ impl Conn {
                                 .and_then(|frame| self.shared.apply(frame));
                             match applied {
                                 Ok(Applied::Exited) => return (Outcome::Exited, progressed),
-                                Ok(Applied::More) => {}
+                                Ok(Applied::More) => self.watch_exit(),
                                 Err(e) => return (Outcome::Fatal(e), progressed),
                             }
                             if let Err(e) = self.grant(ws, false).await {
@@ -375,6 +369,23 @@ impl Conn {
         }
     }
 
+    /// Starts the `wait` long-poll once a stream has used up its credit.
+    /// Only then can the server be holding the exit frame back (it comes
+    /// after the last byte of both streams): the exit and the final totals
+    /// then still reach the handles, so the reader of the other stream
+    /// ends at its end, and the exit resolves, while this stream waits
+    /// unread. An attachment whose output flows freely makes no request
+    /// besides its WebSocket.
+    fn watch_exit(&mut self) {
+        if self.exit_poll.is_none() && self.shared.held_back.load(Ordering::Relaxed) {
+            self.exit_poll = Some(tokio::spawn(poll_exit(
+                self.client.clone(),
+                self.id.clone(),
+                self.shared.clone(),
+            )));
+        }
+    }
+
     fn lost(&self, message: String) -> Error {
         Error::Transport {
             url: format!("{}/v1/processes/{}/attach", self.client.base_url(), self.id),
@@ -382,6 +393,17 @@ impl Conn {
             timeout: false,
         }
     }
+}
+
+/// The query of `GET /v1/run`: the spawn request (JSON) and the window,
+/// URL-encoded.
+pub(crate) fn run_query(request: &str, window: u64) -> Result<String> {
+    let mut url =
+        reqwest::Url::parse("http://run/").map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    url.query_pairs_mut()
+        .append_pair("request", request)
+        .append_pair("window", &window.to_string());
+    Ok(url.query().unwrap_or_default().to_string())
 }
 
 /// Long-polls `wait` so readers learn the final totals even while the exit
@@ -475,6 +497,15 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
                 let status = response.status().as_u16();
                 let body = response.body().as_deref().unwrap_or_default();
                 return Err(Error::from_body(status, body));
+            }
+            // The OS's words ("Connection refused (os error 111)"), as an
+            // HTTP call reports them.
+            Err(tokio_tungstenite::tungstenite::Error::Io(e)) => {
+                return Err(Error::Transport {
+                    url: url.to_string(),
+                    message: e.to_string(),
+                    timeout: false,
+                })
             }
             Err(e) => {
                 return Err(Error::Transport {

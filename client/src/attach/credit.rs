@@ -66,6 +66,12 @@ impl CreditLedger {
         self.queued
     }
 
+    /// The server may send no more data of this stream on this connection
+    /// until more credit is granted.
+    pub fn is_exhausted(&self) -> bool {
+        self.allowance == 0
+    }
+
     /// The reader was dropped.
     pub fn is_discarding(&self) -> bool {
         self.discarding
@@ -168,6 +174,7 @@ mod tests {
     fn more_than_the_allowance_is_an_overrun() {
         let mut ledger = connected(100);
         assert_eq!(ledger.received(60), Ok(Receipt::Keep));
+        assert!(!ledger.is_exhausted());
         assert_eq!(
             ledger.received(41),
             Err(Overrun {
@@ -181,12 +188,14 @@ mod tests {
     fn consumed_bytes_are_granted_in_batches_of_a_quarter_window() {
         let mut ledger = connected(100);
         ledger.received(100).unwrap();
+        assert!(ledger.is_exhausted(), "the whole window arrived");
         ledger.consumed(10);
         assert!(!ledger.grant_wanted(), "10 bytes are below the threshold");
         assert_eq!(ledger.take_grant(false), None);
         ledger.consumed(15);
         assert!(ledger.grant_wanted());
         assert_eq!(ledger.take_grant(false), Some(25));
+        assert!(!ledger.is_exhausted(), "the grant is an allowance again");
         // The grant restored the allowance: the server may send 25 more.
         assert_eq!(ledger.received(25), Ok(Receipt::Keep));
         assert!(ledger.received(1).is_err());

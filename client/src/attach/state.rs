@@ -4,7 +4,7 @@
 //! are applied here ([`Shared::apply`]); the connection only moves them.
 
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::Waker;
 
@@ -185,6 +185,9 @@ pub(crate) struct Shared {
     rejection: Mutex<Option<(String, String)>>,
     /// Connections opened so far (1 + successful resumes).
     pub connections: AtomicU64,
+    /// A stream has used up its credit at least once: the server may hold
+    /// its output, and with it the exit frame, until the reader reads.
+    pub held_back: AtomicBool,
 }
 
 impl Shared {
@@ -196,6 +199,7 @@ impl Shared {
             exit,
             rejection: Mutex::new(None),
             connections: AtomicU64::new(0),
+            held_back: AtomicBool::new(false),
         }
     }
 
@@ -380,6 +384,9 @@ impl Shared {
             ))),
             Ok(Receipt::Discard) => Ok(()),
             Ok(Receipt::Keep) => {
+                if s.credit.is_exhausted() {
+                    self.held_back.store(true, Ordering::Relaxed);
+                }
                 s.push_data(offset, data);
                 s.wake();
                 Ok(())

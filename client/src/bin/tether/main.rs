@@ -133,8 +133,9 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
     if let Some(token) = cli.token.as_deref().filter(|t| !t.is_empty()) {
         client = client.with_token(token);
     }
-    // First contact fails fast when there is no server; once a process
-    // runs, waits and reconnects get the full budget.
+    // First contact fails fast when there is no server (`run`'s first
+    // WebSocket too: its budget is `quick`'s); once a process runs, waits
+    // and reconnects get the full budget.
     let quick = client.clone().with_retry(RetryPolicy {
         budget: Duration::from_secs(3),
         ..RetryPolicy::default()

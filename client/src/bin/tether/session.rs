@@ -1,5 +1,6 @@
-//! `run`, `attach` and `logs`: spawning, attaching, and one attached
-//! session from start to its end (the exit, or the detach keys).
+//! `run`, `attach` and `logs`: starting (in the same WebSocket as the
+//! attachment, for `run` without `-d`), attaching, and one attached session
+//! from start to its end (the exit, or the detach keys).
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -63,7 +64,11 @@ pub struct Local {
     pub drop_replies: bool,
 }
 
-/// `tether run`: spawns, then attaches unless `-d`.
+/// `tether run`: starts the process and attaches to it in one WebSocket
+/// (`GET /v1/run`); with `-d`, only starts it (`POST /v1/processes`) and
+/// prints its id. The first contact fails within `quick`'s retry budget;
+/// once the process runs, a dropped connection is resumed within the
+/// attachment's full reconnect budget, by the new process's id.
 pub async fn run(
     signals: Caught,
     client: &Client,
@@ -111,30 +116,29 @@ pub async fn run(
     } else if args.interactive {
         spec = spec.with_stdin();
     }
-    let info = match quick.spawn(spec).await {
-        Ok(info) => info,
-        Err(e) => {
-            // As a shell (and `docker run`) reports a command that cannot
-            // be run: 127 not found, 126 found but not runnable.
-            let status = match e.code() {
-                Some("spawn_failed") => NOT_FOUND,
-                Some("cannot_execute") => NOT_EXECUTABLE,
-                _ => return Err(e),
-            };
-            eprintln!("tether: {e}");
-            return Ok(status);
-        }
-    };
     if args.detach {
-        println!("{}", info.id);
-        return Ok(0);
+        return match quick.spawn(spec).await {
+            Ok(info) => {
+                println!("{}", info.id);
+                Ok(0)
+            }
+            Err(e) => cannot_start(e),
+        };
     }
-    let mut options = AttachOptions::default();
+    let mut options = AttachOptions {
+        first_connect: Some(quick.retry_policy()),
+        ..AttachOptions::default()
+    };
     if let Some(retain) = args.retain {
         // In block mode a credit window as large as the retention would
         // stop the program at every round trip (see the client's exec).
         options.window = options.window.min((retain / 2).max(1));
     }
+    let attachment = match client.run(spec, options).await {
+        Ok(attachment) => attachment,
+        Err(e) => return cannot_start(e),
+    };
+    let info = attachment.process().clone();
     let local = Local {
         tty,
         forward_stdin: tty || args.interactive,
@@ -143,8 +147,21 @@ pub async fn run(
         // its first queries are live.
         drop_replies: false,
     };
-    let ending = session(signals, client, &info, options, local).await?;
+    let ending = session(signals, attachment, false, local).await?;
     Ok(conclude(ending, &info, client).await)
+}
+
+/// The exit status of a spawn the server refused: as a shell (and `docker
+/// run`) reports a command that cannot be run, 127 not found, 126 found but
+/// not runnable; any other refusal is tether's own failure.
+fn cannot_start(error: Error) -> Result<i32, Error> {
+    let status = match error.code() {
+        Some("spawn_failed") => NOT_FOUND,
+        Some("cannot_execute") => NOT_EXECUTABLE,
+        _ => return Err(error),
+    };
+    eprintln!("tether: {error}");
+    Ok(status)
 }
 
 /// `tether attach`.
@@ -173,7 +190,15 @@ pub async fn attach(
         detach_keys,
         drop_replies: tty && to_terminal && !no_replay,
     };
-    let ending = session(signals, client, info, options, local).await?;
+    let attachment = match client.attach(&info.id, options.clone()).await {
+        // A server run with --no-screen has no screens: replay the bytes.
+        Err(e) if options.screen && e.code() == Some("invalid_request") => {
+            options.screen = false;
+            client.attach(&info.id, options.clone()).await?
+        }
+        other => other?,
+    };
+    let ending = session(signals, attachment, options.screen, local).await?;
     Ok(conclude(ending, info, client).await)
 }
 
@@ -238,28 +263,20 @@ async fn server_stopping(client: &Client) -> bool {
     }
 }
 
-/// Attaches and relays until the process exits or the detach keys are
-/// typed. Raw mode (with `tty`) lasts exactly as long as this call.
+/// Relays an attachment until the process exits or the detach keys are
+/// typed (`screen`: it starts from the terminal screen). Raw mode (with
+/// `tty`) lasts exactly as long as this call.
 async fn session(
     signals: Caught,
-    client: &Client,
-    info: &ProcessInfo,
-    mut options: AttachOptions,
+    attachment: Attachment,
+    screen: bool,
     local: Local,
 ) -> Result<Ending, Error> {
-    let attachment = match client.attach(&info.id, options.clone()).await {
-        // A server run with --no-screen has no screens: replay the bytes.
-        Err(e) if options.screen && e.code() == Some("invalid_request") => {
-            options.screen = false;
-            client.attach(&info.id, options.clone()).await?
-        }
-        other => other?,
-    };
     // Replayed: a screen, and stdout below the end the hello reported.
     let replies = local.drop_replies.then(Replies::replaying);
     let fence = replies.as_ref().map(|replies| {
         let until = attachment.process().stdout_bytes;
-        OutputFence::new(replies.clone(), until, options.screen)
+        OutputFence::new(replies.clone(), until, screen)
     });
     let Attachment {
         stdout,
