@@ -20,6 +20,7 @@ from tether_client import (
     NameTaken,
     SpawnFailed,
     Unauthorized,
+    Unreachable,
 )
 from tether_client.protocol import SUBPROTOCOL, Hello, decode_server_frame
 
@@ -200,3 +201,13 @@ def test_the_blocking_client_runs_too(server: Tetherd) -> None:
             assert attachment.wait().exit_code == 0
         with pytest.raises(SpawnFailed):
             client.run(["/nonexistent/tether-run-test"])
+
+
+async def test_a_run_that_cannot_connect_is_unreachable_without_its_request_in_the_message() -> None:
+    from .test_errors import _closed_port
+
+    async with AsyncClient(f"http://127.0.0.1:{_closed_port()}", retry=FAST_RETRY) as nobody:
+        with pytest.raises(Unreachable) as caught:
+            await asyncio.wait_for(nobody.run(["echo", "secret-argument"]), WAIT)
+    assert "/v1/run?request=…" in str(caught.value)
+    assert "secret-argument" not in str(caught.value)

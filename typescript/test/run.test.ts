@@ -8,6 +8,7 @@ import {
   decodeServerFrame,
   HttpError,
   InvalidArgumentError,
+  RetryBudgetExhaustedError,
   SUBPROTOCOL,
   TetherClient,
   type Attachment,
@@ -15,7 +16,7 @@ import {
   type SpawnRequest,
   type WebSocketConstructor,
 } from "@tether/client";
-import { startAnswerLosingProxy, startCuttingProxy, startServer, within, type TestServer } from "./harness.js";
+import { closedPort, startAnswerLosingProxy, startCuttingProxy, startServer, within, type TestServer } from "./harness.js";
 
 let server: TestServer;
 let client: TetherClient;
@@ -253,4 +254,14 @@ test("with a WebSocket that cannot send headers, run spawns with the key over HT
   } finally {
     await proxy.close();
   }
+});
+
+test("a run that cannot connect fails after the budget, without its request in the message", async () => {
+  const port = await closedPort();
+  const nobody = new TetherClient({ baseUrl: `http://127.0.0.1:${port}`, retry: { budgetMs: 300 } });
+  const error = await failure(nobody.run({ argv: ["echo", "secret-argument"] }));
+  assert.ok(error instanceof RetryBudgetExhaustedError, String(error));
+  assert.ok(error.isUnreachable);
+  assert.match(error.message, /\/v1\/run\?request=…&window=/);
+  assert.doesNotMatch(error.message, /secret-argument/);
 });

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
@@ -358,7 +359,7 @@ class Attachment:
         try:
             ws, hello = await asyncio.wait_for(self._open(url, key), self._options.connect_timeout)
         except asyncio.TimeoutError:
-            raise TransportError(url, "attach timed out", timeout=True) from None
+            raise TransportError(_shown(url), "attach timed out", timeout=True) from None
         if (hello.stdout, hello.stderr) != offsets:
             await _close(ws)
             raise ProtocolError(
@@ -399,7 +400,7 @@ class Attachment:
         except InvalidStatus as e:
             raise error_from_response(e.response.status_code, bytes(e.response.body or b"")) from None
         except (OSError, InvalidHandshake, ConnectionClosed, EOFError) as e:
-            raise TransportError(url, str(e) or type(e).__name__) from None
+            raise TransportError(_shown(url), str(e) or type(e).__name__) from None
         self._client._note_contact()
         try:
             if ws.subprotocol not in (None, SUBPROTOCOL):
@@ -407,7 +408,7 @@ class Attachment:
             try:
                 message = await ws.recv()
             except ConnectionClosed as e:
-                raise TransportError(url, f"closed before hello ({e})") from None
+                raise TransportError(_shown(url), f"closed before hello ({e})") from None
             if isinstance(message, str):
                 raise ProtocolError("the server sent a text message")
             try:
@@ -575,6 +576,11 @@ class Attachment:
         else:
             raise ProtocolError("a screen frame this client did not ask for")
         return False
+
+
+def _shown(url: str) -> str:
+    """``url`` for an error message: a run's spawn request (its command, its env) left out."""
+    return re.sub(r"([?&])request=[^&]*", r"\1request=…", url)
 
 
 def _quote(process_id: str) -> str:
