@@ -15,12 +15,22 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         writer.close()
 
 
+async def _first_line(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, lines: list[str]) -> None:
+    """Forwards the first line (an HTTP request line), noting it in ``lines``."""
+    with contextlib.suppress(Exception):
+        line = await reader.readline()
+        lines.append(line.decode("latin-1").rstrip("\r\n"))
+        writer.write(line)
+
+
 class CuttingProxy:
     """Forwards every connection to ``target_port``; :meth:`cut` aborts all open ones at once (a reset, mid-stream)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
         self.accepted = 0
+        self.requests: list[str] = []
+        """The request line of every connection, in order."""
         self._open: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._server: asyncio.Server | None = None
         self.base = ""
@@ -41,6 +51,7 @@ class CuttingProxy:
         pair = (in_w, out_w)
         self._open.add(pair)
         try:
+            await _first_line(in_r, out_w, self.requests)
             await asyncio.gather(_pipe(in_r, out_w), _pipe(out_r, in_w))
         finally:
             self._open.discard(pair)
@@ -111,6 +122,8 @@ class AnswerLosingFront:
         self.target_port = target_port
         self.lose = lose
         self.seen = 0
+        self.requests: list[str] = []
+        """The request line of every connection, in order."""
         self.base = ""
         self._server: asyncio.Server | None = None
 
@@ -123,6 +136,7 @@ class AnswerLosingFront:
     async def _serve(self, in_r: asyncio.StreamReader, in_w: asyncio.StreamWriter) -> None:
         self.seen += 1
         out_r, out_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+        await _first_line(in_r, out_w, self.requests)
         if self.seen > self.lose:
             await asyncio.gather(_pipe(in_r, out_w), _pipe(out_r, in_w))
             return

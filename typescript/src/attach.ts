@@ -12,12 +12,12 @@
 // end while the other is still unread on the server.
 
 import type { CallOptions, TetherClient } from "./client.js";
-import { checkSize } from "./client.js";
-import { ClosedError, InvalidArgumentError, ProtocolError, TetherError, TransportError } from "./errors.js";
+import { checkSize, randomKey } from "./client.js";
+import { ClosedError, httpErrorOf, InvalidArgumentError, ProtocolError, TetherError, TransportError } from "./errors.js";
 import { OutputStream, StreamState, type StreamStats } from "./output.js";
-import { decodeServerFrame, encodeClientFrame, type ClientFrame, type ProcessInfo, type ServerFrame, type StreamName } from "./protocol.js";
+import { decodeServerFrame, encodeClientFrame, type ClientFrame, type ProcessInfo, type ServerFrame, type SpawnRequest, type StreamName } from "./protocol.js";
 import { Backoff, sleep, type RetryPolicy } from "./retry.js";
-import { OPEN, type WebSocketLike } from "./websocket.js";
+import { OPEN, takesHeaders, type WebSocketLike, type WebSocketWithHeaders } from "./websocket.js";
 
 /** Largest stdin payload per frame (the server accepts frames up to 1 MiB). */
 const MAX_STDIN_FRAME = 64 * 1024;
@@ -25,6 +25,16 @@ const MAX_STDIN_FRAME = 64 * 1024;
 const MAX_QUEUED_INPUT = 1024 * 1024;
 /** Past this many bytes buffered in the socket, `write` waits for it to drain. */
 const MAX_SOCKET_BUFFER = 1024 * 1024;
+/** The most of a refused upgrade's answer read for its error (the server's error bodies are small). */
+const MAX_REFUSAL_BODY = 64 * 1024;
+
+/** What a `run` attachment opens its first connection with: the spawn request and its idempotency key. */
+interface RunTarget {
+  /** The spawn request as JSON (the `request` query parameter). */
+  request: string;
+  /** The `Idempotency-Key` of every attempt until the first `hello`. */
+  key: string;
+}
 
 /** How to attach. Every field is optional. */
 export interface AttachOptions {
@@ -82,7 +92,8 @@ export interface Rejection {
 /**
  * An attachment to a process: its two output streams as async iterators,
  * its stdin, resize and signal, and its exit. Made by
- * {@link TetherClient.attach} or {@link TetherClient.start}.
+ * {@link TetherClient.attach}, {@link TetherClient.start} or
+ * {@link TetherClient.run}.
  *
  * ```ts
  * const a = await client.attach(id);
@@ -137,14 +148,21 @@ export class Attachment {
   private lastSeen = 0;
   private openedAt = 0;
   private idleTimer: ReturnType<typeof setInterval> | undefined;
+  private processId: string;
+  /** Until the first `hello` of a {@link TetherClient.run}: what to spawn; the id is known from then on. */
+  private pendingRun: RunTarget | undefined;
 
-  /** @internal Use {@link TetherClient.attach}. */
+  /** @internal Use {@link TetherClient.attach} or {@link TetherClient.run}. */
   constructor(
     private readonly client: TetherClient,
-    /** The process id. */
-    readonly id: string,
+    target: string | RunTarget,
     private readonly options: AttachOptions,
   ) {
+    if (typeof target === "string") this.processId = target;
+    else {
+      this.processId = "";
+      this.pendingRun = target;
+    }
     const window = options.window ?? 256 * 1024;
     if (!Number.isSafeInteger(window) || window < 1) throw new InvalidArgumentError(`window must be a positive integer, not ${window}`);
     this.window = window;
@@ -161,6 +179,11 @@ export class Attachment {
     this.exit = new Promise<ProcessInfo>((resolve, reject) => (this.settleExit = { resolve, reject }));
     // Nobody has to await `exit`; a rejection then must not be "unhandled".
     this.exit.catch(() => {});
+  }
+
+  /** The process id (for a {@link TetherClient.run}, the new process's, known once it resolves). */
+  get id(): string {
+    return this.processId;
   }
 
   /** The next offset of each stream: where a resume (or a later attach) starts. */
@@ -286,16 +309,30 @@ export class Attachment {
       const connWindow = Math.max(1, this.window - Math.max(stdout.unconsumed, stderr.unconsumed));
       for (const s of [stdout, stderr]) s.owed = this.window - s.unconsumed - connWindow;
       const wanted = { stdout: stdout.next, stderr: stderr.next };
-      const query: Record<string, string | number> = { stdout: wanted.stdout, stderr: wanted.stderr, window: connWindow };
-      if (this.options.readonly) query.readonly = 1;
-      if (this.options.screen) query.screen = this.connections === 0 ? 1 : "evicted";
-      const url = this.client.attachUrl(this.id, query);
-      const shownUrl = url.replace(/access_token=[^&]*/, "access_token=…");
+      // A run spawns on its first connection (retried with the same key);
+      // every later one attaches to that process by id.
+      const run = this.pendingRun;
+      let url: string;
+      if (run) {
+        url = this.client.runUrl({ request: run.request, window: connWindow });
+      } else {
+        const query: Record<string, string | number> = { stdout: wanted.stdout, stderr: wanted.stderr, window: connWindow };
+        if (this.options.readonly) query.readonly = 1;
+        if (this.options.screen) query.screen = this.connections === 0 ? 1 : "evicted";
+        url = this.client.attachUrl(this.id, query);
+      }
+      const shownUrl = url.replace(/access_token=[^&]*/, "access_token=…").replace(/([?&])request=[^&]*/, "$1request=…");
       const generation = ++this.generation;
       this.state = this.connections === 0 ? "connecting" : "reconnecting";
       let socket: WebSocketLike;
       try {
-        socket = new (this.client.webSocket())(url, this.client.attachProtocols());
+        const impl = this.client.webSocket();
+        if (run) {
+          if (!takesHeaders(impl)) throw new InvalidArgumentError("run needs a WebSocket that can send the Idempotency-Key header");
+          socket = new (impl as unknown as WebSocketWithHeaders)(url, this.client.attachProtocols(), { headers: { "Idempotency-Key": run.key } });
+        } else {
+          socket = new impl(url, this.client.attachProtocols());
+        }
       } catch (e) {
         reject(e instanceof TetherError ? e : new TransportError(shownUrl, `cannot open a WebSocket: ${(e as Error).message}`));
         return;
@@ -318,8 +355,15 @@ export class Attachment {
         if (!opened) settle(new TransportError(shownUrl, `no hello within ${connectTimeout} ms`, true));
       }, connectTimeout);
       // `ws` shows pings; they keep a quiet connection counted as alive.
-      const on = (socket as unknown as { on?: (event: string, f: () => void) => void }).on;
+      const on = (socket as unknown as { on?: (event: string, f: (...args: never[]) => void) => void }).on;
       if (typeof on === "function") on.call(socket, "ping", () => (this.lastSeen = Date.now()));
+      // A refused run (the spawn failed, a bad request) is an HTTP answer to
+      // the upgrade: `ws` shows it, so the error carries the server's code.
+      if (run && typeof on === "function") {
+        on.call(socket, "unexpected-response", (_request: unknown, response: RefusedUpgrade) => {
+          void readRefusal(response).then((text) => settle(httpErrorOf(response.statusCode ?? 0, text)));
+        });
+      }
 
       socket.onerror = () => {}; // a close event follows with the details we have
       socket.onmessage = (event) => {
@@ -344,6 +388,10 @@ export class Attachment {
             }
             opened = true;
             settle();
+            if (this.pendingRun) {
+              this.processId = frame.process.id;
+              this.pendingRun = undefined;
+            }
             this.opened(socket, frame.process);
           } else if (frame.type === "error") {
             settle(new ProtocolError(`attach refused: ${frame.code}: ${frame.message}`, frame.code));
@@ -380,6 +428,10 @@ export class Attachment {
 
   /** Why an upgrade failed: the HTTP error of a GET of the process, or a transient transport error. */
   private async explain(url: string, code: number): Promise<TetherError> {
+    // A run has no process to ask about yet (its refusals come through
+    // `unexpected-response`): retry with the same key, which attaches to
+    // the process a lost answer started rather than starting another.
+    if (this.pendingRun) return new TransportError(url, `the connection closed before hello (code ${code})`);
     try {
       await this.client.getOnce(this.id, { signal: this.lifetime.signal });
     } catch (e) {
@@ -624,6 +676,54 @@ function closeQuietly(socket: WebSocketLike | undefined, hard = false): void {
   } catch {
     // Already closing: nothing to do.
   }
+}
+
+/** The answer to a refused upgrade, as `ws` hands it over (a Node `IncomingMessage`). */
+interface RefusedUpgrade {
+  statusCode?: number;
+  on(event: "data", f: (chunk: Uint8Array) => void): unknown;
+  on(event: "end" | "error" | "close", f: () => void): unknown;
+}
+
+/** The body of a refused upgrade, at most {@link MAX_REFUSAL_BODY} bytes (the connect timeout bounds the wait). */
+function readRefusal(response: RefusedUpgrade): Promise<string> {
+  return new Promise((resolve) => {
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      const body = new Uint8Array(size);
+      let at = 0;
+      for (const p of parts) {
+        body.set(p, at);
+        at += p.length;
+      }
+      resolve(new TextDecoder().decode(body));
+    };
+    response.on("data", (chunk) => {
+      if (size >= MAX_REFUSAL_BODY) return finish();
+      const piece = chunk.subarray(0, MAX_REFUSAL_BODY - size);
+      parts.push(piece);
+      size += piece.length;
+    });
+    response.on("end", finish);
+    response.on("close", finish);
+    response.on("error", finish);
+  });
+}
+
+/** Runs; see {@link TetherClient.run}. */
+export async function run(client: TetherClient, request: SpawnRequest, options: AttachOptions): Promise<Attachment> {
+  if (options.screen || options.readonly) throw new InvalidArgumentError("run starts a new process: screen and readonly do not apply");
+  if ((options.offsets?.stdout ?? 0) !== 0 || (options.offsets?.stderr ?? 0) !== 0) {
+    throw new InvalidArgumentError("run reads a new process from its first byte: offsets do not apply");
+  }
+  if (!takesHeaders(client.webSocket())) return client.start(request, options);
+  const attachment = new Attachment(client, { request: JSON.stringify(request), key: randomKey() }, options);
+  await attachment.start();
+  return attachment;
 }
 
 /** Attaches; see {@link TetherClient.attach}. */

@@ -2,8 +2,8 @@
 // they are safe, and the entry points of attachments (attach.ts) and exec
 // (exec.ts). Works unchanged in browsers and Node: fetch is global in both.
 
-import { attach, type AttachOptions, type Attachment } from "./attach.js";
-import { HttpError, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
+import { attach, run, type AttachOptions, type Attachment } from "./attach.js";
+import { httpErrorOf, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
 import { exec, type ExecOptions, type ExecResult } from "./exec.js";
 import { parseProcess, SUBPROTOCOL, type ProcessInfo, type SpawnRequest } from "./protocol.js";
 import { Backoff, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
@@ -262,6 +262,28 @@ export class TetherClient {
   }
 
   /**
+   * Starts a process and attaches to it in one WebSocket (`GET /v1/run`):
+   * one round trip where {@link start} takes two. Output is read from the
+   * first byte; `attachment.process` (and `id`) is the new process, and
+   * reconnects attach to it by its id, never running the command again.
+   * The first connection carries a random `Idempotency-Key`, so a retry
+   * after a lost answer attaches to the process that answer started
+   * instead of starting a second one. A refused spawn rejects with the
+   * server's {@link HttpError} (`spawn_failed`, `cannot_execute`,
+   * `name_taken`, `invalid_request`...). `screen`, `readonly` and
+   * `offsets` do not apply (a new process has no screen or earlier bytes,
+   * and a read-only run could not type): they reject with
+   * {@link InvalidArgumentError}.
+   *
+   * A WebSocket that cannot send headers (a browser's, Node 22's global
+   * one) cannot carry the key, so there `run` is {@link start}: spawn with
+   * the key over HTTP, then attach; the same guarantees in two round trips.
+   */
+  run(request: SpawnRequest, options: AttachOptions = {}): Promise<Attachment> {
+    return run(this, request, options);
+  }
+
+  /**
    * Runs a command to completion and returns its output, exit code and
    * reason. A string is a shell command line, an array an argv; see
    * {@link ExecOptions} for a deadline, stdin, streaming callbacks and abort.
@@ -277,7 +299,16 @@ export class TetherClient {
    * characters a subprotocol cannot carry.
    */
   attachUrl(id: string, query: Record<string, string | number>): string {
-    const url = new URL(`${this.baseUrl}/v1/processes/${segment(id)}/attach`);
+    return this.webSocketUrl(`/v1/processes/${segment(id)}/attach`, query);
+  }
+
+  /** The WebSocket URL of `GET /v1/run` with its query (`request`, the spawn request as JSON, and `window`); the token as in {@link attachUrl}. */
+  runUrl(query: Record<string, string | number>): string {
+    return this.webSocketUrl("/v1/run", query);
+  }
+
+  private webSocketUrl(path: string, query: Record<string, string | number>): string {
+    const url = new URL(`${this.baseUrl}${path}`);
     url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, String(v));
     if (this.token && !PROTOCOL_TOKEN.test(this.token)) url.searchParams.set("access_token", this.token);
@@ -353,11 +384,7 @@ export class TetherClient {
       if (status < 300) throw new ProtocolError(`unexpected response from ${spec.method} ${url}: not JSON: ${text.slice(0, 200)}`);
     }
     if (status >= 200 && status < 300) return json;
-    const error = (json as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
-    if (error && typeof error.code === "string" && typeof error.message === "string") {
-      throw new HttpError(status, error.code, error.message);
-    }
-    throw new HttpError(status, `http_${status}`, text.trim() ? text.trim().slice(0, 200) : "(empty body)");
+    throw httpErrorOf(status, text);
   }
 }
 
@@ -379,7 +406,8 @@ export function checkSize(cols: number, rows: number): void {
   if (!ok(cols) || !ok(rows)) throw new InvalidArgumentError(`terminal size ${cols}x${rows} is out of range 1..4096`);
 }
 
-function randomKey(): string {
+/** A random idempotency key. */
+export function randomKey(): string {
   const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
   if (c?.randomUUID) return c.randomUUID();
   return Array.from({ length: 4 }, () => Math.random().toString(16).slice(2, 10)).join("-");

@@ -112,6 +112,25 @@ export class ClosedError extends TetherError {
   }
 }
 
+/**
+ * The error of an HTTP answer with status `status` and body `text`: the
+ * server's JSON error body `{"error": {"code", "message"}}`, or, for a body
+ * that is not one, code `http_<status>` and the start of the text.
+ */
+export function httpErrorOf(status: number, text: string): HttpError {
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  const error = (json as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+  if (error && typeof error.code === "string" && typeof error.message === "string") {
+    return new HttpError(status, error.code, error.message);
+  }
+  return new HttpError(status, `http_${status}`, text.trim() ? text.trim().slice(0, 200) : "(empty body)");
+}
+
 /** True for failures that may succeed when retried: transport errors and HTTP 429, 502, 503, 504. */
 export function isTransient(error: unknown): boolean {
   if (error instanceof TransportError) return true;

@@ -19,6 +19,18 @@ export interface WebSocketLike {
 /** A WebSocket constructor with the standard signature (`globalThis.WebSocket`, or `ws`'s default export). */
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
 
+/** A constructor that also takes options with headers: `ws`'s (`new WebSocket(url, protocols, { headers })`). */
+export type WebSocketWithHeaders = new (url: string, protocols: string | string[], options: { headers: Record<string, string> }) => WebSocketLike;
+
+/**
+ * True when `impl` can send request headers on the upgrade: `ws`, whose
+ * sockets are Node EventEmitters. The standard WebSocket (browsers, Node
+ * 22's global one) cannot, so it cannot carry an `Idempotency-Key`.
+ */
+export function takesHeaders(impl: WebSocketConstructor): boolean {
+  return typeof (impl as { prototype?: { on?: unknown } }).prototype?.on === "function";
+}
+
 /** The standard value of `readyState` for an open socket. */
 export const OPEN = 1;
 

@@ -64,6 +64,8 @@ export interface CuttingProxy {
   url: string;
   /** Connections accepted so far. */
   readonly accepted: number;
+  /** The request line of every connection accepted, in order. */
+  readonly requests: string[];
   /** Resets every open connection (both sides). */
   cut(): void;
   /** Refuses (resets) new connections until {@link CuttingProxy.restore}. */
@@ -76,9 +78,11 @@ export async function startCuttingProxy(targetPort: number): Promise<CuttingProx
   const pairs = new Set<[Socket, Socket]>();
   let accepted = 0;
   let refusing = false;
+  const requests: string[] = [];
   const server: Server = createServer((client) => {
     if (refusing) return client.resetAndDestroy();
     accepted += 1;
+    client.once("data", (chunk: Buffer) => requests.push(chunk.toString("latin1").split("\r\n")[0] ?? ""));
     const upstream = connect(targetPort, "127.0.0.1");
     const pair: [Socket, Socket] = [client, upstream];
     pairs.add(pair);
@@ -97,6 +101,7 @@ export async function startCuttingProxy(targetPort: number): Promise<CuttingProx
     get accepted() {
       return accepted;
     },
+    requests,
     cut() {
       for (const [client, upstream] of pairs) {
         client.resetAndDestroy();
@@ -202,6 +207,64 @@ export async function startLossyFront(targetPort: number, losses: number, method
     close: () =>
       new Promise<void>((r) => {
         server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/**
+ * A TCP proxy whose first `losses` connections lose the server's answer:
+ * the request is forwarded (and takes effect), and the client's side is
+ * reset as the answer's first byte arrives. Later connections pass through.
+ */
+export interface AnswerLosingProxy {
+  url: string;
+  /** Answers lost so far. */
+  readonly lost: number;
+  /** The request line of every connection, in order. */
+  readonly requests: string[];
+  close(): Promise<void>;
+}
+
+export async function startAnswerLosingProxy(targetPort: number, losses: number): Promise<AnswerLosingProxy> {
+  const sockets = new Set<Socket>();
+  const requests: string[] = [];
+  let lost = 0;
+  const server: Server = createServer((client) => {
+    const upstream = connect(targetPort, "127.0.0.1");
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
+    }
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", end).on("close", end);
+    upstream.on("error", end).on("close", end);
+    client.once("data", (chunk: Buffer) => requests.push(chunk.toString("latin1").split("\r\n")[0] ?? ""));
+    client.pipe(upstream);
+    if (lost < losses) {
+      lost += 1;
+      upstream.once("data", () => {
+        client.resetAndDestroy();
+        upstream.destroy();
+      });
+    } else {
+      upstream.pipe(client);
+    }
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get lost() {
+      return lost;
+    },
+    requests,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
         server.close(() => r());
       }),
   };

@@ -15,7 +15,8 @@ never losing the tail::
 - ``exec`` runs to completion; ``exec_stream`` streams the output chunk by
   chunk with bounded memory; ``attach`` gives an :class:`Attachment` with a
   reader per stream, credit flow control, automatic resume from the saved
-  offsets, and ``dropped`` notices; ``terminal`` drives a PTY
+  offsets, and ``dropped`` notices; ``run`` starts a process and attaches
+  to it in one WebSocket; ``terminal`` drives a PTY
   (:class:`Terminal`: write, expect, resize, wait, interact).
 - Errors are :class:`TetherError` subclasses carrying the server's code.
 """
@@ -31,6 +32,7 @@ from .errors import (
     IdempotencyConflict,
     InvalidArgument,
     InvalidRequest,
+    NameTaken,
     NotFound,
     NotRunning,
     OutputEnded,
@@ -73,6 +75,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidArgument",
     "InvalidRequest",
+    "NameTaken",
     "NotFound",
     "NotRunning",
     "OutputEnded",

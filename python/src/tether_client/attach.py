@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
@@ -90,7 +92,7 @@ class _Outcome:
 class Attachment:
     """An attachment to a process: a reader per stream, stdin, resize, signal and the exit.
 
-    Made by :meth:`AsyncClient.attach`. ``stdout`` and ``stderr`` are
+    Made by :meth:`AsyncClient.attach` or :meth:`AsyncClient.run`. ``stdout`` and ``stderr`` are
     independent :class:`OutputReader` s, each with its own credit window, so
     a program whose stderr nobody reads still delivers stdout, and the
     reverse. :meth:`chunks` merges both. :meth:`wait` gives the exit as soon
@@ -104,11 +106,21 @@ class Attachment:
     async context manager.
     """
 
-    def __init__(self, client: AsyncClient, process_id: str, options: AttachOptions) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        process_id: str,
+        options: AttachOptions,
+        run: tuple[str, str] | None = None,
+    ) -> None:
         if not 1 <= options.window <= MAX_WINDOW:
             raise InvalidArgument(f"window must be 1 to {MAX_WINDOW} bytes")
         self._client = client
         self._id = process_id
+        # For a run, until its first hello: the spawn request (JSON) and the
+        # idempotency key that makes a retried first connection attach to
+        # the process a lost answer started; later connections go by id.
+        self._pending_run = run
         self._options = options
         self._window = options.window
         self._any = asyncio.Event()
@@ -145,7 +157,7 @@ class Attachment:
 
     @property
     def id(self) -> str:
-        """The process id."""
+        """The process id (for a run, the new process's)."""
         return self._id
 
     @property
@@ -332,20 +344,30 @@ class Attachment:
             # This stream's allowance is conn_window + owed = window - queued.
             s.owed = self._window - s.queued - conn_window
         offsets = (out.next, err.next)
-        url = self._client.ws_url(
-            f"/v1/processes/{_quote(self._id)}/attach?stdout={offsets[0]}&stderr={offsets[1]}&window={conn_window}"
-        )
+        key = None
+        if self._pending_run is not None:
+            request, key = self._pending_run
+            # The spawn request rides form-encoded in the query, as the Rust
+            # client sends it (a WebSocket upgrade has no body).
+            url = self._client.ws_url("/v1/run?" + urlencode({"request": request, "window": conn_window}))
+        else:
+            url = self._client.ws_url(
+                f"/v1/processes/{_quote(self._id)}/attach?stdout={offsets[0]}&stderr={offsets[1]}&window={conn_window}"
+            )
         if self._options.readonly:
             url += "&readonly=1"
         try:
-            ws, hello = await asyncio.wait_for(self._open(url), self._options.connect_timeout)
+            ws, hello = await asyncio.wait_for(self._open(url, key), self._options.connect_timeout)
         except asyncio.TimeoutError:
-            raise TransportError(url, "attach timed out", timeout=True) from None
+            raise TransportError(_shown(url), "attach timed out", timeout=True) from None
         if (hello.stdout, hello.stderr) != offsets:
             await _close(ws)
             raise ProtocolError(
                 f"the server resumed at offsets {(hello.stdout, hello.stderr)}, asked for {offsets}"
             )
+        if self._pending_run is not None:
+            self._id = hello.process.id
+            self._pending_run = None
         try:
             await self._grant(ws, force=True)
         except TransportError:
@@ -354,9 +376,11 @@ class Attachment:
         self.connections += 1
         return ws, hello.process
 
-    async def _open(self, url: str) -> tuple[ClientConnection, Hello]:
+    async def _open(self, url: str, idempotency_key: str | None = None) -> tuple[ClientConnection, Hello]:
         """Connects, checks the subprotocol and reads ``hello``."""
         headers = {k: v for k, v in self._client.headers.items() if k != "User-Agent"}
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
         try:
             ws = await connect(
                 url,
@@ -376,7 +400,7 @@ class Attachment:
         except InvalidStatus as e:
             raise error_from_response(e.response.status_code, bytes(e.response.body or b"")) from None
         except (OSError, InvalidHandshake, ConnectionClosed, EOFError) as e:
-            raise TransportError(url, str(e) or type(e).__name__) from None
+            raise TransportError(_shown(url), str(e) or type(e).__name__) from None
         self._client._note_contact()
         try:
             if ws.subprotocol not in (None, SUBPROTOCOL):
@@ -384,7 +408,7 @@ class Attachment:
             try:
                 message = await ws.recv()
             except ConnectionClosed as e:
-                raise TransportError(url, f"closed before hello ({e})") from None
+                raise TransportError(_shown(url), f"closed before hello ({e})") from None
             if isinstance(message, str):
                 raise ProtocolError("the server sent a text message")
             try:
@@ -554,6 +578,11 @@ class Attachment:
         return False
 
 
+def _shown(url: str) -> str:
+    """``url`` for an error message: a run's spawn request (its command, its env) left out."""
+    return re.sub(r"([?&])request=[^&]*", r"\1request=…", url)
+
+
 def _quote(process_id: str) -> str:
     from urllib.parse import quote
 
@@ -569,14 +598,21 @@ async def _close(ws: ClientConnection) -> None:
 class AttachContext:
     """What :meth:`AsyncClient.attach` returns: ``await`` it for an :class:`Attachment`, or ``async with`` it to have the attachment closed on exit."""
 
-    def __init__(self, client: AsyncClient, process_id: str, options: AttachOptions) -> None:
+    def __init__(
+        self,
+        client: AsyncClient,
+        process_id: str,
+        options: AttachOptions,
+        run: tuple[str, str] | None = None,
+    ) -> None:
         self._client = client
         self._id = process_id
         self._options = options
+        self._run = run
         self._attachment: Attachment | None = None
 
     async def _open(self) -> Attachment:
-        attachment = Attachment(self._client, self._id, self._options)
+        attachment = Attachment(self._client, self._id, self._options, self._run)
         await attachment._start()
         return attachment
 

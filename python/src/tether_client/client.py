@@ -388,6 +388,77 @@ class AsyncClient:
         )
         return AttachContext(self, process_id, options)
 
+    def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        tty: bool = False,
+        cols: int | None = None,
+        rows: int | None = None,
+        retain_bytes: int | None = None,
+        stdin: bool = False,
+        overflow: Overflow | None = None,
+        window: int = 256 * 1024,
+        readonly: bool = False,
+        reconnect: RetryPolicy | None = None,
+        connect_timeout: float = 10.0,
+    ) -> AttachContext:
+        """Starts a process and attaches to it in one WebSocket (``GET /v1/run``); see :class:`~tether_client.Attachment`.
+
+        One round trip where :meth:`spawn` then :meth:`attach` take two; use
+        it as ``async with client.run(cmd, stdin=True) as attachment:`` or
+        ``attachment = await client.run(cmd)``. The spawn arguments are
+        :meth:`spawn`'s, the rest :meth:`attach`'s. Output is read from the
+        first byte; ``attachment.process`` (and ``id``) is the new process,
+        and a dropped connection is resumed by attaching to it by id, never
+        by running the command again. The first connection carries a random
+        ``Idempotency-Key``, so a retry after a lost answer attaches to the
+        process that answer started instead of starting another. A refused
+        spawn raises the server's error (:class:`SpawnFailed` for
+        ``spawn_failed`` and ``cannot_execute``, :class:`NameTaken`,
+        :class:`InvalidRequest`...). ``readonly`` does not apply (a
+        read-only run could not type): it raises :class:`InvalidArgument`.
+        """
+        body = spawn_body(
+            command,
+            env=env,
+            cwd=cwd,
+            timeout=timeout,
+            tty=tty,
+            cols=cols,
+            rows=rows,
+            retain_bytes=retain_bytes,
+            stdin=stdin,
+            overflow=overflow,
+        )
+        return self.run_request(
+            body, window=window, readonly=readonly, reconnect=reconnect, connect_timeout=connect_timeout
+        )
+
+    def run_request(
+        self,
+        body: Mapping[str, Any],
+        *,
+        window: int = 256 * 1024,
+        readonly: bool = False,
+        reconnect: RetryPolicy | None = None,
+        connect_timeout: float = 10.0,
+    ) -> AttachContext:
+        """:meth:`run` of a ready ``POST /v1/processes`` body (see :func:`spawn_body`; ``name``, ``unattached_timeout_ms`` and other fields pass through)."""
+        from .attach import AttachContext, AttachOptions
+
+        if readonly:
+            raise InvalidArgument("run starts a new process: readonly does not apply")
+        options = AttachOptions(
+            window=window,
+            reconnect=reconnect or self.retry,
+            connect_timeout=connect_timeout,
+        )
+        return AttachContext(self, "", options, run=(json.dumps(dict(body)), str(uuid.uuid4())))
+
     async def exec(
         self,
         command: str | Sequence[str],

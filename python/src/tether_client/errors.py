@@ -71,7 +71,11 @@ class BodyTooLarge(ServerError):
 
 
 class SpawnFailed(ServerError):
-    """422 ``spawn_failed``: the server could not start the program (missing program, bad ``cwd``...)."""
+    """422 ``spawn_failed``: the server could not start the program (missing program...); or 422 ``cannot_execute``: it was found but is not runnable (not executable, a directory, a missing ``cwd``). ``code`` tells them apart."""
+
+
+class NameTaken(ServerError):
+    """409 ``name_taken``: another known process has the ``name`` asked for."""
 
 
 class IdempotencyConflict(ServerError):
@@ -92,6 +96,8 @@ _BY_CODE: dict[str, type[ServerError]] = {
     "stdin_unavailable": StdinUnavailable,
     "body_too_large": BodyTooLarge,
     "spawn_failed": SpawnFailed,
+    "cannot_execute": SpawnFailed,
+    "name_taken": NameTaken,
     "idempotency_conflict": IdempotencyConflict,
     "too_many_processes": Overloaded,
     "retention_exhausted": Overloaded,

@@ -246,6 +246,47 @@ class Client:
 
         return SyncAttachment(self._runner, self._runner.run(open_()))
 
+    def run(
+        self,
+        command: str | Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        tty: bool = False,
+        cols: int | None = None,
+        rows: int | None = None,
+        retain_bytes: int | None = None,
+        stdin: bool = False,
+        overflow: Overflow | None = None,
+        window: int = 256 * 1024,
+        readonly: bool = False,
+        reconnect: RetryPolicy | None = None,
+        connect_timeout: float = 10.0,
+    ) -> SyncAttachment:
+        """Starts a process and attaches to it in one WebSocket (:meth:`AsyncClient.run`); use ``with client.run(cmd) as attachment:``."""
+        context = self.aio.run(
+            command,
+            env=env,
+            cwd=cwd,
+            timeout=timeout,
+            tty=tty,
+            cols=cols,
+            rows=rows,
+            retain_bytes=retain_bytes,
+            stdin=stdin,
+            overflow=overflow,
+            window=window,
+            readonly=readonly,
+            reconnect=reconnect,
+            connect_timeout=connect_timeout,
+        )
+
+        async def open_() -> Attachment:
+            return await context
+
+        return SyncAttachment(self._runner, self._runner.run(open_()))
+
     def exec_stream(
         self,
         command: str | Sequence[str],
