@@ -817,6 +817,86 @@ fn detach_keys_leave_the_process_running_and_attach_resumes_it() {
     );
 }
 
+/// The modes a terminal program turns on, as tmux sees them in the pane:
+/// alternate screen, mouse reporting (any, SGR), application cursor keys,
+/// application keypad, and the cursor shown (1) or hidden (0).
+fn pane_modes(tmux: &Tmux) -> String {
+    let out = tmux.cmd(&[
+        "display-message",
+        "-p",
+        "-t",
+        "main",
+        "#{alternate_on} #{mouse_any_flag} #{mouse_sgr_flag} #{keypad_cursor_flag} #{keypad_flag} #{cursor_flag}",
+    ]);
+    text(&out.stdout).trim().to_string()
+}
+
+/// Polls (bounded) until the pane's modes are `expected`: tmux reads what
+/// was written to the pane a moment after the writer may have exited.
+fn until_modes(tmux: &Tmux, expected: &str, what: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let modes = pane_modes(tmux);
+        if modes == expected {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: modes {modes:?}, not {expected:?}; pane:\n{}",
+            tmux.pane()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A program that is still on the alternate screen with the mouse and
+/// application keys on when the user detaches (vim, less), or one killed
+/// before it cleaned up, would leave the user's own shell getting escape
+/// sequences for every click and arrow key: tether gives the terminal its
+/// usual modes back at the end of the session.
+#[test]
+fn detaching_or_a_killed_program_gives_the_local_terminal_its_modes_back() {
+    let server = TestServer::start();
+    let tether = tether_binary();
+    let base = server.base.clone();
+    const NORMAL: &str = "0 0 0 0 0 1";
+    const TUI: &str = "1 1 1 1 1 0";
+    let (tmux, dir) = Tmux::start_script("modes", |d| {
+        // The TUI's modes, then a line to wait for; the second run kills
+        // itself once told to, without cleaning up.
+        let modes = r"\033[?1049h\033[?1000h\033[?1006h\033[?1h\033=\033[?2004h\033[?25l";
+        std::fs::write(
+            format!("{d}/tui.sh"),
+            format!("printf '{modes}TUI-UP\\n'; exec sleep 600\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            format!("{d}/dies.sh"),
+            format!("printf '{modes}DYING\\n'; read line; kill -9 $$\n"),
+        )
+        .unwrap();
+        format!(
+            "export TETHER_SERVER={base}; echo SHELL-READY; \
+             {t} run -t -- sh {d}/tui.sh 2> {d}/detached; echo $? > {d}/rc1; read go; \
+             {t} run -t -- sh {d}/dies.sh 2> {d}/died; echo $? > {d}/rc2; exec sleep 600",
+            t = tether.display(),
+        )
+    });
+    tmux.until("the program", |p| p.contains("TUI-UP"));
+    until_modes(&tmux, TUI, "the program set its modes");
+    tmux.cmd(&["send-keys", "-t", "main", "C-p", "C-q"]);
+    assert_eq!(wait_file(&dir.join("rc1")), "0\n", "a detach exits 0");
+    until_modes(&tmux, NORMAL, "after the detach");
+    tmux.cmd(&["send-keys", "-t", "main", "Enter"]);
+    tmux.until("the second program", |p| p.contains("DYING"));
+    until_modes(&tmux, TUI, "the second program set them");
+    tmux.cmd(&["send-keys", "-t", "main", "Enter"]);
+    assert_eq!(wait_file(&dir.join("rc2")), "137\n", "killed by SIGKILL");
+    until_modes(&tmux, NORMAL, "after the killed program");
+    // The shell's screen is back, with what was on it before the runs.
+    tmux.until("the shell's screen", |p| p.contains("SHELL-READY"));
+}
+
 #[test]
 fn a_program_found_but_not_runnable_exits_126_and_one_not_found_127() {
     let server = TestServer::start();

@@ -13,6 +13,7 @@
 
 mod args;
 mod detach;
+mod modes;
 mod relay;
 mod replies;
 mod resolve;

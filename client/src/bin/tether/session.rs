@@ -9,14 +9,20 @@ use tether_client::{
     AttachOptions, Attachment, Client, Error, ExitReason, Overflow, ProcessInfo, SpawnRequest,
     SpawnSpec,
 };
+use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::oneshot;
 
 use crate::args::RunArgs;
 use crate::detach::DetachKeys;
+use crate::modes::ModeWatch;
 use crate::relay::{copy_output, forward_input};
 use crate::replies::{InputFilter, OutputFence, Replies};
 use crate::{exit_code, term, NOT_EXECUTABLE, NOT_FOUND};
+
+/// Longest a detach waits for the local terminal to take the reset of its
+/// modes.
+const GIVE_BACK_WAIT: Duration = Duration::from_secs(1);
 
 /// Signals caught from the start of `run` or `attach` (so that one that
 /// comes early is not fatal to tether), to be forwarded once attached.
@@ -278,6 +284,9 @@ async fn session(
         let until = attachment.process().stdout_bytes;
         OutputFence::new(replies.clone(), until, screen)
     });
+    // A PTY's output on a terminal changes that terminal's modes: they are
+    // given back when the session ends (`modes.rs`).
+    let give_back = attachment.process().tty && std::io::stdout().is_terminal();
     let Attachment {
         stdout,
         stderr,
@@ -296,9 +305,27 @@ async fn session(
     } else {
         None
     };
-    let out = tokio::spawn(copy_output(stdout, tokio::io::stdout(), u64::MAX, fence));
+    let (stop_out, stopped) = oneshot::channel::<()>();
+    let (gave_back, given_back) = oneshot::channel::<()>();
+    let out = tokio::spawn(async move {
+        if !give_back {
+            return copy_output(stdout, tokio::io::stdout(), u64::MAX, fence).await;
+        }
+        let mut local = ModeWatch::new(tokio::io::stdout());
+        let result = tokio::select! {
+            result = copy_output(stdout, &mut local, u64::MAX, fence) => result,
+            // Detached: stop between writes, so the reset follows whole
+            // writes of the program's output.
+            Ok(()) = stopped => Ok(()),
+        };
+        let reset = local.reset_sequence();
+        let _ = local.write_all(&reset).await;
+        let _ = local.flush().await;
+        let _ = gave_back.send(());
+        result
+    });
     let err = tokio::spawn(copy_output(stderr, tokio::io::stderr(), u64::MAX, None));
-    let relays = [out.abort_handle(), err.abort_handle()];
+    let err_relay = err.abort_handle();
     let (detached_tx, detached_rx) = oneshot::channel();
     if local.forward_stdin {
         // Only a person at a terminal types detach keys; piped input is
@@ -367,9 +394,11 @@ async fn session(
     tokio::select! {
         result = finished => result.map(|info| Ending::Exited(Box::new(info))),
         () = detached => {
-            for relay in relays {
-                relay.abort();
-            }
+            err_relay.abort();
+            let _ = stop_out.send(());
+            // Bounded: a terminal that takes nothing (Ctrl-S) must not
+            // hold the detach.
+            let _ = tokio::time::timeout(GIVE_BACK_WAIT, given_back).await;
             Ok(Ending::Detached)
         }
     }
