@@ -124,6 +124,20 @@ impl Error {
     }
 
     /// Builds [`Error::Http`] from a status and a response body.
+    /// As [`Error::from_body`], with the `tether-error-code` header the
+    /// server sends beside the body: the code when the body was not read
+    /// whole (a WebSocket refused at its upgrade keeps only the bytes that
+    /// came with the head).
+    pub(crate) fn from_response(status: u16, code: Option<&str>, body: &[u8]) -> Error {
+        let mut error = Error::from_body(status, body);
+        if let (Error::Http { code: found, .. }, Some(code)) = (&mut error, code) {
+            if *found == format!("http_{status}") {
+                *found = code.to_string();
+            }
+        }
+        error
+    }
+
     pub(crate) fn from_body(status: u16, body: &[u8]) -> Error {
         match serde_json::from_slice::<tether_protocol::api::ErrorBody>(body) {
             Ok(b) => Error::Http {
@@ -159,5 +173,24 @@ fn describe_reqwest(error: &reqwest::Error) -> String {
         "timed out".to_string()
     } else {
         source.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_code_comes_from_the_body_or_else_from_the_header() {
+        let body = br#"{"error":{"code":"spawn_failed","message":"no such program"}}"#;
+        let whole = Error::from_response(422, Some("other"), body);
+        assert_eq!(whole.code(), Some("spawn_failed"), "the body wins");
+        let cut = Error::from_response(422, Some("spawn_failed"), b"");
+        assert_eq!(cut.code(), Some("spawn_failed"));
+        assert_eq!(cut.status(), Some(422));
+        let half = Error::from_response(422, Some("cannot_execute"), br#"{"error":{"co"#);
+        assert_eq!(half.code(), Some("cannot_execute"));
+        let neither = Error::from_response(502, None, b"Bad Gateway");
+        assert_eq!(neither.code(), Some("http_502"));
     }
 }

@@ -2,7 +2,7 @@
 //! line each connection opens with (so a test can tell which requests, and
 //! how many connections, a client made) and can lose the answer to the
 //! first connection (the request reaches the server, the client sees its
-//! connection close unanswered). It runs on a runtime of its own, so that
+//! connection close unanswered) or pass on only the head of every answer. It runs on a runtime of its own, so that
 //! synchronous tests can use it while they wait for a child process (it
 //! cannot be started from inside an async test, which has a runtime).
 
@@ -27,17 +27,25 @@ pub struct Front {
 impl Front {
     /// Forwards a free loopback port to `target`.
     pub fn start(target: SocketAddr) -> Front {
-        Front::start_with(target, false)
+        Front::start_with(target, Answer::Whole, Answer::Whole)
     }
 
     /// As [`Front::start`], but the first connection's request is
     /// forwarded and its answer lost: once the server has answered, both
     /// ends are closed without passing anything on.
     pub fn losing_first_answer(target: SocketAddr) -> Front {
-        Front::start_with(target, true)
+        Front::start_with(target, Answer::Lost, Answer::Whole)
     }
 
-    fn start_with(target: SocketAddr, lose_first: bool) -> Front {
+    /// As [`Front::start`], but of every answer only the head (status line
+    /// and headers) is passed on, then the connection is closed: what a
+    /// client sees when a proxy sends the head and the body separately and
+    /// the client stops reading at the head.
+    pub fn head_only(target: SocketAddr) -> Front {
+        Front::start_with(target, Answer::HeadOnly, Answer::HeadOnly)
+    }
+
+    fn start_with(target: SocketAddr, first: Answer, rest: Answer) -> Front {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -48,10 +56,10 @@ impl Front {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let recorded = lines.clone();
         runtime.spawn(async move {
-            let mut first = lose_first;
+            let mut answer = first;
             while let Ok((inbound, _)) = listener.accept().await {
-                let lose = std::mem::take(&mut first);
-                tokio::spawn(forward(inbound, target, recorded.clone(), lose));
+                tokio::spawn(forward(inbound, target, recorded.clone(), answer));
+                answer = rest;
             }
         });
         Front {
@@ -76,13 +84,21 @@ impl Drop for Front {
     }
 }
 
-/// Reads the request head, records its line, then relays both ways (or,
-/// with `lose`, relays the request and drops the answer).
+/// What a [`Front`] passes on of one connection's answer.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    Whole,
+    Lost,
+    HeadOnly,
+}
+
+/// Reads the request head, records its line, then relays both ways (or
+/// drops the answer, or passes on only its head).
 async fn forward(
     mut inbound: TcpStream,
     target: SocketAddr,
     lines: Arc<Mutex<Vec<String>>>,
-    lose: bool,
+    answer: Answer,
 ) {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
@@ -108,16 +124,35 @@ async fn forward(
     if outbound.write_all(&head).await.is_err() {
         return;
     }
-    if lose {
-        let (mut in_read, _in_write) = inbound.split();
-        let (mut out_read, mut out_write) = outbound.split();
-        let mut answer = [0u8; 1];
-        tokio::select! {
-            _ = tokio::io::copy(&mut in_read, &mut out_write) => {}
-            _ = out_read.read(&mut answer) => {}
+    match answer {
+        Answer::Whole => {
+            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
         }
-        // Both ends dropped: the client's connection closes unanswered.
-        return;
+        Answer::Lost => {
+            let (mut in_read, _in_write) = inbound.split();
+            let (mut out_read, mut out_write) = outbound.split();
+            let mut answer = [0u8; 1];
+            tokio::select! {
+                _ = tokio::io::copy(&mut in_read, &mut out_write) => {}
+                _ = out_read.read(&mut answer) => {}
+            }
+            // Both ends dropped: the client's connection closes unanswered.
+        }
+        Answer::HeadOnly => {
+            let mut answer = Vec::new();
+            while !answer.windows(4).any(|w| w == b"\r\n\r\n") && answer.len() < MAX_HEAD {
+                match outbound.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => answer.extend_from_slice(&buf[..n]),
+                }
+            }
+            let end = answer
+                .windows(4)
+                .position(|w| w == b"\r\n\r\n")
+                .map_or(answer.len(), |at| at + 4);
+            let _ = inbound.write_all(&answer[..end]).await;
+            let _ = inbound.flush().await;
+            // Both ends dropped: the body never comes.
+        }
     }
-    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
 }

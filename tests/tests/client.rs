@@ -932,6 +932,29 @@ async fn a_refused_run_is_the_spawns_error_with_its_code() {
     client.kill(&first.id).await.unwrap();
 }
 
+/// A proxy may send a refusal's head and body apart, and a WebSocket
+/// client keeps only what came with the head: the code is in a header too.
+#[test]
+fn a_refused_run_keeps_its_code_when_only_the_head_arrives() {
+    let server = TestServer::start();
+    // Front runs a runtime of its own, so this test is not async itself.
+    let front = tether_tests::front::Front::head_only(
+        server.base.trim_start_matches("http://").parse().unwrap(),
+    );
+    let client = Client::new(&front.base).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for (argv, code) in [
+        ("/no/such/program", "spawn_failed"),
+        ("/etc/passwd", "cannot_execute"),
+    ] {
+        let run = client.run(SpawnRequest::argv([argv]), AttachOptions::default());
+        let Err(e) = runtime.block_on(run) else {
+            panic!("the run of {argv} was not refused");
+        };
+        assert_eq!((e.status(), e.code()), (Some(422), Some(code)), "{e}");
+    }
+}
+
 #[tokio::test]
 async fn a_runs_first_connection_has_a_budget_of_its_own() {
     let port = {

@@ -495,8 +495,12 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
             Ok(pair) => pair,
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
                 let status = response.status().as_u16();
+                let code = response
+                    .headers()
+                    .get("tether-error-code")
+                    .and_then(|v| v.to_str().ok());
                 let body = response.body().as_deref().unwrap_or_default();
-                return Err(Error::from_body(status, body));
+                return Err(Error::from_response(status, code, body));
             }
             // The OS's words ("Connection refused (os error 111)"), as an
             // HTTP call reports them.
