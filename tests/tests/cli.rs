@@ -311,18 +311,14 @@ impl Tmux {
 
     /// Polls (bounded) until the pane satisfies `done`.
     fn until(&self, what: &str, done: impl Fn(&str) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        loop {
+        poll(what, || {
             let pane = self.pane();
             if done(&pane) {
-                return;
+                Ok(())
+            } else {
+                Err(format!("never showed; pane:\n{pane}"))
             }
-            assert!(
-                Instant::now() < deadline,
-                "{what} never showed; pane:\n{pane}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        })
     }
 
     /// Types `line` until the pane satisfies `done` (bounded): a line
@@ -403,18 +399,25 @@ impl Drop for Tmux {
 }
 
 fn wait_file(path: &Path) -> String {
+    poll(
+        &path.display().to_string(),
+        || match std::fs::read_to_string(path) {
+            Ok(content) if content.ends_with('\n') => Ok(content),
+            _ => Err("never written".to_string()),
+        },
+    )
+}
+
+/// Polls `probe` every 50 ms until it gives a value, for at most [`WAIT`]:
+/// for what has no event to wait on (a tmux pane, a file a shell writes).
+/// The panic names `what` and the probe's last word.
+fn poll<T>(what: &str, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + WAIT;
     loop {
-        if let Ok(content) = std::fs::read_to_string(path) {
-            if content.ends_with('\n') {
-                return content;
-            }
+        match probe() {
+            Ok(value) => return value,
+            Err(last) => assert!(Instant::now() < deadline, "{what}: {last}"),
         }
-        assert!(
-            Instant::now() < deadline,
-            "{} never written",
-            path.display()
-        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -834,19 +837,13 @@ fn pane_modes(tmux: &Tmux) -> String {
 /// Polls (bounded) until the pane's modes are `expected`: tmux reads what
 /// was written to the pane a moment after the writer may have exited.
 fn until_modes(tmux: &Tmux, expected: &str, what: &str) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let modes = pane_modes(tmux);
-        if modes == expected {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{what}: modes {modes:?}, not {expected:?}; pane:\n{}",
+    poll(what, || match pane_modes(tmux) {
+        modes if modes == expected => Ok(()),
+        modes => Err(format!(
+            "modes {modes:?}, not {expected:?}; pane:\n{}",
             tmux.pane()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        )),
+    })
 }
 
 /// A program that is still on the alternate screen with the mouse and
