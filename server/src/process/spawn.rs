@@ -206,10 +206,11 @@ pub fn spawn(
                 screen_idle: (plan.tty.is_some() && stream == StreamName::Stdout)
                     .then(|| config.screen_idle()),
             };
+            // Polled inside the supervisor's future, so inside its span:
+            // a span of its own would be entered a second time per read.
             let run = std::panic::AssertUnwindSafe(capture.run())
                 .catch_unwind()
-                .map(|ended| ended.unwrap_or(false))
-                .instrument(span.clone());
+                .map(|ended| ended.unwrap_or(false));
             Box::pin(run) as CaptureRun
         })
         .collect();
