@@ -18,16 +18,14 @@ import { ClosedError, InvalidArgumentError, ProtocolError, TetherError, Transpor
 import { Inbound } from "./inbound.js";
 import { OutputStream, type StreamState, type StreamStats } from "./output.js";
 import { Outbox } from "./outbox.js";
-import { encodeClientFrame, type ClientFrame, type ProcessInfo, type ServerFrame, type SpawnRequest, type StreamName } from "./protocol.js";
-import { Backoff, sleep, type RetryPolicy } from "./retry.js";
+import { encodeClientFrame, type ProcessInfo, type ServerFrame, type SpawnRequest, type StreamName } from "./protocol.js";
+import { Backoff, type RetryPolicy } from "./retry.js";
 import { closeQuietly, OPEN, takesHeaders, type WebSocketLike } from "./websocket.js";
 
 export type { AttachHost, AttachOptions, AttachState, Rejection } from "./attach-options.js";
 
 /** Largest stdin payload per frame (the server accepts frames up to 1 MiB). */
 const MAX_STDIN_FRAME = 64 * 1024;
-/** Past this many bytes buffered in the socket, `write` waits for it to drain. */
-const MAX_SOCKET_BUFFER = 1024 * 1024;
 
 /**
  * An attachment to a process: its two output streams as async iterators,
@@ -77,9 +75,7 @@ export class Attachment {
   private settleExit!: { resolve(p: ProcessInfo): void; reject(e: unknown): void };
   private exitKnown = false;
   private readonly lifetime = new AbortController();
-  private readonly outbox = new Outbox();
-  private pendingResize: { cols: number; rows: number } | undefined;
-  private eofSent = false;
+  private readonly outbox = new Outbox({ live: () => (this.isLive() ? this.socket : undefined), ended: () => this.isDone() });
   private skipPause: (() => void) | undefined;
   private lastSeen = 0;
   private openedAt = 0;
@@ -134,29 +130,27 @@ export class Attachment {
     const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
     this.checkWritable();
     for (let at = 0; at < bytes.length; at += MAX_STDIN_FRAME) {
-      await this.send({ type: "stdin", data: bytes.subarray(at, at + MAX_STDIN_FRAME) }, options.signal);
+      await this.outbox.send({ type: "stdin", data: bytes.subarray(at, at + MAX_STDIN_FRAME) }, options.signal);
     }
   }
 
   /** Closes the process's stdin (on a PTY: types the terminal's EOF character, usually Ctrl-D). */
   async closeStdin(): Promise<void> {
     this.checkWritable();
-    this.eofSent = true;
-    await this.send({ type: "stdin_eof" });
+    await this.outbox.send({ type: "stdin_eof" });
   }
 
   /** Sets the PTY window size (1..4096 each; ignored for pipes). While reconnecting, the last size is sent after the resume. */
   async resize(cols: number, rows: number): Promise<void> {
     this.checkWritable();
     checkSize(cols, rows);
-    if (this.isLive()) this.socket!.send(encodeClientFrame({ type: "resize", cols, rows }));
-    else this.pendingResize = { cols, rows };
+    this.outbox.resize(cols, rows);
   }
 
   /** Sends a signal by name (`"INT"`, `"TERM"`, `"HUP"`...) to the process group. */
   async signal(signal: string): Promise<void> {
     this.checkWritable();
-    await this.send({ type: "signal", signal });
+    await this.outbox.send({ type: "signal", signal });
   }
 
   /** Drops the current connection and resumes at once from the saved offsets (for a page that knows the network is back). */
@@ -317,15 +311,7 @@ export class Attachment {
     this.lastSeen = Date.now();
     this.startIdleTimer();
     for (const s of this.inbound.both) this.grant(s, true);
-    // A lost stdin_eof would leave the process waiting for input for ever.
-    // On pipes closing twice is harmless, so it is repeated on each resume;
-    // on a PTY it types ^D, so never.
-    if (resumed && this.eofSent && !process.tty) socket.send(encodeClientFrame({ type: "stdin_eof" }));
-    for (const frame of this.outbox.drain()) socket.send(encodeClientFrame(frame));
-    if (this.pendingResize) {
-      socket.send(encodeClientFrame({ type: "resize", ...this.pendingResize }));
-      this.pendingResize = undefined;
-    }
+    this.outbox.resume(socket, resumed, process.tty);
     this.options.onOpen?.(process, resumed);
   }
 
@@ -425,24 +411,6 @@ export class Attachment {
     if (this.options.readonly) throw new InvalidArgumentError("this attachment is read-only");
     if (this.exitKnown) throw new ClosedError("the process has exited");
     if (this.isDone()) throw new ClosedError("the attachment has ended");
-  }
-
-  private async send(frame: ClientFrame, signal?: AbortSignal): Promise<void> {
-    for (;;) {
-      signal?.throwIfAborted();
-      if (this.isDone()) throw new ClosedError("the attachment has ended");
-      if (this.isLive()) {
-        const buffered = (this.socket as unknown as { bufferedAmount?: number }).bufferedAmount ?? 0;
-        if (buffered <= MAX_SOCKET_BUFFER) {
-          this.socket!.send(encodeClientFrame(frame));
-          return;
-        }
-        await sleep(5, signal); // the standard API has no drain event
-        continue;
-      }
-      if (this.outbox.tryPush(frame)) return;
-      await this.outbox.waitForRoom(signal);
-    }
   }
 
   // ---- ends ----
