@@ -1,6 +1,9 @@
 // TetherClient: the HTTP API of one tetherd over fetch, with retries where
 // they are safe, and the entry points of attachments (attach.ts) and exec
 // (exec.ts). Works unchanged in browsers and Node: fetch is global in both.
+// Imports run one way: attach.ts and exec.ts never import this file; they
+// take an interface of what they need (AttachHost, ExecHost), which
+// TetherClient satisfies, and share helpers with it through endpoint.ts.
 
 import { attach, run, type AttachOptions, type Attachment } from "./attach.js";
 import { checkSize, randomKey, segment, subprotocols, webSocketUrl, type CallOptions } from "./endpoint.js";
@@ -44,15 +47,6 @@ interface RequestSpec {
   signal?: AbortSignal;
 }
 
-/**
- * A connection to one tetherd: the HTTP API, and a factory of attachments.
- *
- * ```ts
- * const client = new TetherClient({ baseUrl: "http://127.0.0.1:7420" });
- * const out = await client.exec("echo hi; exit 3");
- * console.log(out.exitCode, out.stdoutText); // 3 "hi\n"
- * ```
- */
 /** A scoped token minted by {@link TetherClient.mintToken}. */
 export interface MintedToken {
   /** The bearer token. */
@@ -78,6 +72,15 @@ function isLoopbackUrl(url: URL): boolean {
   return host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
+/**
+ * A connection to one tetherd: the HTTP API, and a factory of attachments.
+ *
+ * ```ts
+ * const client = new TetherClient({ baseUrl: "http://127.0.0.1:7420" });
+ * const out = await client.exec("echo hi; exit 3");
+ * console.log(out.exitCode, out.stdoutText); // 3 "hi\n"
+ * ```
+ */
 export class TetherClient {
   /** The base URL, without a trailing slash. */
   readonly baseUrl: string;
