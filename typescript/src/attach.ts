@@ -13,7 +13,7 @@
 
 import type { AttachHost, AttachOptions, AttachState, Rejection, RunTarget } from "./attach-options.js";
 import { checkSize, randomKey, type CallOptions } from "./endpoint.js";
-import { connect } from "./connection.js";
+import { connect, type Watchdog } from "./connection.js";
 import { ClosedError, InvalidArgumentError, ProtocolError, TetherError, TransportError } from "./errors.js";
 import { Inbound } from "./inbound.js";
 import { OutputStream, type StreamState, type StreamStats } from "./output.js";
@@ -77,9 +77,8 @@ export class Attachment {
   private readonly lifetime = new AbortController();
   private readonly outbox = new Outbox({ live: () => (this.isLive() ? this.socket : undefined), ended: () => this.isDone() });
   private skipPause: (() => void) | undefined;
-  private lastSeen = 0;
   private openedAt = 0;
-  private idleTimer: ReturnType<typeof setInterval> | undefined;
+  private watchdog: Watchdog | undefined;
   private processId: string;
   /** Until the first `hello` of a {@link TetherClient.run}: what to spawn; the id is known from then on. */
   private pendingRun: RunTarget | undefined;
@@ -250,8 +249,11 @@ export class Attachment {
       screen: this.options.screen ?? false,
       current: () => generation === this.generation,
       abandon: () => (this.generation += 1),
-      explain: (shown, code) => this.explain(shown, code),
-      onHello: (socket, hello) => {
+      getProcess: run ? undefined : () => this.client.getOnce(this.id, { signal: this.lifetime.signal }),
+      idleTimeoutMs: this.options.idleTimeoutMs ?? 90_000,
+      lastRejection: () => this.lastRejection,
+      onHello: (socket, hello, watchdog) => {
+        this.watchdog = watchdog;
         // With `screen`, stdout starts where the screen frame says.
         if (this.options.screen) stdout.next = hello.stdout;
         if (this.pendingRun) {
@@ -260,7 +262,6 @@ export class Attachment {
         }
         this.opened(socket, hello.process);
       },
-      onActivity: () => (this.lastSeen = Date.now()),
       onFrame: (frame) => {
         try {
           this.frame(frame);
@@ -268,35 +269,9 @@ export class Attachment {
           this.fail(e, "closed");
         }
       },
-      onBadFrame: (error) => this.fail(error, "closed"),
-      onClose: (code) => this.closed(code),
+      onLost: (reason) => this.lost(reason),
+      onEnded: (error) => this.fail(error, "closed"),
     });
-  }
-
-  /** The live socket closed: resume when the close says the connection was lost, end when the server ended it. */
-  private closed(code: number): void {
-    if (this.isDone()) return;
-    if ([1000, 1001, 1002, 1005, 1006].includes(code)) {
-      this.lost(`connection closed (code ${code})`);
-    } else {
-      const detail = this.lastRejection ? `${this.lastRejection.code}: ${this.lastRejection.message}` : "no error frame";
-      this.fail(new ProtocolError(`the server closed the attachment with code ${code} (${detail})`, this.lastRejection?.code), "closed");
-    }
-  }
-
-  /** Why an upgrade failed: the HTTP error of a GET of the process, or a transient transport error. */
-  private async explain(url: string, code: number): Promise<TetherError> {
-    // A run has no process to ask about yet (its refusals come through
-    // `unexpected-response`): retry with the same key, which attaches to
-    // the process a lost answer started rather than starting another.
-    if (this.pendingRun) return new TransportError(url, `the connection closed before hello (code ${code})`);
-    try {
-      await this.client.getOnce(this.id, { signal: this.lifetime.signal });
-    } catch (e) {
-      if (e instanceof TetherError) return e;
-      return new TransportError(url, String(e));
-    }
-    return new TransportError(url, `the connection closed before hello (code ${code})`);
   }
 
   /** A `hello` arrived on `socket`: it carries the attachment from now on. */
@@ -308,8 +283,6 @@ export class Attachment {
     this.state = "open";
     this.process = process;
     this.learn(process);
-    this.lastSeen = Date.now();
-    this.startIdleTimer();
     for (const s of this.inbound.both) this.grant(s, true);
     this.outbox.resume(socket, resumed, process.tty);
     this.options.onOpen?.(process, resumed);
@@ -321,7 +294,7 @@ export class Attachment {
     const socket = this.socket;
     this.socket = undefined;
     this.generation += 1; // ignore the old socket's late frames and close
-    this.stopIdleTimer();
+    this.watchdog?.stop();
     closeQuietly(socket, true);
     this.state = "reconnecting";
     // A connection that lived a while ends a run of failures: the next
@@ -330,21 +303,6 @@ export class Attachment {
     if (this.complete()) return this.finishExited();
     this.options.onReconnecting?.(0, 0, reason);
     void this.connectLoop();
-  }
-
-  private startIdleTimer(): void {
-    this.stopIdleTimer();
-    const idle = this.options.idleTimeoutMs ?? 90_000;
-    const socket = this.socket as unknown as { on?: unknown };
-    if (idle <= 0 || typeof socket?.on !== "function") return;
-    this.idleTimer = setInterval(() => {
-      if (Date.now() - this.lastSeen > idle) this.lost(`no message for ${idle} ms`);
-    }, Math.max(10, Math.floor(idle / 4)));
-  }
-
-  private stopIdleTimer(): void {
-    if (this.idleTimer) clearInterval(this.idleTimer);
-    this.idleTimer = undefined;
   }
 
   // ---- frames ----
@@ -432,7 +390,7 @@ export class Attachment {
   }
 
   private shutdown(): void {
-    this.stopIdleTimer();
+    this.watchdog?.stop();
     this.generation += 1;
     this.lifetime.abort(new ClosedError("the attachment has ended"));
     this.outbox.drain(); // the input goes nowhere; writers waiting for room see the end
