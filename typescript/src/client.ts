@@ -1,11 +1,15 @@
 // TetherClient: the HTTP API of one tetherd over fetch, with retries where
 // they are safe, and the entry points of attachments (attach.ts) and exec
 // (exec.ts). Works unchanged in browsers and Node: fetch is global in both.
+// Imports run one way: attach.ts and exec.ts never import this file; they
+// take an interface of what they need (AttachHost, ExecHost), which
+// TetherClient satisfies, and share helpers with it through endpoint.ts.
 
 import { attach, run, type AttachOptions, type Attachment } from "./attach.js";
+import { checkSize, randomKey, segment, subprotocols, webSocketUrl, type CallOptions } from "./endpoint.js";
 import { httpErrorOf, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
 import { exec, type ExecOptions, type ExecResult } from "./exec.js";
-import { parseProcess, SUBPROTOCOL, type ProcessInfo, type SpawnRequest } from "./protocol.js";
+import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js";
 import { Backoff, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import { resolveWebSocket, type WebSocketConstructor } from "./websocket.js";
 
@@ -25,11 +29,7 @@ export interface ClientOptions {
   WebSocket?: WebSocketConstructor;
 }
 
-/** Options every call takes. */
-export interface CallOptions {
-  /** Aborts the call: it rejects with the signal's reason. */
-  signal?: AbortSignal;
-}
+export type { CallOptions } from "./endpoint.js";
 
 /** Options of {@link TetherClient.wait}. */
 export interface WaitOptions extends CallOptions {
@@ -47,18 +47,6 @@ interface RequestSpec {
   signal?: AbortSignal;
 }
 
-/** Percent-encodes an id for use as one path segment. */
-const segment = (id: string): string => encodeURIComponent(id);
-
-/**
- * A connection to one tetherd: the HTTP API, and a factory of attachments.
- *
- * ```ts
- * const client = new TetherClient({ baseUrl: "http://127.0.0.1:7420" });
- * const out = await client.exec("echo hi; exit 3");
- * console.log(out.exitCode, out.stdoutText); // 3 "hi\n"
- * ```
- */
 /** A scoped token minted by {@link TetherClient.mintToken}. */
 export interface MintedToken {
   /** The bearer token. */
@@ -72,9 +60,6 @@ export interface MintedToken {
   expires_at_ms: number;
 }
 
-/** Characters a WebSocket subprotocol (an HTTP token) may hold. */
-const PROTOCOL_TOKEN = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
-
 let localTokenLookup: (() => string | undefined) | undefined;
 
 /** Sets how a client finds the token of a server on this machine (the Node entry reads tetherd's token file). */
@@ -87,6 +72,15 @@ function isLoopbackUrl(url: URL): boolean {
   return host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
+/**
+ * A connection to one tetherd: the HTTP API, and a factory of attachments.
+ *
+ * ```ts
+ * const client = new TetherClient({ baseUrl: "http://127.0.0.1:7420" });
+ * const out = await client.exec("echo hi; exit 3");
+ * console.log(out.exitCode, out.stdoutText); // 3 "hi\n"
+ * ```
+ */
 export class TetherClient {
   /** The base URL, without a trailing slash. */
   readonly baseUrl: string;
@@ -299,25 +293,17 @@ export class TetherClient {
    * characters a subprotocol cannot carry.
    */
   attachUrl(id: string, query: Record<string, string | number>): string {
-    return this.webSocketUrl(`/v1/processes/${segment(id)}/attach`, query);
+    return webSocketUrl(this.baseUrl, this.token, `/v1/processes/${segment(id)}/attach`, query);
   }
 
   /** The WebSocket URL of `GET /v1/run` with its query (`request`, the spawn request as JSON, and `window`); the token as in {@link attachUrl}. */
   runUrl(query: Record<string, string | number>): string {
-    return this.webSocketUrl("/v1/run", query);
-  }
-
-  private webSocketUrl(path: string, query: Record<string, string | number>): string {
-    const url = new URL(`${this.baseUrl}${path}`);
-    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
-    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, String(v));
-    if (this.token && !PROTOCOL_TOKEN.test(this.token)) url.searchParams.set("access_token", this.token);
-    return url.toString();
+    return webSocketUrl(this.baseUrl, this.token, "/v1/run", query);
   }
 
   /** The subprotocols an attachment offers: `tether.v1`, and the token when it can ride there. */
   attachProtocols(): string[] {
-    return this.token && PROTOCOL_TOKEN.test(this.token) ? [SUBPROTOCOL, `tether.bearer.${this.token}`] : [SUBPROTOCOL];
+    return subprotocols(this.token);
   }
 
   /** The WebSocket implementation of this client; throws a clear error when there is none. */
@@ -398,17 +384,4 @@ function describeFetchError(error: unknown): string {
     return e.message || String(e);
   }
   return String(e);
-}
-
-/** Throws for a terminal size outside 1..4096. */
-export function checkSize(cols: number, rows: number): void {
-  const ok = (n: number) => Number.isInteger(n) && n >= 1 && n <= 4096;
-  if (!ok(cols) || !ok(rows)) throw new InvalidArgumentError(`terminal size ${cols}x${rows} is out of range 1..4096`);
-}
-
-/** A random idempotency key. */
-export function randomKey(): string {
-  const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
-  if (c?.randomUUID) return c.randomUUID();
-  return Array.from({ length: 4 }, () => Math.random().toString(16).slice(2, 10)).join("-");
 }

@@ -1,12 +1,22 @@
 // exec: run a command to completion in block mode and collect (or stream)
 // its output, with its exit code and reason.
 
-import type { Attachment } from "./attach.js";
-import type { CallOptions, TetherClient } from "./client.js";
+import type { Attachment, AttachOptions } from "./attach.js";
+import type { CallOptions } from "./endpoint.js";
 import { ProtocolError, TetherError } from "./errors.js";
 import { concat, type OutputStream } from "./output.js";
 import type { ExitReason, ProcessInfo, SpawnRequest } from "./protocol.js";
 import type { RetryPolicy } from "./retry.js";
+
+/**
+ * What exec needs of the client that runs it ({@link TetherClient} is
+ * one): an interface, so that exec sits below the client and never imports it.
+ */
+export interface ExecHost {
+  spawn(request: SpawnRequest, options?: CallOptions): Promise<ProcessInfo>;
+  attach(id: string, options?: AttachOptions): Promise<Attachment>;
+  kill(id: string, options?: CallOptions): Promise<ProcessInfo>;
+}
 
 /** Options of {@link TetherClient.exec}. */
 export interface ExecOptions extends CallOptions {
@@ -68,7 +78,7 @@ export interface ExecResult {
 }
 
 /** Runs to completion; see {@link TetherClient.exec}. */
-export async function exec(client: TetherClient, command: string | string[] | SpawnRequest, options: ExecOptions): Promise<ExecResult> {
+export async function exec(client: ExecHost, command: string | string[] | SpawnRequest, options: ExecOptions): Promise<ExecResult> {
   const request: SpawnRequest =
     typeof command === "string" ? { command } : Array.isArray(command) ? { argv: command } : { ...command };
   // Block mode: the server keeps every byte until it is read, pacing the

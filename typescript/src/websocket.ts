@@ -1,7 +1,9 @@
-// Where the WebSocket implementation comes from. Browsers (and Node 22+)
-// have a global WebSocket; Node 20 has none, so the package's Node entry
-// (node.ts) registers the `ws` package here. A caller can always pass its
-// own with `ClientOptions.WebSocket`.
+// Where the WebSocket implementation comes from, and the little this
+// library uses beyond the standard API where `ws` offers it (upgrade
+// headers, events such as pings, `terminate`, a refused upgrade's body).
+// Browsers (and Node 22+) have a global WebSocket; Node 20 has none, so the
+// package's Node entry (node.ts) registers the `ws` package here. A caller
+// can always pass its own with `ClientOptions.WebSocket`.
 
 /** The part of the standard WebSocket API the client uses (browsers, Node 22+ and `ws` all have it). */
 export interface WebSocketLike {
@@ -51,4 +53,70 @@ export function resolveWebSocket(given?: WebSocketConstructor): WebSocketConstru
   if (registered) return registered;
   const global = (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
   return typeof global === "function" ? global : undefined;
+}
+
+/** The most of a refused upgrade's answer read for its error (the server's error bodies are small). */
+const MAX_REFUSAL_BODY = 64 * 1024;
+
+/**
+ * Listens to a Node-style event of `socket` (`ping`, `unexpected-response`)
+ * where the library has them (`ws`); false where it has not (browsers).
+ */
+export function onSocketEvent(socket: WebSocketLike, event: string, listener: (...args: never[]) => void): boolean {
+  const on = (socket as unknown as { on?: (event: string, f: (...args: never[]) => void) => void }).on;
+  if (typeof on !== "function") return false;
+  on.call(socket, event, listener);
+  return true;
+}
+
+/**
+ * Closes a socket without waiting for anything. A connection taken as lost
+ * (`hard`) is torn down at once where the library allows it (`ws`'s
+ * `terminate`), rather than waiting out a close handshake nobody answers.
+ */
+export function closeQuietly(socket: WebSocketLike | undefined, hard = false): void {
+  if (!socket) return;
+  try {
+    const terminate = (socket as unknown as { terminate?: () => void }).terminate;
+    if (hard && typeof terminate === "function") terminate.call(socket);
+    else if (socket.readyState <= OPEN) socket.close(1000);
+  } catch {
+    // Already closing: nothing to do.
+  }
+}
+
+/** The answer to a refused upgrade, as `ws` hands it over (a Node `IncomingMessage`). */
+export interface RefusedUpgrade {
+  statusCode?: number;
+  on(event: "data", f: (chunk: Uint8Array) => void): unknown;
+  on(event: "end" | "error" | "close", f: () => void): unknown;
+}
+
+/** The body of a refused upgrade, at most {@link MAX_REFUSAL_BODY} bytes (the connect timeout bounds the wait). */
+export function readRefusal(response: RefusedUpgrade): Promise<string> {
+  return new Promise((resolve) => {
+    const parts: Uint8Array[] = [];
+    let size = 0;
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      const body = new Uint8Array(size);
+      let at = 0;
+      for (const p of parts) {
+        body.set(p, at);
+        at += p.length;
+      }
+      resolve(new TextDecoder().decode(body));
+    };
+    response.on("data", (chunk) => {
+      if (size >= MAX_REFUSAL_BODY) return finish();
+      const piece = chunk.subarray(0, MAX_REFUSAL_BODY - size);
+      parts.push(piece);
+      size += piece.length;
+    });
+    response.on("end", finish);
+    response.on("close", finish);
+    response.on("error", finish);
+  });
 }

@@ -34,6 +34,36 @@ async function readUntil(it: AsyncIterator<Chunk>, pattern: RegExp, ms = 20_000)
   );
 }
 
+test("a connection gone silent is taken as lost after idleTimeoutMs and resumed", { timeout: 60_000 }, async () => {
+  const proxy = await startCuttingProxy(server.port);
+  try {
+    const viaProxy = new TetherClient({ baseUrl: proxy.url });
+    const reasons: string[] = [];
+    let resumed!: () => void;
+    const resumedOnce = new Promise<void>((r) => (resumed = r));
+    const a = await viaProxy.start(
+      { command: "echo one; read -r x; echo \"two:$x\"", stdin: true },
+      {
+        idleTimeoutMs: 300,
+        onReconnecting: (_ms, _attempt, reason) => reasons.push(reason),
+        onOpen: (_process, wasResumed) => wasResumed && resumed(),
+      },
+    );
+    const it = a.stdout[Symbol.asyncIterator]();
+    await readUntil(it, /one\n/);
+    // Nothing flows and nothing closes: only the idle check can notice.
+    proxy.stall();
+    await within(20_000, resumedOnce, "the resume");
+    assert.equal(a.connections, 2);
+    assert.ok(reasons.includes("no message for 300 ms"), `reasons: ${JSON.stringify(reasons)}`);
+    await a.write("back\n");
+    assert.match(await readUntil(it, /two:back\n/), /two:back\n/);
+    assert.equal((await within(20_000, a.exit, "exit")).exit_code, 0);
+  } finally {
+    await proxy.close();
+  }
+});
+
 test("a connection cut mid-stream resumes with exactly the bytes written", { timeout: 120_000 }, async () => {
   const proxy = await startCuttingProxy(server.port);
   try {

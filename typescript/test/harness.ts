@@ -68,6 +68,8 @@ export interface CuttingProxy {
   readonly requests: string[];
   /** Resets every open connection (both sides). */
   cut(): void;
+  /** Stops forwarding on every open connection without closing it: a network gone silent. New connections are forwarded. */
+  stall(): void;
   /** Refuses (resets) new connections until {@link CuttingProxy.restore}. */
   refuse(): void;
   restore(): void;
@@ -106,6 +108,14 @@ export async function startCuttingProxy(targetPort: number): Promise<CuttingProx
       for (const [client, upstream] of pairs) {
         client.resetAndDestroy();
         upstream.destroy();
+      }
+    },
+    stall() {
+      for (const [client, upstream] of pairs) {
+        client.unpipe(upstream);
+        upstream.unpipe(client);
+        client.pause();
+        upstream.pause();
       }
     },
     refuse() {

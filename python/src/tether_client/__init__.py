@@ -23,7 +23,10 @@ never losing the tail::
 
 from .attach import AttachContext, Attachment, AttachOptions, Chunk, OutputReader
 from .output import Utf8Decoder
-from .client import DEFAULT_SERVER, AsyncClient, local_token_path, spawn_body
+from .client import DEFAULT_SERVER, AsyncClient
+from .http_api import MintedToken
+from .local_token import local_token_path
+from .spawn import spawn_body
 from .errors import (
     AttachmentClosed,
     BodyTooLarge,
@@ -75,6 +78,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidArgument",
     "InvalidRequest",
+    "MintedToken",
     "NameTaken",
     "NotFound",
     "NotRunning",

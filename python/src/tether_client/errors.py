@@ -47,11 +47,11 @@ class InvalidRequest(ServerError):
 
 
 class Unauthorized(ServerError):
-    """401 ``unauthorized``: the server requires a token and none, or a wrong one, was sent."""
+    """401: the server requires a token and none, or a wrong one, was sent (``unauthorized``), or a scoped token has expired (``token_expired``) or outlived its process (``token_process_gone``)."""
 
 
 class Forbidden(ServerError):
-    """403 ``forbidden_origin`` or ``forbidden_host``: the request's Origin or Host is not allowed."""
+    """403: a scoped token used on another process, or to spawn, list or mint (``out_of_scope``), or without the right the call needs (``missing_right``); or the request's Origin or Host is not allowed (``forbidden_origin``, ``forbidden_host``)."""
 
 
 class NotFound(ServerError):
@@ -89,6 +89,10 @@ class Overloaded(ServerError):
 _BY_CODE: dict[str, type[ServerError]] = {
     "invalid_request": InvalidRequest,
     "unauthorized": Unauthorized,
+    "token_expired": Unauthorized,
+    "token_process_gone": Unauthorized,
+    "out_of_scope": Forbidden,
+    "missing_right": Forbidden,
     "forbidden_origin": Forbidden,
     "forbidden_host": Forbidden,
     "not_found": NotFound,

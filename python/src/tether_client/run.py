@@ -7,17 +7,29 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from .attach import Attachment, Chunk, OutputReader
+from .attach import AttachContext, Attachment, Chunk, OutputReader
 from .errors import ProtocolError, TetherError
 from .protocol import Data, ExitReason, ProcessInfo
-
-if TYPE_CHECKING:
-    from .client import AsyncClient
+from .spawn import spawn_body
 
 EXIT_GRACE = 60.0
 """Seconds to wait for the exit once the output has ended (it normally comes at once)."""
+
+
+class ProcessHost(Protocol):
+    """What running a command needs of the client: :class:`~tether_client.AsyncClient` is one.
+
+    A protocol rather than the class, so that this layer sits below the
+    client and never imports it.
+    """
+
+    async def spawn_request(self, body: Mapping[str, Any]) -> ProcessInfo: ...
+
+    def attach(self, process_id: str, *, window: int = ...) -> AttachContext: ...
+
+    async def kill(self, process_id: str) -> ProcessInfo: ...
 
 
 @dataclass(frozen=True)
@@ -98,7 +110,7 @@ def _exec_window(window: int, retain_bytes: int | None) -> int:
 
 
 async def exec_command(
-    client: AsyncClient,
+    client: ProcessHost,
     command: str | Sequence[str],
     *,
     timeout: float | None = None,
@@ -121,7 +133,7 @@ async def exec_command(
     :meth:`AsyncClient.exec_stream`. Raises :class:`SpawnFailed` when the
     program cannot be started.
     """
-    process = await client.spawn(
+    body = spawn_body(
         command,
         timeout=timeout,
         env=env,
@@ -131,6 +143,7 @@ async def exec_command(
         retain_bytes=retain_bytes,
         overflow="block",
     )
+    process = await client.spawn_request(body)
     async with client.attach(process.id, window=_exec_window(window, retain_bytes)) as attachment:
         if input is not None:
             await attachment.write(input)
@@ -207,7 +220,7 @@ class Run:
 class RunContext:
     """What :meth:`AsyncClient.exec_stream` returns: ``async with`` it for a :class:`Run`."""
 
-    def __init__(self, client: AsyncClient, body: dict[str, Any], window: int) -> None:
+    def __init__(self, client: ProcessHost, body: dict[str, Any], window: int) -> None:
         self._client = client
         self._body = body
         self._window = _exec_window(window, body.get("retain_bytes"))

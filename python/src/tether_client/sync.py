@@ -8,74 +8,22 @@ call and raises ``KeyboardInterrupt``.
 
 from __future__ import annotations
 
-import asyncio
-import re
 import ssl as _ssl
-import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
 
-from .attach import Attachment, Chunk, OutputReader
+from .attach import Attachment
 from .client import AsyncClient
+from .http_api import MintedToken
+from .loop_thread import LoopThread
 from .protocol import Overflow, ProcessInfo
 from .retry import RetryPolicy
-from .run import ExecResult, ExitStatus, Run, RunContext
-from .terminal import Terminal, TerminalContext
+from .run import ExecResult, RunContext
+from .sync_handles import SyncAttachment, SyncReader, SyncRun, SyncTerminal
+from .terminal import TerminalContext
 
-T = TypeVar("T")
-
-
-class _LoopThread:
-    """An event loop running on a daemon thread of its own."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="tether-client", daemon=True)
-        self._thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Runs ``coro`` on the loop and returns its result (or raises its exception)."""
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise RuntimeError("a synchronous tether_client call from inside its own event loop")
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return future.result()
-        except BaseException:
-            # KeyboardInterrupt while waiting: cancel the call itself too.
-            future.cancel()
-            raise
-
-    def iterate(self, iterator: AsyncIterator[T]) -> Iterator[T]:
-        """A blocking iterator over an async iterator that lives on the loop."""
-
-        async def step() -> T:
-            return await iterator.__anext__()
-
-        try:
-            while True:
-                try:
-                    item = self.run(step())
-                except StopAsyncIteration:
-                    return
-                yield item
-        finally:
-            aclose = getattr(iterator, "aclose", None)
-            if aclose is not None and self.loop.is_running():
-
-                async def close() -> None:
-                    await aclose()
-
-                self.run(close())
-
-    def close(self) -> None:
-        """Stops the loop and its thread."""
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=5)
-        if not self.loop.is_running():
-            self.loop.close()
+# The handles are re-exported: ``tether_client.sync`` names everything blocking.
+__all__ = ["Client", "SyncAttachment", "SyncReader", "SyncRun", "SyncTerminal"]
 
 
 class Client:
@@ -100,7 +48,7 @@ class Client:
         request_timeout: float = 30.0,
         ssl: _ssl.SSLContext | None = None,
     ) -> None:
-        self._runner = _LoopThread()
+        self._runner = LoopThread()
 
         async def make() -> AsyncClient:
             return AsyncClient(url, token=token, retry=retry, request_timeout=request_timeout, ssl=ssl)
@@ -195,6 +143,12 @@ class Client:
     def resize(self, process_id: str, cols: int, rows: int) -> None:
         """Sets a PTY's window size over HTTP (:meth:`AsyncClient.resize`)."""
         self._runner.run(self.aio.resize(process_id, cols, rows))
+
+    def mint_token(
+        self, process_id: str, rights: Sequence[str] = ("read",), ttl: float | None = None
+    ) -> MintedToken:
+        """Mints a token scoped to this one process (:meth:`AsyncClient.mint_token`)."""
+        return self._runner.run(self.aio.mint_token(process_id, rights, ttl))
 
     def exec(
         self,
@@ -331,217 +285,3 @@ class Client:
             return self.aio.terminal(command, cols=cols, rows=rows, env=env, cwd=cwd, timeout=timeout)
 
         return SyncTerminal(self._runner, self._runner.run(make()))
-
-
-class SyncReader:
-    """The blocking form of :class:`OutputReader`: ``read``, ``chunk``, or ``for chunk in reader``."""
-
-    def __init__(self, runner: _LoopThread, reader: OutputReader) -> None:
-        self._runner = runner
-        self._reader = reader
-
-    @property
-    def buffered(self) -> int:
-        """Bytes held in the client, waiting to be read."""
-        return self._reader.buffered
-
-    @property
-    def dropped(self) -> int:
-        """Bytes :meth:`read` skipped at ``dropped`` gaps."""
-        return self._reader.dropped
-
-    @property
-    def offset(self) -> int:
-        """Offset of the next byte to be returned."""
-        return self._reader.offset
-
-    def read(self, n: int = -1) -> bytes:
-        """Up to ``n`` bytes, ``b""`` at the end; every byte to the end with ``n < 0``."""
-        return self._runner.run(self._reader.read(n))
-
-    def chunk(self) -> Chunk | None:
-        """The next chunk, or ``None`` at the end."""
-        return self._runner.run(self._reader.chunk())
-
-    def __iter__(self) -> Iterator[Chunk]:
-        return self._runner.iterate(self._reader.__aiter__())
-
-    def discard(self) -> None:
-        """Stops buffering this stream (its output is credited and thrown away)."""
-        self._runner.loop.call_soon_threadsafe(self._reader.discard)
-
-
-class SyncAttachment:
-    """The blocking form of :class:`Attachment`."""
-
-    def __init__(self, runner: _LoopThread, attachment: Attachment) -> None:
-        self._runner = runner
-        self.aio = attachment
-        """The :class:`Attachment` behind this one."""
-        self.stdout = SyncReader(runner, attachment.stdout)
-        """The stdout reader."""
-        self.stderr = SyncReader(runner, attachment.stderr)
-        """The stderr reader."""
-
-    @property
-    def connections(self) -> int:
-        """Connections opened so far (1 + automatic resumes)."""
-        return self.aio.connections
-
-    def chunks(self) -> Iterator[Chunk]:
-        """Both streams merged, as chunks arrive."""
-        return self._runner.iterate(self.aio.chunks())
-
-    def write(self, data: bytes | str) -> None:
-        """Writes to stdin."""
-        self._runner.run(self.aio.write(data))
-
-    def close_stdin(self) -> None:
-        """Closes stdin (on a PTY: types EOF)."""
-        self._runner.run(self.aio.close_stdin())
-
-    def resize(self, cols: int, rows: int) -> None:
-        """Sets the PTY window size."""
-        self._runner.run(self.aio.resize(cols, rows))
-
-    def signal(self, signal: str) -> None:
-        """Sends a signal to the process group."""
-        self._runner.run(self.aio.signal(signal))
-
-    def wait(self) -> ProcessInfo:
-        """The exited process object."""
-        return self._runner.run(self.aio.wait())
-
-    def close(self) -> None:
-        """Closes the attachment (the process runs on)."""
-        self._runner.run(self.aio.close())
-
-    def __enter__(self) -> SyncAttachment:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class SyncRun:
-    """The blocking form of :class:`Run`: ``with client.exec_stream(cmd) as run: for chunk in run: ...; status = run.wait()``."""
-
-    def __init__(self, runner: _LoopThread, context: RunContext) -> None:
-        self._runner = runner
-        self._context = context
-        self._run: Run | None = None
-
-    def __enter__(self) -> SyncRun:
-        self._run = self._runner.run(self._context.__aenter__())
-        self.stdout = SyncReader(self._runner, self._run.stdout)
-        self.stderr = SyncReader(self._runner, self._run.stderr)
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._runner.run(self._context.__aexit__(exc_type, exc, tb))
-
-    def _require(self) -> Run:
-        if self._run is None:
-            raise RuntimeError("use exec_stream() as a context manager: with client.exec_stream(...) as run:")
-        return self._run
-
-    @property
-    def process(self) -> ProcessInfo:
-        """The process object as spawned."""
-        return self._require().process
-
-    @property
-    def buffered(self) -> int:
-        """Bytes of both streams held in the client."""
-        return self._require().buffered
-
-    def __iter__(self) -> Iterator[Chunk]:
-        return self._runner.iterate(self._require().__aiter__())
-
-    def write(self, data: bytes | str) -> None:
-        """Writes to stdin (spawned with ``stdin=True``)."""
-        self._runner.run(self._require().write(data))
-
-    def close_stdin(self) -> None:
-        """Closes stdin."""
-        self._runner.run(self._require().close_stdin())
-
-    def wait(self) -> ExitStatus:
-        """The exit status."""
-        return self._runner.run(self._require().wait())
-
-
-class SyncTerminal:
-    """The blocking form of :class:`Terminal`: ``with client.terminal(["bash"]) as term:``."""
-
-    def __init__(self, runner: _LoopThread, context: TerminalContext) -> None:
-        self._runner = runner
-        self._context = context
-        self._terminal: Terminal | None = None
-
-    def __enter__(self) -> SyncTerminal:
-        self._terminal = self._runner.run(self._context.__aenter__())
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._runner.run(self._context.__aexit__(exc_type, exc, tb))
-
-    def _require(self) -> Terminal:
-        if self._terminal is None:
-            raise RuntimeError("use terminal() as a context manager: with client.terminal(...) as term:")
-        return self._terminal
-
-    @property
-    def process(self) -> ProcessInfo:
-        """The process object as spawned."""
-        return self._require().process
-
-    def write(self, data: bytes | str) -> None:
-        """Types into the terminal."""
-        self._runner.run(self._require().write(data))
-
-    def expect(self, pattern: str | bytes | re.Pattern[bytes], timeout: float = 10.0) -> str:
-        """Reads until ``pattern`` matches; returns the text up to the end of the match."""
-        return self._runner.run(self._require().expect(pattern, timeout))
-
-    def read(self, n: int = 65536) -> bytes:
-        """Up to ``n`` bytes of output."""
-        return self._runner.run(self._require().read(n))
-
-    def resize(self, cols: int, rows: int) -> None:
-        """Sets the window size."""
-        self._runner.run(self._require().resize(cols, rows))
-
-    def signal(self, signal: str) -> None:
-        """Sends a signal to the program's process group."""
-        self._runner.run(self._require().signal(signal))
-
-    def send_eof(self) -> None:
-        """Types Ctrl-D."""
-        self._runner.run(self._require().send_eof())
-
-    def wait(self) -> ExitStatus:
-        """The exit status."""
-        return self._runner.run(self._require().wait())
-
-    def interact(self) -> ExitStatus:
-        """Connects the local terminal to this one until the program exits."""
-        return self._runner.run(self._require().interact())
-
-
-__all__ = ["Client", "SyncAttachment", "SyncReader", "SyncRun", "SyncTerminal"]

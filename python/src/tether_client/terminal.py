@@ -9,15 +9,12 @@ import re
 import signal as signals
 import sys
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .attach import Attachment
 from .errors import ExpectTimeout, OutputEnded, TetherError
 from .protocol import Data, ProcessInfo
-from .run import ExitStatus
-
-if TYPE_CHECKING:
-    from .client import AsyncClient
+from .run import ExitStatus, ProcessHost
 
 MAX_PENDING = 1 << 20
 """Output kept for :meth:`Terminal.expect` while no match is found (the newest MiB)."""
@@ -175,7 +172,7 @@ class Terminal:
 class TerminalContext:
     """What :meth:`AsyncClient.terminal` returns: ``async with`` it for a :class:`Terminal`."""
 
-    def __init__(self, client: AsyncClient, body: dict[str, Any]) -> None:
+    def __init__(self, client: ProcessHost, body: dict[str, Any]) -> None:
         self._client = client
         self._body = body
         self._terminal: Terminal | None = None

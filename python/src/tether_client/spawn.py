@@ -1,0 +1,76 @@
+"""The body of ``POST /v1/processes`` (and of ``GET /v1/run``'s ``request``): :func:`spawn_body`, checked before it is sent."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import InvalidArgument
+from .protocol import MAX_TERMINAL_SIZE, Overflow
+
+
+def spawn_body(
+    command: str | Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    timeout: float | None = None,
+    tty: bool = False,
+    cols: int | None = None,
+    rows: int | None = None,
+    retain_bytes: int | None = None,
+    stdin: bool = False,
+    overflow: Overflow | None = None,
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/processes``.
+
+    ``command`` is shell text (run as ``/bin/sh -c TEXT``) when a ``str``, or
+    a program and its arguments (PATH is searched) when a sequence.
+    ``timeout`` is the server-side deadline in seconds (reason ``timeout``,
+    exit code 124). Raises :class:`InvalidArgument` for values the server
+    would refuse.
+    """
+    body: dict[str, Any] = {}
+    if isinstance(command, str):
+        if not command:
+            raise InvalidArgument("the command is empty")
+        body["command"] = command
+    else:
+        argv = list(command)
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise InvalidArgument("argv must be a non-empty sequence of strings")
+        body["argv"] = argv
+    if env:
+        body["env"] = dict(env)
+    if cwd is not None:
+        body["cwd"] = cwd
+    if timeout is not None:
+        if not timeout > 0 or math.isinf(timeout):
+            raise InvalidArgument(f"timeout must be a positive number of seconds, not {timeout!r}")
+        # Round up, so that a sub-millisecond deadline is not "none".
+        body["timeout_ms"] = math.ceil(timeout * 1000)
+    if tty:
+        body["tty"] = True
+    for name, value in (("cols", cols), ("rows", rows)):
+        if value is not None:
+            if not tty:
+                raise InvalidArgument(f"{name} needs tty=True")
+            check_size(name, value)
+            body[name] = value
+    if retain_bytes is not None:
+        if retain_bytes <= 0:
+            raise InvalidArgument("retain_bytes must be positive")
+        body["retain_bytes"] = retain_bytes
+    if stdin:
+        body["stdin"] = True
+    if overflow is not None:
+        if overflow not in ("drop", "block"):
+            raise InvalidArgument(f"overflow must be 'drop' or 'block', not {overflow!r}")
+        body["overflow"] = overflow
+    return body
+
+
+def check_size(name: str, value: int) -> None:
+    if not 1 <= value <= MAX_TERMINAL_SIZE:
+        raise InvalidArgument(f"{name} {value} is out of range 1..{MAX_TERMINAL_SIZE}")
