@@ -58,8 +58,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code as u8);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: a session moves a few streams at a person's or a
+    // program's pace, and every extra worker is a thread to start and a
+    // hand-off per message (stdin and stdout still go through tokio's
+    // blocking threads).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
