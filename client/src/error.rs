@@ -123,11 +123,10 @@ impl Error {
         }
     }
 
-    /// Builds [`Error::Http`] from a status and a response body.
-    /// As [`Error::from_body`], with the `tether-error-code` header the
-    /// server sends beside the body: the code when the body was not read
-    /// whole (a WebSocket refused at its upgrade keeps only the bytes that
-    /// came with the head).
+    /// As [`Error::from_body`], with the code the server also sends in a
+    /// header ([`tether_protocol::api::ERROR_CODE_HEADER`]): the code when
+    /// the body was not read whole (a WebSocket refused at its upgrade keeps
+    /// only the bytes that came with the head).
     pub(crate) fn from_response(status: u16, code: Option<&str>, body: &[u8]) -> Error {
         let mut error = Error::from_body(status, body);
         if let (Error::Http { code: found, .. }, Some(code)) = (&mut error, code) {
@@ -138,6 +137,7 @@ impl Error {
         error
     }
 
+    /// Builds [`Error::Http`] from a status and a response body.
     pub(crate) fn from_body(status: u16, body: &[u8]) -> Error {
         match serde_json::from_slice::<tether_protocol::api::ErrorBody>(body) {
             Ok(b) => Error::Http {

@@ -157,7 +157,13 @@ mod tests {
     }
 }
 
-/// Every error response: `{"error": {"code": "...", "message": "..."}}`.
+/// The response header that carries an error's code beside its JSON body,
+/// for a client that may get only the response head (a WebSocket client
+/// refused at the upgrade keeps just the bytes that came with it).
+pub const ERROR_CODE_HEADER: &str = "tether-error-code";
+
+/// Every error response: `{"error": {"code": "...", "message": "..."}}`,
+/// its code also in [`ERROR_CODE_HEADER`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     /// The error.

@@ -186,18 +186,12 @@ impl ApiError {
     }
 }
 
-/// The response header that carries an error's code beside its JSON body.
-pub const ERROR_CODE_HEADER: &str = "tether-error-code";
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
         let mut response = (status, Json(self.body())).into_response();
-        // The code again where a client that may not get the body can read
-        // it: a WebSocket client refused at the upgrade keeps only the bytes
-        // that came with the head.
         response.headers_mut().insert(
-            ERROR_CODE_HEADER,
+            tether_protocol::api::ERROR_CODE_HEADER,
             axum::http::HeaderValue::from_static(code),
         );
         // A client's retry through a proxy lands on another host (draining)

@@ -291,7 +291,8 @@ async fn handshake(acceptor: TlsAcceptor, tcp: TcpStream) -> io::Result<TlsStrea
     if n == 1 && first[0] != TLS_HANDSHAKE_RECORD {
         let body = r#"{"error":{"code":"tls_required","message":"this port speaks TLS: use https:// or wss://"}}"#;
         let response = format!(
-            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n{}: tls_required\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            tether_protocol::api::ERROR_CODE_HEADER,
             body.len()
         );
         let _ = tcp.try_write(response.as_bytes());

@@ -42,8 +42,9 @@ async fn read_to_close(tcp: &mut TcpStream) -> String {
     }
 }
 
-/// Reads one HTTP response head and body of known length (bounded).
-async fn read_response(tcp: &mut TcpStream) -> (u16, String) {
+/// Reads one HTTP response of known length (bounded): its status, its head
+/// in lower case, its body.
+async fn read_response(tcp: &mut TcpStream) -> (u16, String, String) {
     let mut all = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
@@ -64,7 +65,7 @@ async fn read_response(tcp: &mut TcpStream) -> (u16, String) {
                     .nth(1)
                     .and_then(|s| s.parse().ok())
                     .unwrap_or(0);
-                return (status, body.to_string());
+                return (status, head.to_ascii_lowercase(), body.to_string());
             }
         }
         let n = tokio::time::timeout(WAIT, tcp.read(&mut buf))
@@ -128,7 +129,7 @@ async fn a_half_sent_request_and_an_idle_keepalive_connection_are_closed_after_t
     assert_eq!(read_to_close(&mut half).await, "");
 
     let mut idle = send_raw(&server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
-    let (status, body) = read_response(&mut idle).await;
+    let (status, _, body) = read_response(&mut idle).await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));
     // Kept alive, then closed for idleness.
     assert_eq!(read_to_close(&mut idle).await, "");
@@ -166,8 +167,12 @@ async fn past_the_connection_cap_with_every_connection_busy_a_newcomer_gets_503(
         attachments.push(server.attach(&process.id, "").await);
     }
     let mut newcomer = send_raw(&server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
-    let (status, body) = read_response(&mut newcomer).await;
+    let (status, head, body) = read_response(&mut newcomer).await;
     assert_eq!(status, 503, "{body}");
+    assert!(
+        head.contains("\r\ntether-error-code: too_many_connections\r\n"),
+        "{head}"
+    );
     let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["error"]["code"], "too_many_connections");
     drop(newcomer);
@@ -215,7 +220,7 @@ async fn an_unfinished_body_is_answered_408_after_the_body_timeout() {
           Content-Length: 100\r\n\r\n{\"argv\"",
     )
     .await;
-    let (status, body) = read_response(&mut tcp).await;
+    let (status, _, body) = read_response(&mut tcp).await;
     assert_eq!(status, 408, "{body}");
     let body: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(body["error"]["code"], "body_timeout");

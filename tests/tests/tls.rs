@@ -254,6 +254,7 @@ async fn https_and_wss_share_the_listener_and_plain_http_is_told_to_use_tls() {
         .await
         .unwrap();
     assert_eq!(plain.status().as_u16(), 400);
+    assert_eq!(plain.headers()["tether-error-code"], "tls_required");
     let body: Value = plain.json().await.unwrap();
     assert_eq!(body["error"]["code"], "tls_required", "{body}");
     // The listener serves TLS on as before.

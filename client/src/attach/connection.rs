@@ -497,7 +497,7 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
                 let status = response.status().as_u16();
                 let code = response
                     .headers()
-                    .get("tether-error-code")
+                    .get(tether_protocol::api::ERROR_CODE_HEADER)
                     .and_then(|v| v.to_str().ok());
                 let body = response.body().as_deref().unwrap_or_default();
                 return Err(Error::from_response(status, code, body));

@@ -115,9 +115,11 @@ fn refuse(mut tcp: Raw, connections: &Arc<Connections>, limit: usize) {
         .fetch_add(1, Ordering::Relaxed);
     let error = ApiError::TooManyConnections(limit);
     let body = serde_json::to_string(&error.body()).unwrap_or_default();
+    let (_, code) = error.status_and_code();
     let response = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
-         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+         {}: {code}\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        tether_protocol::api::ERROR_CODE_HEADER,
         body.len()
     );
     // The socket's send buffer is empty: one non-blocking write fits.
