@@ -307,15 +307,19 @@ async fn session(
     };
     let (stop_out, stopped) = oneshot::channel::<()>();
     let (gave_back, given_back) = oneshot::channel::<()>();
+    // A detach stops the output between writes (so that a reset follows
+    // whole writes of the program's output, and nothing follows the detach
+    // message).
     let out = tokio::spawn(async move {
         if !give_back {
-            return copy_output(stdout, tokio::io::stdout(), u64::MAX, fence).await;
+            return tokio::select! {
+                result = copy_output(stdout, tokio::io::stdout(), u64::MAX, fence) => result,
+                Ok(()) = stopped => Ok(()),
+            };
         }
         let mut local = ModeWatch::new(tokio::io::stdout());
         let result = tokio::select! {
             result = copy_output(stdout, &mut local, u64::MAX, fence) => result,
-            // Detached: stop between writes, so the reset follows whole
-            // writes of the program's output.
             Ok(()) = stopped => Ok(()),
         };
         let reset = local.reset_sequence();
