@@ -88,6 +88,13 @@ pub fn tetherd_binary() -> PathBuf {
     }
 }
 
+/// A loopback port that nothing listens on (bound, then let go): for a
+/// server to listen on, or for a client to find no server at.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local_addr").port()
+}
+
 /// The `tether` CLI under test: `TETHER_TEST_TETHER` if set (to show that
 /// a test fails against another build), else this workspace's.
 pub fn tether_binary() -> PathBuf {

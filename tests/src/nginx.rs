@@ -27,7 +27,7 @@ impl Nginx {
         let dir =
             std::env::temp_dir().join(format!("tether-nginx-{}-{}", std::process::id(), unique()));
         std::fs::create_dir_all(&dir).expect("nginx prefix directory");
-        let port = free_port();
+        let port = crate::free_port();
         let d = dir.display();
         let conf = format!(
             "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\n\
@@ -109,11 +109,6 @@ pub fn binary() -> &'static str {
     } else {
         "nginx"
     }
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local_addr").port()
 }
 
 fn unique() -> u64 {

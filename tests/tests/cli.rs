@@ -160,10 +160,7 @@ fn a_program_that_cannot_start_exits_127() {
 
 #[test]
 fn an_unreachable_server_gets_one_clear_line() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = tether_tests::free_port();
     let out = tether(&format!("http://127.0.0.1:{port}"), &["ps"], b"");
     assert_eq!(out.status.code(), Some(125));
     let stderr = text(&out.stderr);
@@ -1451,10 +1448,7 @@ fn a_run_dropped_mid_way_resumes_the_same_process() {
 
 #[test]
 fn a_run_without_a_server_fails_fast_with_one_line() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = tether_tests::free_port();
     let started = Instant::now();
     let out = tether(
         &format!("http://127.0.0.1:{port}"),

@@ -317,10 +317,7 @@ async fn wait_retries_503s_and_returns_the_real_exit() {
 
 #[tokio::test]
 async fn wait_against_a_gone_server_fails_after_its_budget() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = tether_tests::free_port();
     let budget = Duration::from_millis(800);
     let client = Client::new(&format!("http://127.0.0.1:{port}"))
         .unwrap()
@@ -957,10 +954,7 @@ fn a_refused_run_keeps_its_code_when_only_the_head_arrives() {
 
 #[tokio::test]
 async fn a_runs_first_connection_has_a_budget_of_its_own() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = tether_tests::free_port();
     let client = Client::new(&format!("http://127.0.0.1:{port}")).unwrap();
     let options = AttachOptions {
         first_connect: Some(RetryPolicy {
