@@ -96,8 +96,7 @@ export async function startCuttingProxy(targetPort: number): Promise<CuttingProx
     for (const socket of pair) socket.on("error", end).on("close", end);
     client.pipe(upstream).pipe(client);
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as { port: number }).port;
+  const port = await listenOnLoopback(server);
   return {
     url: `http://127.0.0.1:${port}`,
     get accepted() {
@@ -161,8 +160,7 @@ export async function startFlakyFront(targetPort: number, failures: number, matc
     upstream.on("error", () => res.destroy());
     req.pipe(upstream);
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as { port: number }).port;
+  const port = await listenOnLoopback(server);
   return {
     url: `http://127.0.0.1:${port}`,
     get refused() {
@@ -207,8 +205,7 @@ export async function startLossyFront(targetPort: number, losses: number, method
     upstream.on("error", () => res.destroy());
     req.pipe(upstream);
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as { port: number }).port;
+  const port = await listenOnLoopback(server);
   return {
     url: `http://127.0.0.1:${port}`,
     get lost() {
@@ -264,8 +261,7 @@ export async function startAnswerLosingProxy(targetPort: number, losses: number)
       upstream.pipe(client);
     }
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as { port: number }).port;
+  const port = await listenOnLoopback(server);
   return {
     url: `http://127.0.0.1:${port}`,
     get lost() {
@@ -283,8 +279,7 @@ export async function startAnswerLosingProxy(targetPort: number, losses: number)
 /** A loopback port with nothing listening (bound, then released). */
 export async function closedPort(): Promise<number> {
   const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as { port: number }).port;
+  const port = await listenOnLoopback(server);
   await new Promise<void>((r) => server.close(() => r()));
   return port;
 }
@@ -298,4 +293,10 @@ export async function within<T>(ms: number, promise: Promise<T>, what: string): 
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Starts `server` on a free loopback port and returns the port. */
+async function listenOnLoopback(server: { listen(port: number, host: string, done: () => void): unknown; address(): unknown }): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return (server.address() as { port: number }).port;
 }
