@@ -170,7 +170,7 @@ impl DataDir {
             else {
                 continue;
             };
-            match self.recover_one(id, &name) {
+            match self.recover_one(id, &name, &mut short_of_descriptors) {
                 Ok(recovered) => found.push(recovered),
                 Err(e) => {
                     if e.kind() != io::ErrorKind::InvalidData && e.kind() != io::ErrorKind::NotFound
@@ -210,7 +210,7 @@ impl DataDir {
         }
     }
 
-    fn recover_one(&self, id: &str, name: &str) -> io::Result<Recovered> {
+    fn recover_one(&self, id: &str, name: &str, short: &mut bool) -> io::Result<Recovered> {
         let bytes = self.dir.read_bounded(name, MAX_RECORD_BYTES)?;
         let mut info: ProcessInfo = serde_json::from_slice(&bytes)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
@@ -239,6 +239,7 @@ impl DataDir {
                     if e.kind() == io::ErrorKind::NotFound {
                         return StreamLog::lost(total, None);
                     }
+                    *short |= is_descriptor_shortage(&e);
                     let fault = if e.kind() == io::ErrorKind::InvalidData {
                         format!("log corrupt: {e}")
                     } else {
@@ -274,12 +275,14 @@ impl DataDir {
                 ..info
             };
         }
+        let record = self.record_at(id);
+        record.write(&info);
+        // Said in this run's process object, not in the record: a log not
+        // readable now (too few descriptors) may be read by the next run.
         if let Some(fault) = faults.into_iter().next() {
             info.output_incomplete = true;
             info.retention_error = Some(fault);
         }
-        let record = self.record_at(id);
-        record.write(&info);
         Ok(Recovered {
             info,
             logs,
@@ -312,9 +315,8 @@ fn descriptor_limit() -> u64 {
 
 /// Process ids are 32 hex digits, after `NODE.` with `--node`: files
 /// named otherwise in `--data-dir` are never read or removed.
-pub fn is_process_id(id: &str) -> bool {
-    let random = id.rsplit_once('.').map_or(id, |(_, random)| random);
-    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit())
+fn is_process_id(id: &str) -> bool {
+    crate::process::looks_like_id(id)
 }
 
 /// The process id and suffix of a file of ours (`ID.stdout`, `ID.stderr`,

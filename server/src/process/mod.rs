@@ -101,8 +101,14 @@ impl Process {
     /// The process object as of now: once exited, the one the supervisor
     /// published, so every view carries the same final totals.
     pub fn info(&self) -> ProcessInfo {
-        if let Some(exited) = &*self.exit.borrow() {
-            return exited.info.clone();
+        let exited = self.exit.borrow().as_ref().map(|e| e.info.clone());
+        if let Some(mut info) = exited {
+            // A log found unreadable after the exit (a recovered one) is
+            // said here too.
+            if info.retention_error.is_none() {
+                info.retention_error = self.output.retention_error();
+            }
+            return info;
         }
         let [stdout_bytes, stderr_bytes] = self.output.totals();
         ProcessInfo {
@@ -246,6 +252,14 @@ impl Process {
             .resize_with(size, || pty.resize(size))
             .map_err(|e| ApiError::Internal(format!("resize failed: {e}")))
     }
+}
+
+/// True for anything that reads as a process id: 32 hex digits, alone or
+/// after a `.` (`NODE.HEX32`). Names never do ([`crate::table`] refuses
+/// them), so a lookup knows which of the two namespaces it is in.
+pub fn looks_like_id(s: &str) -> bool {
+    let random = s.rsplit_once('.').map_or(s, |(_, random)| random);
+    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// The node named in a process id (`NODE.HEX32`), if it has one. A name
