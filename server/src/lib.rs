@@ -40,7 +40,8 @@
 //!   limit and the defaults sized to it.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`error`]: every error with its status, code and close code.
-//! - [`config`]: flags and limits; [`server::run`] ties it together.
+//! - [`config`]: flags and limits; [`options`]: what the server runs with,
+//!   built from them once; [`server::run`] ties it together.
 
 pub mod access;
 pub mod attach;
@@ -55,6 +56,7 @@ pub mod launch;
 pub mod limits;
 pub mod listen;
 pub mod metrics;
+pub mod options;
 pub mod process;
 pub mod pty;
 pub mod retained;
@@ -68,4 +70,5 @@ pub mod transport;
 pub mod wire;
 
 pub use config::Config;
+pub use options::ServerOptions;
 pub use server::run;
