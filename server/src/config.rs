@@ -9,8 +9,6 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::options::Capacity;
-
 /// The default listen address: loopback only, fixed port.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
 
@@ -59,6 +57,20 @@ impl std::fmt::Display for ListenAddr {
             ListenAddr::Unix(path) => write!(f, "unix:{}", path.display()),
         }
     }
+}
+
+/// The counts that cost file descriptors, as asked for by the flags or as
+/// fitted to the open-file limit (`limits::fit_to_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// Most processes running at once (`--max-processes`).
+    pub max_processes: usize,
+    /// Most processes known, running and exited (`--max-known-processes`).
+    pub max_known_processes: usize,
+    /// Most open connections (`--max-connections`).
+    pub max_connections: usize,
+    /// Most attachments in total (`--max-attachments`).
+    pub max_attachments: usize,
 }
 
 /// `tetherd`: start processes, capture their output from the first byte, and

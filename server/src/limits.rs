@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
 
-use crate::options::Capacity;
+use crate::config::Capacity;
 
 /// Descriptors one running process costs at most (pipes with stdin).
 pub const FDS_PER_PROCESS: u64 = 6;

@@ -8,23 +8,9 @@
 
 use std::ops::Deref;
 
-use crate::config::Config;
+use crate::config::{Capacity, Config};
 use crate::secret::Identity;
 use crate::token::SigningKey;
-
-/// The counts that cost file descriptors, as asked for by the flags or as
-/// fitted to the open-file limit (`limits::fit_to_limit`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Capacity {
-    /// Most processes running at once (`--max-processes`).
-    pub max_processes: usize,
-    /// Most processes known, running and exited (`--max-known-processes`).
-    pub max_known_processes: usize,
-    /// Most open connections (`--max-connections`).
-    pub max_connections: usize,
-    /// Most attachments in total (`--max-attachments`).
-    pub max_attachments: usize,
-}
 
 /// The flags plus what start-up decided from them. Derefs to the flags;
 /// the flags whose value start-up may overrule (the token and the four
