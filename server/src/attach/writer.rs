@@ -92,7 +92,11 @@ impl Writer {
                 return None;
             }
         }
-        if let Some(screen) = self.screen.take().and_then(|s| self.framing.screen(s)) {
+        if let Some(screen) = self
+            .screen
+            .take()
+            .and_then(|s| self.framing.screen(s.offset, s.cols, s.rows, s.data))
+        {
             if self.send(screen).await.is_err() {
                 return None;
             }
