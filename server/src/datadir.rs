@@ -38,11 +38,10 @@ use crate::retained::disk::{Record, RingFile, MAX_RECORD_BYTES};
 use crate::retained::log::StreamLog;
 use crate::retained::RetainedOutput;
 
-pub mod dir;
 mod lock;
 
-pub use dir::DataDirError;
-use dir::Dir;
+pub use crate::retained::dir::DataDirError;
+use crate::retained::dir::Dir;
 use lock::DirLock;
 
 /// The directory of disk logs and records.
@@ -316,7 +315,7 @@ fn descriptor_limit() -> u64 {
 /// Process ids are 32 hex digits, after `NODE.` with `--node`: files
 /// named otherwise in `--data-dir` are never read or removed.
 fn is_process_id(id: &str) -> bool {
-    crate::process::looks_like_id(id)
+    tether_protocol::api::looks_like_process_id(id)
 }
 
 /// The process id and suffix of a file of ours (`ID.stdout`, `ID.stderr`,

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 
-use super::dir::{DataDirError, Dir};
+use crate::retained::dir::{DataDirError, Dir};
 
 /// The lock file's name inside the data directory.
 pub const LOCK_FILE: &str = "tetherd.lock";

@@ -254,14 +254,6 @@ impl Process {
     }
 }
 
-/// True for anything that reads as a process id: 32 hex digits, alone or
-/// after a `.` (`NODE.HEX32`). Names never do ([`crate::table`] refuses
-/// them), so a lookup knows which of the two namespaces it is in.
-pub fn looks_like_id(s: &str) -> bool {
-    let random = s.rsplit_once('.').map_or(s, |(_, random)| random);
-    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// The node named in a process id (`NODE.HEX32`), if it has one. A name
 /// given at spawn may hold a dot too, but never ends in 32 hex digits
 /// after it.

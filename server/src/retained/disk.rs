@@ -19,7 +19,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crate::datadir::dir::Dir;
+use super::dir::Dir;
 
 const MAGIC: &[u8; 8] = b"TTHRLOG2";
 /// Header size; the ring's bytes follow it.

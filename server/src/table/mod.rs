@@ -97,7 +97,7 @@ impl ProcessTable {
     /// misrouted request (421), not a process that does not exist.
     pub fn get(&self, id_or_name: &str) -> Result<Arc<Process>, ApiError> {
         let entries = self.entries();
-        let id = if crate::process::looks_like_id(id_or_name) {
+        let id = if tether_protocol::api::looks_like_process_id(id_or_name) {
             Some(id_or_name)
         } else {
             entries.names.get(id_or_name).map(String::as_str)

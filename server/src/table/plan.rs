@@ -98,7 +98,7 @@ pub(super) fn check_name(name: &str) -> Result<(), ApiError> {
             "name {name:?} must be 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 . _ -"
         )));
     }
-    if crate::process::looks_like_id(name) {
+    if tether_protocol::api::looks_like_process_id(name) {
         return Err(ApiError::InvalidRequest(format!(
             "name {name:?} looks like a process id (32 hex digits, alone or after a '.'); choose another"
         )));

@@ -8,7 +8,7 @@ fn concat(_: u64, parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
 
-struct Dir(Arc<crate::datadir::dir::Dir>, PathBuf);
+struct Dir(Arc<crate::retained::dir::Dir>, PathBuf);
 impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.1);
@@ -17,7 +17,7 @@ impl Drop for Dir {
 fn dir() -> Dir {
     let dir = std::env::temp_dir().join(format!("tether-log-{}", uuid::Uuid::new_v4()));
     Dir(
-        Arc::new(crate::datadir::dir::Dir::open(&dir, true).unwrap()),
+        Arc::new(crate::retained::dir::Dir::open(&dir, true).unwrap()),
         dir,
     )
 }

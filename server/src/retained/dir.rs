@@ -1,4 +1,4 @@
-//! The data directory as a directory descriptor: every file in it is
+//! The data directory (see `crate::datadir`) as a directory descriptor: every file in it is
 //! opened, created, replaced and removed relative to that descriptor
 //! (`openat`, `renameat`, `unlinkat`) with `O_NOFOLLOW`, so a link planted
 //! where a log or record goes is never followed, and a path swapped after
