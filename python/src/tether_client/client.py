@@ -17,7 +17,7 @@ from typing import Any
 from .attach import AttachContext, AttachOptions
 from .errors import InvalidArgument
 from .http_api import DEFAULT_SERVER, LONG_POLL, HttpApi, MintedToken
-from .local_token import is_local_url, local_token, local_token_path
+from .local_token import is_local_url, local_token_for, local_token_path, runtime_dir
 from .protocol import Overflow
 from .retry import RetryPolicy
 from .run import ExecResult, RunContext, exec_command
@@ -30,8 +30,9 @@ __all__ = [
     "AsyncClient",
     "MintedToken",
     "is_local_url",
-    "local_token",
+    "local_token_for",
     "local_token_path",
+    "runtime_dir",
     "spawn_body",
 ]
 
@@ -42,7 +43,7 @@ class AsyncClient(HttpApi):
     ``url`` defaults to ``TETHER_SERVER`` or ``http://127.0.0.1:7420``;
     ``token`` to ``TETHER_TOKEN`` (sent as ``Authorization: Bearer``), else,
     for a server on this machine (a loopback address or ``localhost``), the
-    token it generated, from :func:`local_token_path`. ``ssl`` is the TLS
+    token it generated, from its runtime entry (:func:`local_token_for`). ``ssl`` is the TLS
     context for an ``https://`` server (a private CA, say).
     ``retry`` governs the calls that are safe to retry (spawn, get, list,
     wait, attach); ``request_timeout`` bounds each ordinary request in
