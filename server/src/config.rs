@@ -247,6 +247,13 @@ pub struct Config {
     #[arg(long, default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
 
+    /// Largest `max_output_bytes` a `POST /v1/exec` may ask for (per
+    /// stream), in bytes. An exec reserves three times its cap per stream
+    /// against --retain-total while it runs (the bytes kept, their
+    /// encoding, the answer's body).
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_exec_output_bytes: u64,
+
     /// Interval of WebSocket pings to each attachment, in milliseconds.
     #[arg(long, default_value_t = 20_000)]
     pub ping_interval_ms: u64,

@@ -307,29 +307,30 @@ async fn only_process(server: &TestServer) -> String {
 }
 
 #[tokio::test]
-async fn an_exec_client_that_goes_away_leaves_the_command_running_unless_it_asked() {
+async fn an_exec_client_that_goes_away_kills_the_command_unless_it_asked_to_keep_it() {
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(300))
         .build()
         .unwrap();
+    // The default: an interrupted client leaves nothing running.
     let server = TestServer::start();
     let gone = impatient
         .post(server.url("/v1/exec"))
-        .json(&json!({"command": "sleep 1; echo done"}))
+        .json(&json!({"command": "exec sleep 30"}))
         .send()
         .await;
     assert!(gone.is_err(), "the client gave up first");
     let exited = server.wait_exit(&only_process(&server).await).await;
-    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Exit));
-    assert_eq!(exited.stdout_bytes, 5);
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
 
     let server = TestServer::start();
     let gone = impatient
         .post(server.url("/v1/exec"))
-        .json(&json!({"command": "exec sleep 30", "kill_on_disconnect": true}))
+        .json(&json!({"command": "sleep 1; echo done", "kill_on_disconnect": false}))
         .send()
         .await;
     assert!(gone.is_err());
     let exited = server.wait_exit(&only_process(&server).await).await;
-    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Exit));
+    assert_eq!(exited.stdout_bytes, 5);
 }

@@ -23,6 +23,7 @@ use crate::process::Process;
 use crate::slots::Slots;
 
 mod admit;
+pub use admit::MemoryReservation;
 mod plan;
 
 #[derive(Default)]
