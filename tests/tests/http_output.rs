@@ -287,7 +287,13 @@ async fn output_refuses_bad_queries_with_a_json_error() {
     let server = TestServer::start();
     let process = server.sh("echo hi", json!({})).await;
     server.wait_exit(&process.id).await;
-    for query in ["stream=both", "stream=nope", "offset=x", "offset=99"] {
+    for query in [
+        "stream=both",
+        "stream=nope",
+        "offset=x",
+        "offset=99",
+        "follow=yes",
+    ] {
         let (status, answer) = server
             .get(&format!("/v1/processes/{}/output?{query}", process.id))
             .await;
