@@ -22,10 +22,13 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub use tether_protocol;
 
+pub mod cli;
 pub mod cut;
 pub mod front;
 pub mod nginx;
+pub mod rust_client;
 pub mod scoped;
+pub mod tmux;
 
 /// The bound on every wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(20);
