@@ -26,6 +26,7 @@ pub mod cli;
 pub mod cut;
 pub mod front;
 pub mod nginx;
+pub mod pki;
 pub mod rust_client;
 pub mod scoped;
 pub mod tmux;

@@ -50,6 +50,17 @@ pub struct Cli {
     #[arg(long, env = "TETHER_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
 
+    /// Also trust the CA certificate(s) in this PEM file for an https://
+    /// server (beside the system's roots), as `curl --cacert`; for a
+    /// self-signed server, its certificate.
+    #[arg(long, env = "TETHER_CACERT", value_name = "FILE", global = true)]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// Accept any certificate from an https:// server: encrypted, but not
+    /// authenticated. For test servers only; prefer --cacert.
+    #[arg(long, global = true)]
+    pub insecure: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

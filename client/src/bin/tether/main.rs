@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::Parser;
-use tether_client::{Client, Error, ProcessInfo, RetryPolicy};
+use tether_client::{Client, Error, ProcessInfo, RetryPolicy, TransportKind};
 
 use args::{Cli, Command};
 use resolve::resolve;
@@ -116,13 +116,22 @@ fn describe(error: &Error, server: &str) -> String {
             Error::BudgetExhausted { last, .. } => last.as_ref(),
             other => other,
         };
-        let cause = match last {
-            Error::Transport { message, .. } => message.clone(),
-            other => other.to_string(),
+        return match last {
+            Error::Transport { message, kind, .. } => {
+                let advice = match kind {
+                    TransportKind::Refused => {
+                        "; is tetherd running? (set --server or TETHER_SERVER)"
+                    }
+                    TransportKind::Dns => "; check the host in --server or TETHER_SERVER",
+                    TransportKind::Tls if server.starts_with("https://") => {
+                        "; to trust a private CA or a self-signed certificate, pass it with --cacert FILE (or TETHER_CACERT)"
+                    }
+                    _ => "",
+                };
+                format!("cannot reach the server at {server}: {kind} ({message}){advice}")
+            }
+            other => format!("cannot reach the server at {server}: {other}"),
         };
-        return format!(
-            "cannot reach the server at {server} ({cause}); is tetherd running? (set --server or TETHER_SERVER)"
-        );
     }
     match error {
         Error::Http { status: 401, .. } => {
@@ -134,6 +143,12 @@ fn describe(error: &Error, server: &str) -> String {
 
 async fn run_cli(cli: Cli) -> Result<i32, Error> {
     let mut client = Client::new(&cli.server)?;
+    if let Some(path) = &cli.cacert {
+        client = client.with_ca_file(path)?;
+    }
+    if cli.insecure {
+        client = client.with_insecure_tls()?;
+    }
     if let Some(token) = cli.token.as_deref().filter(|t| !t.is_empty()) {
         client = client.with_token(token);
     }
