@@ -256,11 +256,11 @@ fn kill_keeps_the_process_for_wait_and_logs_until_rm_forgets_it() {
     // A running process is not forgotten without -f.
     let out = tether(base, &["rm", &id], b"");
     assert_eq!(out.status.code(), Some(125));
-    assert!(
-        text(&out.stderr).contains("still_running"),
-        "{}",
-        text(&out.stderr)
-    );
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("still_running"), "{stderr}");
+    // The advice names the command that does it.
+    assert!(stderr.contains("tether rm -f"), "{stderr}");
+    assert!(!stderr.contains("force=1"), "{stderr}");
 
     let out = tether(base, &["kill", &id], b"");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -374,4 +374,58 @@ fn an_unattached_timeout_ends_a_process_nobody_attaches_to() {
     let status = tether(base, &["status", &id], b"");
     let info: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(info["reason"], "unattached");
+}
+
+#[test]
+fn ps_lists_ids_alone_filters_by_status_and_shows_a_tty_column() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(base, &["run", "-d", "--", "sleep", "30"], b"");
+    let running = text(&out.stdout).trim().to_string();
+    let out = tether(base, &["run", "--", "true"], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let exited = ps(base)
+        .iter()
+        .find(|p| p["id"] != running.as_str())
+        .map(|p| p["id"].as_str().unwrap().to_string())
+        .unwrap();
+
+    let ids = |args: &[&str]| -> Vec<String> {
+        let out = tether(base, args, b"");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout).lines().map(str::to_string).collect()
+    };
+    let mut all = ids(&["ps", "-q"]);
+    all.sort();
+    let mut expected = vec![running.clone(), exited.clone()];
+    expected.sort();
+    assert_eq!(all, expected);
+    assert_eq!(
+        ids(&["ps", "-q", "--filter", "status=running"]),
+        std::slice::from_ref(&running)
+    );
+    assert_eq!(
+        ids(&["ps", "-q", "--filter", "status=exited"]),
+        std::slice::from_ref(&exited)
+    );
+    let table = ids(&["ps", "--filter", "status=running"]);
+    assert_eq!(table.len(), 2, "{table:?}");
+    assert!(table[0].contains(" TTY "), "{table:?}");
+    assert!(
+        table[1].starts_with(&running) && table[1].contains(" no "),
+        "{table:?}"
+    );
+
+    let out = tether(base, &["ps", "--filter", "state=up"], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("status=running"),
+        "{}",
+        text(&out.stderr)
+    );
 }

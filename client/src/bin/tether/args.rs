@@ -93,6 +93,13 @@ pub enum Command {
         /// Print the process objects as JSON.
         #[arg(long)]
         json: bool,
+        /// Print only the ids, one a line (for `xargs`, as `docker ps -q`).
+        #[arg(short, long, conflicts_with = "json")]
+        quiet: bool,
+        /// Only the processes that match: `status=running` or
+        /// `status=exited`.
+        #[arg(long, value_name = "KEY=VALUE", value_parser = parse_filter)]
+        filter: Option<StatusFilter>,
     },
     /// Print one process object as JSON.
     Status {
@@ -176,13 +183,23 @@ pub struct RunArgs {
     #[arg(long)]
     pub cwd: Option<String>,
     /// Drop output the client is too slow for (reported as gaps) instead
-    /// of pacing the program (the default, `overflow: block`).
-    #[arg(long)]
+    /// of pacing the program (an attached run's default, `overflow:
+    /// block`). A detached run (-d) drops by default.
+    #[arg(long, conflicts_with = "block")]
     pub drop: bool,
+    /// Pace the program to its readers (`overflow: block`) even when
+    /// detached: with nobody attached it stops once its retention is full,
+    /// until someone attaches and reads.
+    #[arg(long)]
+    pub block: bool,
     /// Per-stream retention on the server, in bytes.
     #[arg(long, value_name = "BYTES")]
     pub retain: Option<u64>,
-    /// Print the process id and return at once, without attaching.
+    /// Print the process id and return at once, without attaching. The
+    /// program never waits for a reader: the server keeps the newest
+    /// --retain bytes of each stream (its --retain-bytes default, 64 MiB,
+    /// on disk) and drops the oldest past that (`logs`, `attach` show the
+    /// gap); --block to pace it instead.
     #[arg(short, long)]
     pub detach: bool,
     /// A name for the process, unique on the server, usable wherever its
@@ -224,5 +241,23 @@ fn parse_env(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("expected K=V, got {text:?}")),
+    }
+}
+
+/// `ps --filter status=...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    Running,
+    Exited,
+}
+
+fn parse_filter(text: &str) -> Result<StatusFilter, String> {
+    match text.split_once('=') {
+        Some(("status", "running")) => Ok(StatusFilter::Running),
+        Some(("status", "exited")) => Ok(StatusFilter::Exited),
+        Some(("status", other)) => Err(format!("unknown status {other:?} (running or exited)")),
+        _ => Err(format!(
+            "unknown filter {text:?} (status=running or status=exited)"
+        )),
     }
 }

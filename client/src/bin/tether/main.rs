@@ -27,7 +27,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use tether_client::{Client, Error, ProcessInfo, RetryPolicy, TransportKind};
 
-use args::{Cli, Command};
+use args::{Cli, Command, StatusFilter};
 use resolve::resolve;
 use session::Caught;
 
@@ -137,6 +137,11 @@ fn describe(error: &Error, server: &str) -> String {
         Error::Http { status: 401, .. } => {
             format!("{error} (set --token or TETHER_TOKEN)")
         }
+        // The server's message names its API (`?force=1`); a CLI user
+        // wants the command.
+        Error::Http { status, code, .. } if code == "still_running" => format!(
+            "server answered {status} {code}: the process is still running; `tether rm -f ID` kills and forgets it, `tether kill ID` only kills it"
+        ),
         _ => error.to_string(),
     }
 }
@@ -189,13 +194,25 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         Command::Wait { id } => {
             let info = client.wait(&resolve(&quick, &id).await?).await?;
             let code = exit_code(&info);
-            println!("{code}");
+            print_line(&code.to_string());
             Ok(code)
         }
-        Command::Ps { json } => {
-            let list = quick.list().await?;
-            if json {
-                println!("{}", to_json(&list)?);
+        Command::Ps {
+            json,
+            quiet,
+            filter,
+        } => {
+            let mut list = quick.list().await?;
+            if let Some(filter) = filter {
+                list.retain(|p| p.is_exited() == (filter == StatusFilter::Exited));
+            }
+            if quiet {
+                let ids: Vec<&str> = list.iter().map(|p| p.id.as_str()).collect();
+                if !ids.is_empty() {
+                    print_line(&ids.join("\n"));
+                }
+            } else if json {
+                print_line(&to_json(&list)?);
             } else {
                 print_table(&list);
             }
@@ -203,7 +220,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         }
         Command::Status { id } => {
             let info = quick.get(&resolve(&quick, &id).await?).await?;
-            println!("{}", to_json(&info)?);
+            print_line(&to_json(&info)?);
             Ok(0)
         }
         Command::Kill { id, grace } => {
@@ -243,12 +260,12 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             let minted = client.mint_token(&id, rights, ttl).await?;
             // The token rides in the fragment: a browser never sends it to
             // the server with the page, so no access log records it.
-            println!(
+            print_line(&format!(
                 "{}/#session={}&token={}",
                 client.base_url(),
                 minted.process,
                 minted.token
-            );
+            ));
             Ok(0)
         }
     }
@@ -265,9 +282,10 @@ pub(crate) fn exit_code(info: &ProcessInfo) -> i32 {
 }
 
 fn print_table(list: &[ProcessInfo]) {
-    println!(
-        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} COMMAND",
-        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "STARTED"
+    use std::fmt::Write as _;
+    let mut table = format!(
+        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} COMMAND",
+        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "TTY", "STARTED"
     );
     for p in list {
         let status = if p.is_exited() { "exited" } else { "running" };
@@ -281,16 +299,32 @@ fn print_table(list: &[ProcessInfo]) {
         if command.chars().count() > 60 {
             command = command.chars().take(57).collect::<String>() + "...";
         }
-        println!(
-            "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} {}",
+        let _ = write!(
+            table,
+            "\n{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} {}",
             p.id,
             p.name.as_deref().unwrap_or(""),
             p.pid,
             status,
             exit,
             reason,
+            if p.tty { "yes" } else { "no" },
             p.started_at,
             command
         );
+    }
+    print_line(&table);
+}
+
+/// Writes `text` and a newline to stdout. A closed stdout (`tether ps |
+/// head -1`) is no failure: the reader has what it wanted, and the rest is
+/// dropped quietly (no panic, the command's own exit status).
+pub(crate) fn print_line(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("tether: cannot write to stdout: {e}");
+        }
     }
 }

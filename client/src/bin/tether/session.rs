@@ -106,7 +106,11 @@ pub async fn run(
     if let Some(limit) = args.unattached_timeout {
         spec = spec.unattached_timeout(limit);
     }
-    spec = spec.overflow(if args.drop {
+    // A detached program has no reader to pace it: in block mode it would
+    // stop once its retention filled (`yes` at 64 MiB), so a detached
+    // run drops the oldest output unless asked to block.
+    let drop = args.drop || (args.detach && !args.block);
+    spec = spec.overflow(if drop {
         Overflow::Drop
     } else {
         Overflow::Block
@@ -125,7 +129,7 @@ pub async fn run(
     if args.detach {
         return match quick.spawn(spec).await {
             Ok(info) => {
-                println!("{}", info.id);
+                crate::print_line(&info.id);
                 Ok(0)
             }
             Err(e) => cannot_start(e),
@@ -410,12 +414,15 @@ async fn session(
 
 /// `tether logs`: the retained output, up to now or (`--follow`) to exit.
 pub async fn logs(client: &Client, quick: &Client, id: &str, follow: bool) -> Result<i32, Error> {
-    let info = quick.get(id).await?;
     let options = AttachOptions {
         readonly: true,
         ..AttachOptions::default()
     };
     let attachment = client.attach(id, options).await?;
+    // "Now" is after the attach: a program that writes fast in drop mode
+    // may have moved its retention past an end read before it, which
+    // would leave nothing to print.
+    let info = quick.get(id).await?;
     let Attachment { stdout, stderr, .. } = attachment;
     let (until_out, until_err) = if follow || info.is_exited() {
         (u64::MAX, u64::MAX)
