@@ -6,7 +6,7 @@
 //! unreachable, unknown id); 126 when `run`'s program was found but cannot
 //! run (not executable, bad cwd); 127 when it was not found.
 //!
-//! Files: `args.rs` the command line, `session.rs` run / attach / logs,
+//! Files: `args.rs` the command line, `run_attach.rs` run / attach / logs,
 //! `relay.rs` the copy loops, `replies.rs` dropping the terminal's
 //! replies to replayed output, `detach.rs` the detach keys, `term.rs` the
 //! local terminal, `resolve.rs` id prefixes.
@@ -17,7 +17,7 @@ mod modes;
 mod relay;
 mod replies;
 mod resolve;
-mod session;
+mod run_attach;
 mod term;
 
 use std::process::ExitCode;
@@ -29,7 +29,7 @@ use tether_client::{Client, Error, ProcessInfo, RetryPolicy, TransportKind};
 
 use args::{Cli, Command, StatusFilter};
 use resolve::resolve;
-use session::Caught;
+use run_attach::Caught;
 
 /// Exit status when tether itself fails, as `docker run` does.
 const TETHER_FAILED: i32 = 125;
@@ -171,7 +171,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             } else {
                 Caught::catch()
             };
-            session::run(signals, &client, &quick, args).await
+            run_attach::run(signals, &client, &quick, args).await
         }
         Command::Attach {
             id,
@@ -181,7 +181,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         } => {
             let signals = Caught::catch();
             let info = quick.get(&resolve(&quick, &id).await?).await?;
-            session::attach(
+            run_attach::attach(
                 signals,
                 &client,
                 &info,
@@ -252,7 +252,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         }
         Command::Logs { id, follow } => {
             let id = resolve(&quick, &id).await?;
-            session::logs(&client, &quick, &id, follow).await
+            run_attach::logs(&client, &quick, &id, follow).await
         }
         Command::Share { id, write, ttl } => {
             let id = resolve(&quick, &id).await?;
