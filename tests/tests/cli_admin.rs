@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used)]
 
 use serde_json::json;
-use tether_tests::cli::{poll, ps, tether, tether_env, text};
-use tether_tests::TestServer;
+use tether_tests::cli::{block_on, poll, ps, tether, tether_env, tether_lines, text, wait_output};
+use tether_tests::{TestServer, WAIT};
 
 #[test]
 fn subcommands_detach_wait_logs_ps_signal_kill() {
@@ -428,4 +428,77 @@ fn ps_lists_ids_alone_filters_by_status_and_shows_a_tty_column() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn logs_tail_prints_the_last_lines_then_follows() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(
+        base,
+        &[
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "seq 1 10; echo e1 >&2; echo e2 >&2",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = ps(base)[0]["id"].as_str().unwrap().to_string();
+    let out = tether(base, &["logs", "--tail", "3", &id], b"");
+    assert_eq!(
+        (text(&out.stdout).as_str(), text(&out.stderr).as_str()),
+        ("8\n9\n10\n", "e1\ne2\n")
+    );
+    let out = tether(base, &["logs", "-n", "0", &id], b"");
+    assert_eq!(text(&out.stdout), "");
+
+    // A running process: the tail, then what it writes next.
+    let out = tether(
+        base,
+        &[
+            "run",
+            "-d",
+            "-i",
+            "--",
+            "sh",
+            "-c",
+            "seq 1 5; read x; echo after $x",
+        ],
+        b"",
+    );
+    let id = text(&out.stdout).trim().to_string();
+    poll("the first lines", || {
+        let logs = text(&tether(base, &["logs", &id], b"").stdout);
+        (logs == "1\n2\n3\n4\n5\n").then_some(()).ok_or(logs)
+    });
+    let (child, lines) = tether_lines(base, &["logs", "-n", "2", "-f", &id]);
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "4");
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "5");
+    block_on(server.say(&id, "now\n"));
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "after now");
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn run_takes_w_for_the_directory_and_d_t_needs_no_local_terminal() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(base, &["run", "-w", "/tmp", "--", "pwd"], b"");
+    assert_eq!(text(&out.stdout), "/tmp\n", "{}", text(&out.stderr));
+    // From a script (stdin a pipe): a PTY of 80x24, started detached.
+    let out = tether(base, &["run", "-d", "-t", "--", "stty", "size"], b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let id = text(&out.stdout).trim().to_string();
+    let out = tether(base, &["wait", &id], b"");
+    assert_eq!(out.status.code(), Some(0));
+    let out = tether(base, &["logs", &id], b"");
+    assert_eq!(text(&out.stdout), "24 80\r\n");
+    // Attached, -t still needs one.
+    let out = tether(base, &["run", "-t", "--", "true"], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).contains("-t needs a terminal"));
 }

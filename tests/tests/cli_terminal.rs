@@ -381,3 +381,51 @@ fn attach_to_a_pty_whose_start_was_evicted_shows_its_screen() {
 }
 
 // `tether run` starts and attaches in one WebSocket (`GET /v1/run`).
+
+/// Watching a pipe process from a terminal: `attach --no-signals` turns
+/// Ctrl-C into a detach (docker's --sig-proxy=false), and the detach keys
+/// work without -i (the terminal is watched for them alone); the process
+/// runs on after both.
+#[test]
+fn watching_a_pipe_process_detaches_by_ctrl_c_or_the_keys_and_leaves_it_running() {
+    let server = TestServer::start();
+    let tether = tether_binary();
+    let base = server.base.clone();
+    let id = block_on(server.sh(
+        "trap 'echo got-int' INT; echo watched; while :; do sleep 0.05; done",
+        serde_json::json!({}),
+    ))
+    .id;
+    let (tmux, dir) = Tmux::start_script("watch", |d| {
+        format!(
+            "export TETHER_SERVER={base}; \
+             {t} attach --no-signals {id} 2> {d}/detached1; echo $? > {d}/rc1; \
+             {t} attach {id} 2> {d}/detached2; echo $? > {d}/rc2; exec sleep 600",
+            t = tether.display(),
+        )
+    });
+    tmux.until("the output", |p| p.contains("watched"));
+    tmux.cmd(&["send-keys", "-t", "main", "C-c"]);
+    assert_eq!(wait_file(&dir.join("rc1")), "0\n", "Ctrl-C detached");
+    let message = std::fs::read_to_string(dir.join("detached1")).unwrap();
+    assert!(message.contains("tether: detached"), "{message}");
+    assert!(!block_on(server.status(&id)).is_exited());
+
+    // The second attachment (without -i) replays "watched" below the
+    // first; typed text goes nowhere, the keys detach.
+    tmux.until("the second attachment", |p| {
+        p.matches("watched").count() == 2
+    });
+    tmux.cmd(&["send-keys", "-t", "main", "-l", "typed"]);
+    tmux.cmd(&["send-keys", "-t", "main", "C-p", "C-q"]);
+    assert_eq!(wait_file(&dir.join("rc2")), "0\n", "the detach keys");
+    let info = block_on(server.status(&id));
+    assert!(!info.is_exited(), "{info:?}");
+    let output = get_bytes(&server, &format!("/v1/processes/{id}/output"));
+    assert_eq!(
+        String::from_utf8_lossy(&output),
+        "watched\n",
+        "no signal, nothing typed reached it"
+    );
+    assert!(!tmux.pane().contains("typed"), "{}", tmux.pane());
+}

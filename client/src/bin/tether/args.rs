@@ -80,6 +80,11 @@ pub enum Command {
         /// Start at the current end of the output instead of replaying it.
         #[arg(long)]
         no_replay: bool,
+        /// Watch only: signals to tether (Ctrl-C, TERM, HUP, QUIT) detach
+        /// it instead of reaching the process, which runs on (docker's
+        /// --sig-proxy=false).
+        #[arg(long)]
+        no_signals: bool,
         #[command(flatten)]
         detach_keys: DetachKeysArg,
     },
@@ -162,6 +167,10 @@ pub enum Command {
         /// Keep printing until the process exits.
         #[arg(short, long)]
         follow: bool,
+        /// Only the last N lines of each stream (then, with --follow, what
+        /// comes next).
+        #[arg(short = 'n', long, value_name = "N")]
+        tail: Option<usize>,
     },
 }
 
@@ -180,7 +189,7 @@ pub struct RunArgs {
     #[arg(short, long = "env", value_name = "K=V", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
     /// Working directory of the process.
-    #[arg(long)]
+    #[arg(short = 'w', long, visible_alias = "workdir")]
     pub cwd: Option<String>,
     /// Drop output the client is too slow for (reported as gaps) instead
     /// of pacing the program (an attached run's default, `overflow:
@@ -226,8 +235,9 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct DetachKeysArg {
     /// Key sequence that detaches from the process and leaves it running,
-    /// when stdin is a terminal and is forwarded (docker's syntax: letters
-    /// and `ctrl-X`, comma-separated; empty to disable).
+    /// when stdin is a terminal (forwarded, or for `attach` watched for
+    /// these keys alone; docker's syntax: letters and `ctrl-X`,
+    /// comma-separated; empty to disable).
     #[arg(
         long = "detach-keys",
         value_name = "KEYS",

@@ -9,7 +9,8 @@
 //! Files: `args.rs` the command line, `run_attach.rs` run / attach / logs,
 //! `relay.rs` the copy loops, `replies.rs` dropping the terminal's
 //! replies to replayed output, `detach.rs` the detach keys, `term.rs` the
-//! local terminal, `resolve.rs` id prefixes.
+//! local terminal, `resolve.rs` id prefixes, `tail.rs`
+//! the last lines for `logs --tail`.
 
 mod args;
 mod detach;
@@ -18,6 +19,7 @@ mod relay;
 mod replies;
 mod resolve;
 mod run_attach;
+mod tail;
 mod term;
 
 use std::process::ExitCode;
@@ -177,9 +179,14 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             id,
             interactive,
             no_replay,
+            no_signals,
             detach_keys,
         } => {
-            let signals = Caught::catch();
+            let signals = if no_signals {
+                Caught::detaching()
+            } else {
+                Caught::catch()
+            };
             let info = quick.get(&resolve(&quick, &id).await?).await?;
             run_attach::attach(
                 signals,
@@ -250,9 +257,9 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             let _ = stdout.write_all(&screen).and_then(|()| stdout.flush());
             Ok(0)
         }
-        Command::Logs { id, follow } => {
+        Command::Logs { id, follow, tail } => {
             let id = resolve(&quick, &id).await?;
-            run_attach::logs(&client, &quick, &id, follow).await
+            run_attach::logs(&client, &quick, &id, follow, tail).await
         }
         Command::Share { id, write, ttl } => {
             let id = resolve(&quick, &id).await?;

@@ -135,3 +135,24 @@ pub async fn forward_input(
     }
     let _ = stdin.close().await;
 }
+
+/// Watches a terminal that is not forwarded for the detach keys alone:
+/// every other key is dropped (the process reads nothing from it). Tells
+/// `detached` once they are typed; returns at end of file.
+pub async fn watch_keys(
+    mut local: impl AsyncRead + Unpin,
+    mut watcher: DetachWatcher,
+    detached: oneshot::Sender<()>,
+) {
+    let mut buf = [0u8; 256];
+    loop {
+        let n = match local.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if let Typed::Detach(_) = watcher.feed(&buf[..n]) {
+            let _ = detached.send(());
+            return;
+        }
+    }
+}
