@@ -26,6 +26,44 @@ fn run_relays_both_streams_and_exits_with_the_remote_code() {
 }
 
 #[test]
+fn run_as_another_user_where_the_server_is_root_else_a_clear_refusal() {
+    let server = TestServer::start();
+    let out = tether(
+        &server.base,
+        &["run", "-u", "nobody", "--", "id", "-un"],
+        b"",
+    );
+    let stderr = text(&out.stderr);
+    if nix::unistd::Uid::effective().is_root() {
+        // The tests run tetherd as their own user: root here.
+        assert_eq!(
+            (text(&out.stdout).as_str(), out.status.code()),
+            ("nobody\n", Some(0)),
+            "{stderr}"
+        );
+        let out = tether(&server.base, &["run", "--user", "root", "--", "true"], b"");
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            text(&out.stderr).contains("invalid_request"),
+            "{}",
+            text(&out.stderr)
+        );
+    } else {
+        assert_eq!(out.status.code(), Some(125), "{stderr}");
+        assert!(
+            stderr.contains("403 user_unavailable") && stderr.contains("root"),
+            "{stderr}"
+        );
+    }
+    let out = tether(
+        &server.base,
+        &["run", "-u", "no-such-user-xyz", "--", "true"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(125));
+}
+
+#[test]
 fn run_with_a_timeout_exits_124() {
     let server = TestServer::start();
     let started = Instant::now();

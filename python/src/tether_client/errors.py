@@ -93,6 +93,7 @@ _BY_CODE: dict[str, type[ServerError]] = {
     "token_process_gone": Unauthorized,
     "out_of_scope": Forbidden,
     "missing_right": Forbidden,
+    "user_unavailable": Forbidden,
     "forbidden_origin": Forbidden,
     "forbidden_host": Forbidden,
     "not_found": NotFound,

@@ -188,6 +188,10 @@ pub struct RunArgs {
     /// Environment variable for the process (repeatable).
     #[arg(short, long = "env", value_name = "K=V", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// Run the process as this user (name or uid), as `docker exec -u`:
+    /// only a server running as root can switch user.
+    #[arg(short, long)]
+    pub user: Option<String>,
     /// Working directory of the process.
     #[arg(short = 'w', long, visible_alias = "workdir")]
     pub cwd: Option<String>,

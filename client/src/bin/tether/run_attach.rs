@@ -128,6 +128,9 @@ pub async fn run(
     if let Some(name) = args.name {
         spec = spec.name(name);
     }
+    if let Some(user) = args.user {
+        spec = spec.user(user);
+    }
     if let Some(limit) = args.unattached_timeout {
         spec = spec.unattached_timeout(limit);
     }
