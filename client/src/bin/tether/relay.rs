@@ -64,7 +64,11 @@ pub async fn copy_output(
                     "\r\n[tether: {length} bytes of {} lost at offset {offset}: the server dropped them before they were read]\r\n",
                     reader.stream().as_str()
                 );
-                let _ = tokio::io::stderr().write_all(message.as_bytes()).await;
+                // Flushed on the same handle: tokio writes stdio from a
+                // blocking thread, and the CLI may exit right after.
+                let mut err = tokio::io::stderr();
+                let _ = err.write_all(message.as_bytes()).await;
+                let _ = err.flush().await;
             }
             Chunk::Screen { offset, data, .. } => {
                 if let Some(fence) = fence.as_mut() {

@@ -508,12 +508,15 @@ pub async fn logs(
     );
     a?;
     b?;
-    {
-        // A closed stdout (`| head`) is no failure.
-        let _ = tokio::io::stdout().write_all(&tail_out.into_bytes()).await;
-        let _ = tokio::io::stdout().flush().await;
-        let _ = tokio::io::stderr().write_all(&tail_err.into_bytes()).await;
-    }
+    // A closed stdout (`| head`) is no failure. tokio's stdio hands
+    // each write to a blocking thread: the flush, on the same handle,
+    // waits until it is written (the CLI exits right after).
+    let mut out = tokio::io::stdout();
+    let _ = out.write_all(&tail_out.into_bytes()).await;
+    let _ = out.flush().await;
+    let mut err = tokio::io::stderr();
+    let _ = err.write_all(&tail_err.into_bytes()).await;
+    let _ = err.flush().await;
     if follow && !info.is_exited() {
         // The rest, from where the tail ended.
         let options = AttachOptions {
