@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use crate::{settle, tether_binary, TestServer, WAIT};
+use crate::{settle_blocking, tether_binary, TestServer, WAIT};
 
 /// `tether ARGS` against `server`, with `stdin` fed to it.
 pub fn tether(server: &str, args: &[&str], stdin: &[u8]) -> Output {
@@ -121,11 +121,11 @@ pub fn get_bytes(server: &TestServer, path: &str) -> Vec<u8> {
     })
 }
 
-/// Polls `probe` through the harness's [`settle`] (bounded by [`WAIT`])
+/// Polls `probe` through the harness's [`settle_blocking`] (bounded by [`WAIT`])
 /// until it gives a value: for what has no event to wait on (a tmux pane,
 /// a file a shell writes). The panic names `what` and the probe's last word.
 pub fn poll<T>(what: &str, probe: impl FnMut() -> Result<T, String>) -> T {
-    match block_on(settle(probe, Result::is_ok)) {
+    match settle_blocking(WAIT, probe, Result::is_ok) {
         Ok(value) => value,
         Err(last) => panic!("{what}: {last}"),
     }
