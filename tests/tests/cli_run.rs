@@ -28,18 +28,19 @@ fn run_relays_both_streams_and_exits_with_the_remote_code() {
 #[test]
 fn run_as_another_user_where_the_server_is_root_else_a_clear_refusal() {
     let server = TestServer::start();
-    let out = tether(
-        &server.base,
-        &["run", "-u", "nobody", "--", "id", "-un"],
-        b"",
-    );
-    let stderr = text(&out.stderr);
-    if nix::unistd::Uid::effective().is_root() {
+    let root = nix::unistd::Uid::effective().is_root();
+    if root {
         // The tests run tetherd as their own user: root here.
+        let out = tether(
+            &server.base,
+            &["run", "-u", "nobody", "--", "id", "-un"],
+            b"",
+        );
         assert_eq!(
             (text(&out.stdout).as_str(), out.status.code()),
             ("nobody\n", Some(0)),
-            "{stderr}"
+            "{}",
+            text(&out.stderr)
         );
         let out = tether(&server.base, &["run", "--user", "root", "--", "true"], b"");
         assert_eq!(out.status.code(), Some(125));
@@ -48,19 +49,44 @@ fn run_as_another_user_where_the_server_is_root_else_a_clear_refusal() {
             "{}",
             text(&out.stderr)
         );
-    } else {
-        assert_eq!(out.status.code(), Some(125), "{stderr}");
-        assert!(
-            stderr.contains("403 user_unavailable") && stderr.contains("root"),
-            "{stderr}"
+        let out = tether(
+            &server.base,
+            &["run", "-u", "no-such-user-xyz", "--", "true"],
+            b"",
         );
+        assert_eq!(out.status.code(), Some(125));
     }
+    // A server that is not root cannot switch user: a clear refusal (as
+    // root, one run as nobody shows it).
+    let unprivileged = if root {
+        TestServer::start_wrapped(
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ],
+            &[],
+            &[],
+        )
+    } else {
+        server
+    };
     let out = tether(
-        &server.base,
-        &["run", "-u", "no-such-user-xyz", "--", "true"],
+        &unprivileged.base,
+        &["run", "-u", "nobody", "--", "true"],
         b"",
     );
-    assert_eq!(out.status.code(), Some(125));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("403 user_unavailable") && stderr.contains("root"),
+        "{stderr}"
+    );
+    assert!(
+        ps(&unprivileged.base).is_empty(),
+        "a refused spawn started something"
+    );
 }
 
 #[test]
