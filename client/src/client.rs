@@ -398,6 +398,22 @@ impl Client {
         Ok(body.to_vec())
     }
 
+    /// `GET /healthz` within `timeout`, once: the HTTP status (200 while
+    /// the server serves, 503 while it shuts down). Over the client's own
+    /// TLS trust, so an `https://` server is asked like any other call.
+    pub async fn health(&self, timeout: Duration) -> Result<u16> {
+        let url = format!("{}/healthz", self.inner.base);
+        let response = self
+            .inner
+            .http
+            .get(&url)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| Error::transport(&url, &e))?;
+        Ok(response.status().as_u16())
+    }
+
     /// `GET /v1/processes`: every process the server knows (retried when
     /// transient).
     pub async fn list(&self) -> Result<Vec<ProcessInfo>> {

@@ -11,12 +11,12 @@ use std::path::Path;
 use tether_client::{
     AttachOptions, Attachment, Client, RetryPolicy, SpawnRequest, SpawnSpec, TransportKind,
 };
-use tether_tests::cli::{block_on, tether, tether_env, text, wait_file};
+use tether_tests::cli::{block_on, tether, tether_env, tether_lines, text, wait_file, wait_output};
 use tether_tests::nginx::Nginx;
 use tether_tests::pki::Pki;
 use tether_tests::rust_client::bounded;
 use tether_tests::tmux::Tmux;
-use tether_tests::TestServer;
+use tether_tests::{TestServer, WAIT};
 use tokio::io::AsyncReadExt;
 
 /// tetherd serving TLS itself with the PKI's server certificate.
@@ -133,6 +133,33 @@ fn cli_over_tls(base: &str, pki: &Pki, name: &str) {
     assert_eq!(
         (text(&out.stdout).as_str(), out.status.code()),
         ("insecure\n", Some(0)),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A kill while attached is told apart from a server shutting down by
+    // /healthz, asked with the same trust.
+    let (child, lines) = tether_lines(
+        base,
+        &[
+            "--cacert",
+            &ca,
+            "run",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; exec sleep 60",
+        ],
+    );
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
+    let running = tether_env(base, &["ps", "-q", "--filter", "status=running"], &env);
+    let running = text(&running.stdout).trim().to_string();
+    let out = tether_env(base, &["kill", &running], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(137));
+    assert!(
+        text(&out.stderr).contains("tether: killed: a kill request"),
         "{}",
         text(&out.stderr)
     );

@@ -290,15 +290,9 @@ async fn why_it_ended(info: &ProcessInfo, client: &Client) -> Option<String> {
 /// Whether the server is shutting down or gone: `/healthz` answers
 /// anything but 200 (503 while shutting down) or nothing.
 async fn server_stopping(client: &Client) -> bool {
-    let Ok(http) = reqwest::Client::builder()
-        .timeout(Duration::from_secs(1))
-        .build()
-    else {
-        return false;
-    };
-    let url = format!("{}/healthz", client.base_url().trim_end_matches('/'));
-    match http.get(url).send().await {
-        Ok(response) => response.status() != reqwest::StatusCode::OK,
+    // The client's own HTTP settings: its TLS trust (--cacert) included.
+    match client.health(Duration::from_secs(1)).await {
+        Ok(status) => status != 200,
         Err(_) => true,
     }
 }
