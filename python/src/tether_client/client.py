@@ -159,7 +159,14 @@ class AsyncClient(HttpApi):
             reconnect=reconnect or self.retry,
             connect_timeout=connect_timeout,
         )
-        return AttachContext(self.endpoint, self.wait, "", options, run=(json.dumps(dict(body)), str(uuid.uuid4())))
+        return AttachContext(
+            self.endpoint,
+            self.wait,
+            "",
+            options,
+            run=(json.dumps(dict(body)), str(uuid.uuid4())),
+            kill=self.kill,
+        )
 
     async def exec(
         self,
