@@ -136,8 +136,9 @@ pub struct Config {
     #[arg(skip)]
     pub signing_key: crate::token::SigningKey,
 
-    /// Extra origins allowed to open WebSockets (the server's own origin
-    /// always is; clients that send no Origin are allowed). Repeatable.
+    /// Extra browser origins allowed (the server's own origin always is;
+    /// clients that send no Origin are allowed): any other origin gets 403
+    /// `forbidden_origin` on every /v1 request, WebSocket or not. Repeatable.
     #[arg(long = "allow-origin")]
     pub allow_origins: Vec<String>,
 
