@@ -42,6 +42,7 @@ narrow the run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -139,19 +140,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited ({proc.returncode}) before listening:\n{log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"the server did not listen on {port} within {SERVER_START_TIMEOUT} s:\n{log.read_text()}")
-
-
 @dataclass
 class Session:
     """One file's terminal: its server, shell, Python interpreter and scratch space."""
@@ -161,6 +149,7 @@ class Session:
     env: dict[str, str]
     port: int = 0
     server: subprocess.Popen[bytes] | None = None
+    server_pid: int | None = None
     shell: subprocess.Popen[str] | None = None
     python: subprocess.Popen[str] | None = None
     last_id: str | None = None
@@ -187,34 +176,92 @@ class Session:
     def substitute(self, code: str) -> str:
         return code.replace("127.0.0.1:7420", f"127.0.0.1:{self.port}").replace("localhost:7420", f"localhost:{self.port}")
 
-    def start_server(self, command: str) -> None:
-        self.stop_server()
-        log = self.scratch / f"server-{len(self.logs)}.log"
+    def start_default_server(self) -> None:
+        """``tetherd`` with its defaults, for a file that starts no server of its own."""
+        log = self.scratch / "server.log"
         self.logs.append(log)
         env = dict(self.env, TETHER_LISTEN=f"127.0.0.1:{self.port}")
         with log.open("wb") as out:
             self.server = subprocess.Popen(
-                ["bash", "-c", f"exec {command}" if "\n" not in command.strip() else command],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+                ["tetherd"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
-        wait_listening(self.port, self.server, log)
+        self.server_pid = self.server.pid
+        self.wait_listening(log)
+
+    def start_server_block(self, code: str) -> None:
+        """A ``server`` block: in the background of the file's shell (its directory and variables), as in a second terminal."""
+        self.stop_server()
+        log = self.scratch / f"server-{len(self.logs)}.log"
+        self.logs.append(log)
+        pid_file = self.scratch / f"server-{len(self.logs)}.pid"
+        self.seq += 1
+        script = self.scratch / f"block-{self.seq}.sh"
+        script.write_text(code)
+        self.shell_command(
+            f"(export TETHER_LISTEN=127.0.0.1:{self.port}; source {script}) </dev/null >{log} 2>&1 & "
+            f"echo $! >{pid_file}.tmp; mv {pid_file}.tmp {pid_file}"
+        )
+        deadline = time.monotonic() + 10
+        while not pid_file.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the shell did not start the server block")
+            time.sleep(0.02)
+        self.server_pid = int(pid_file.read_text())
+        self.wait_listening(log)
+
+    def server_alive(self) -> bool:
+        if self.server is not None:
+            return self.server.poll() is None
+        if self.server_pid is None:
+            return False
+        try:
+            os.kill(self.server_pid, 0)
+        except ProcessLookupError:
+            return False
+        # A zombie until the file's shell reaps it: dead all the same.
+        try:
+            return Path(f"/proc/{self.server_pid}/stat").read_text().split(") ")[1][0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    def wait_listening(self, log: Path) -> None:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline:
+            if not self.server_alive():
+                raise RuntimeError(f"the server exited before listening:\n{log.read_text(errors='replace')}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"the server did not listen within {SERVER_START_TIMEOUT} s:\n{log.read_text(errors='replace')}")
 
     def stop_server(self) -> None:
-        if self.server is None:
+        """Ends the server's process group: SIGTERM, then SIGKILL after 30 s."""
+        if self.server_pid is None:
             return
+        pid, self.server_pid = self.server_pid, None
         try:
-            os.killpg(self.server.pid, signal.SIGTERM)
-            self.server.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(self.server.pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                break
+            if self.server is not None:
+                self.server.poll()
+            time.sleep(0.05)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        if self.server is not None:
             self.server.wait()
-        self.server = None
+            self.server = None
 
-    def run_shell(self, code: str) -> tuple[int, str]:
+    def shell_command(self, line: str) -> None:
         if self.shell is None:
             self.shell = subprocess.Popen(
                 ["bash", "--noprofile", "--norc"],
@@ -226,16 +273,23 @@ class Session:
                 text=True,
                 start_new_session=True,
             )
+            # Job control: each background job (a server block) in a
+            # process group of its own, which stop_server ends whole.
+            line = "set -m\n" + line
+        assert self.shell.stdin is not None
+        self.shell.stdin.write(line + "\n")
+        self.shell.stdin.flush()
+
+    def run_shell(self, code: str) -> tuple[int, str]:
         self.seq += 1
         script = self.scratch / f"block-{self.seq}.sh"
         out = self.scratch / f"block-{self.seq}.out"
         status = self.scratch / f"block-{self.seq}.status"
         script.write_text(code)
-        assert self.shell.stdin is not None
         # Sourced, so that the session's variables and directory carry on;
         # stdin from /dev/null, so that a block never reads the runner's.
-        self.shell.stdin.write(f"source {script} </dev/null >{out} 2>&1; echo $? >{status}.tmp; mv {status}.tmp {status}\n")
-        self.shell.stdin.flush()
+        self.shell_command(f"source {script} </dev/null >{out} 2>&1; echo $? >{status}.tmp; mv {status}.tmp {status}")
+        assert self.shell is not None
         deadline = time.monotonic() + BLOCK_TIMEOUT
         while not status.exists():
             if self.shell.poll() is not None:
@@ -307,6 +361,7 @@ class Session:
         return ran.returncode, ran.stdout
 
     def close(self) -> None:
+        self.stop_server()
         for proc in (self.shell, self.python):
             if proc is not None:
                 if proc.stdin is not None:
@@ -330,7 +385,7 @@ def run_file(blocks: list[Block]) -> list[tuple[Block, str, str]]:
     try:
         if not any(b.kind == "shell" and "server" in b.attrs and "no-run" not in b.attrs for b in blocks):
             if any(b.kind and "no-run" not in b.attrs for b in blocks):
-                session.start_server("tetherd")
+                session.start_default_server()
         for block in blocks:
             if block.kind is None:
                 continue
@@ -342,7 +397,7 @@ def run_file(blocks: list[Block]) -> list[tuple[Block, str, str]]:
             began = time.monotonic()
             if block.kind == "shell" and "server" in block.attrs:
                 try:
-                    session.start_server(code)
+                    session.start_server_block(code)
                     status, output = 0, ""
                 except RuntimeError as e:
                     status, output = 1, str(e)
@@ -365,7 +420,7 @@ def run_file(blocks: list[Block]) -> list[tuple[Block, str, str]]:
                 problem = "output differs from the doc"
             if problem:
                 detail = f"{problem}\n--- expected ---\n{block.expected or '(any)'}--- got ---\n{output}"
-                if session.server is not None and session.server.poll() is not None:
+                if session.logs and not session.server_alive():
                     detail += f"\n--- server log ---\n{session.logs[-1].read_text(errors='replace')}"
                 results.append((block, "FAIL", detail))
                 report(block, "FAIL", f"{took:.1f} s", detail)
