@@ -11,8 +11,8 @@ of its file, as a reader would run it in one terminal session per file:
 - Python blocks run in one interpreter per file (globals carry from block to
   block, as in a notebook) with the venv's python (``target/py-venv``, where
   ``./python`` is installed). An exception fails the block.
-- TypeScript blocks are transpiled (the client's own ``typescript``
-  package) and run as ES modules by node, each on its own, with
+- TypeScript blocks are type-checked and compiled by the client's own
+  ``tsc`` (strict) and run as ES modules by node, each on its own, with
   ``@tether/client`` resolving to ``./typescript``. A block that does not
   import ``@tether/client`` gets ``TetherClient``, ``baseUrl`` and ``client``
   (a ``TetherClient`` of the file's server) declared first.
@@ -64,6 +64,10 @@ PYTHON = {"python", "py"}
 NODE = {"ts", "typescript", "js", "javascript"}
 BLOCK_TIMEOUT = 300.0
 SERVER_START_TIMEOUT = 120.0
+TSC_OPTIONS = [
+    "--module", "nodenext", "--target", "es2022", "--types", "node",
+    "--strict", "--skipLibCheck", "--noEmitOnError", "--pretty", "false",
+]
 FENCE = re.compile(r"^(\s*)(```+)(.*)$")
 
 
@@ -325,7 +329,9 @@ class Session:
             modules = project / "node_modules"
             (modules / "@tether").mkdir(parents=True)
             (modules / "@tether" / "client").symlink_to(ROOT / "typescript")
-            for dep in ("ws", "@msgpack"):
+            (modules / "@types").mkdir()
+            (modules / "@types" / "node").symlink_to(ROOT / "typescript/node_modules/@types/node")
+            for dep in ("ws", "@msgpack", "undici-types"):
                 (modules / dep).symlink_to(ROOT / "typescript/node_modules" / dep)
             (project / "package.json").write_text('{"type": "module"}\n')
         if not re.search(r"""from\s+["']@tether/client["']""", code):
@@ -337,17 +343,19 @@ class Session:
         self.seq += 1
         source = project / f"block-{self.seq}.ts"
         source.write_text(code)
-        transpiled = subprocess.run(
-            ["node", str(Path(__file__).with_name("transpile.mjs")), str(source)],
-            cwd=ROOT / "typescript",
+        # Type-checked against the client's declarations, as a reader's
+        # editor would, then run.
+        compiled = subprocess.run(
+            [str(ROOT / "typescript/node_modules/.bin/tsc"), *TSC_OPTIONS, "--outDir", str(project / "out"), source.name],
+            cwd=project,
             capture_output=True,
             text=True,
         )
-        if transpiled.returncode != 0:
-            return transpiled.returncode, transpiled.stdout + transpiled.stderr
+        if compiled.returncode != 0:
+            return compiled.returncode, "tsc: " + compiled.stdout + compiled.stderr
         try:
             ran = subprocess.run(
-                ["node", str(source.with_suffix(".mjs"))],
+                ["node", str(project / "out" / source.with_suffix(".js").name)],
                 cwd=project,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
