@@ -21,10 +21,11 @@ A block followed by a block fenced ```` ```text output ```` must print
 exactly that (stdout and stderr together, as a terminal shows them; ``...``
 within a line stands for any text, a line of only ``...`` for any lines).
 
-Each file gets its own server: the first block marked ``server`` (a block
-that starts tetherd in the foreground) is run in the background with
-``TETHER_LISTEN`` set to a free loopback port, and it serves the blocks
-after it until the file ends; a file with none gets ``tetherd`` with its
+Each file gets its own server: a block marked ``server`` (one that starts
+tetherd in the foreground, as in a second terminal) is run in the
+background, in the directory the file's shell is in, with
+``TETHER_LISTEN`` set to a free loopback port, and serves the blocks after
+it (until the next ``server`` block or the end of the file); a file with none gets ``tetherd`` with its
 defaults (a generated token) before its first block. Every block sees
 ``TETHER_SERVER`` (the server's URL), ``XDG_RUNTIME_DIR`` (a private
 directory, where the generated token lands) and target/debug first on the
@@ -201,8 +202,10 @@ class Session:
         self.seq += 1
         script = self.scratch / f"block-{self.seq}.sh"
         script.write_text(code)
+        # A session of its own (setsid, which does not fork here: a
+        # background job is no group leader), so stop_server ends it whole.
         self.shell_command(
-            f"(export TETHER_LISTEN=127.0.0.1:{self.port}; source {script}) </dev/null >{log} 2>&1 & "
+            f"TETHER_LISTEN=127.0.0.1:{self.port} setsid bash --noprofile --norc {script} </dev/null >{log} 2>&1 & "
             f"echo $! >{pid_file}.tmp; mv {pid_file}.tmp {pid_file}"
         )
         deadline = time.monotonic() + 10
@@ -277,9 +280,6 @@ class Session:
                 text=True,
                 start_new_session=True,
             )
-            # Job control: each background job (a server block) in a
-            # process group of its own, which stop_server ends whole.
-            line = "set -m\n" + line
         assert self.shell.stdin is not None
         self.shell.stdin.write(line + "\n")
         self.shell.stdin.flush()
@@ -299,9 +299,18 @@ class Session:
             if self.shell.poll() is not None:
                 return 255, (out.read_text(errors="replace") if out.exists() else "") + "\n(the shell exited)"
             if time.monotonic() > deadline:
+                # Everything the block started is in the shell's session.
+                self.kill_shell()
                 return 255, out.read_text(errors="replace") + f"\n(timed out after {BLOCK_TIMEOUT} s)"
             time.sleep(0.02)
         return int(status.read_text().strip() or "255"), out.read_text(errors="replace")
+
+    def kill_shell(self) -> None:
+        if self.shell is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.shell.pid, signal.SIGKILL)
+            self.shell.wait()
+            self.shell = None
 
     def run_python(self, code: str) -> tuple[int, str]:
         if self.python is None:
@@ -377,9 +386,11 @@ class Session:
                 try:
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
+                    pass
+                # Whatever a block left running in the session ends with it.
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-        self.stop_server()
+                proc.wait()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
@@ -458,6 +469,9 @@ def doc_files(only: list[str]) -> list[Path]:
 
 
 def main() -> int:
+    # SIGTERM (a CI timeout, a kill) unwinds like Ctrl-C: each file's
+    # servers, shell and interpreter are ended by its ``finally``.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", help="only these Markdown files")
     parser.add_argument("--list", action="store_true", help="list the blocks without running them")
