@@ -339,16 +339,22 @@ class Session:
             (modules / "@tether").mkdir(parents=True)
             (modules / "@tether" / "client").symlink_to(ROOT / "typescript")
             (modules / "@types").mkdir()
-            (modules / "@types" / "node").symlink_to(ROOT / "typescript/node_modules/@types/node")
+            for types in ("node", "ws"):
+                (modules / "@types" / types).symlink_to(ROOT / "typescript/node_modules/@types" / types)
             for dep in ("ws", "@msgpack", "undici-types"):
                 (modules / dep).symlink_to(ROOT / "typescript/node_modules" / dep)
             (project / "package.json").write_text('{"type": "module"}\n')
         if not re.search(r"""from\s+["']@tether/client["']""", code):
-            code = (
-                'import { TetherClient } from "@tether/client";\n'
-                "const baseUrl = process.env.TETHER_SERVER!;\n"
-                "const client = new TetherClient(baseUrl);\n" + code
-            )
+            # What the doc's prose gives a fragment: the client and the
+            # server's URL, unless the block declares them itself.
+            prelude = ['import { TetherClient } from "@tether/client";']
+            if not re.search(r"\b(const|let|var)\s+baseUrl\b", code):
+                prelude.append("const baseUrl = process.env.TETHER_SERVER!;")
+            if not re.search(r"\b(const|let|var)\s+client\b", code):
+                prelude.append("const client = new TetherClient(baseUrl);")
+            imports = [line for line in code.splitlines(keepends=True) if line.startswith("import ")]
+            rest = [line for line in code.splitlines(keepends=True) if not line.startswith("import ")]
+            code = "".join(imports) + "\n".join(prelude) + "\n" + "".join(rest)
         self.seq += 1
         source = project / f"block-{self.seq}.ts"
         source.write_text(code)
