@@ -27,7 +27,9 @@ fn help_flags() -> BTreeMap<String, HelpFlag> {
     let mut current: Option<String> = None;
     for line in text.lines() {
         let trimmed = line.trim_start();
-        let option = trimmed.strip_prefix("-h, ").or_else(|| trimmed.strip_prefix("-V, "));
+        let option = trimmed
+            .strip_prefix("-h, ")
+            .or_else(|| trimmed.strip_prefix("-V, "));
         let option = option.unwrap_or(trimmed);
         if line.starts_with("  ") && option.starts_with("--") && line.len() - trimmed.len() <= 6 {
             let name = option.split_whitespace().next().unwrap().to_string();
@@ -45,7 +47,10 @@ fn help_flags() -> BTreeMap<String, HelpFlag> {
     }
     flags.remove("--help");
     flags.remove("--version");
-    assert!(flags.len() > 30, "--help parsed into too few flags: {flags:?}");
+    assert!(
+        flags.len() > 30,
+        "--help parsed into too few flags: {flags:?}"
+    );
     flags
 }
 
@@ -74,7 +79,10 @@ fn doc_rows() -> Vec<(String, String, usize)> {
             i + 1,
         ));
     }
-    assert!(rows.len() > 30, "the flags table has too few rows: {rows:?}");
+    assert!(
+        rows.len() > 30,
+        "the flags table has too few rows: {rows:?}"
+    );
     rows
 }
 
