@@ -1,5 +1,5 @@
 //! Command-line flags and the limits they set. Every bound the server
-//! enforces lives here with its default; README.md lists them. The flags
+//! enforces lives here with its default; docs/CONFIGURATION.md lists them. The flags
 //! are never changed after parsing: what the server runs with is built
 //! from them once (`options.rs`).
 
@@ -270,7 +270,7 @@ pub struct Config {
     /// Open TCP connections at once, WebSocket attachments included. Past
     /// it a new connection displaces the connection that has waited longest
     /// for a request head; when none is waiting, it is answered 503 and
-    /// closed. Sized from the fd limit when not given (see README).
+    /// closed. Sized from the fd limit when not given (see docs/CONFIGURATION.md).
     #[arg(long, default_value_t = 5120)]
     max_connections: usize,
 
