@@ -161,7 +161,7 @@ class Attachment:
 
 
 KillProcess = Callable[[str], Awaitable[object]]
-"""Kills a process by id (:meth:`AsyncClient.kill`)."""
+"""Kills and forgets a process by id (:meth:`AsyncClient.remove` with ``force``)."""
 
 
 class AttachContext:

@@ -8,6 +8,7 @@ calls they make), never this class, so that nothing below imports it.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -165,7 +166,9 @@ class AsyncClient(HttpApi):
             "",
             options,
             run=(json.dumps(dict(body)), str(uuid.uuid4())),
-            kill=self.kill,
+            # Leaving the block before the exit kills and forgets, as
+            # exec_stream's and terminal's do.
+            kill=functools.partial(self.remove, force=True),
         )
 
     async def exec(
