@@ -8,6 +8,7 @@ calls they make), never this class, so that nothing below imports it.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -160,7 +161,16 @@ class AsyncClient(HttpApi):
             reconnect=reconnect or self.retry,
             connect_timeout=connect_timeout,
         )
-        return AttachContext(self.endpoint, self.wait, "", options, run=(json.dumps(dict(body)), str(uuid.uuid4())))
+        return AttachContext(
+            self.endpoint,
+            self.wait,
+            "",
+            options,
+            run=(json.dumps(dict(body)), str(uuid.uuid4())),
+            # Leaving the block before the exit kills and forgets, as
+            # exec_stream's and terminal's do.
+            kill=functools.partial(self.remove, force=True),
+        )
 
     async def exec(
         self,
