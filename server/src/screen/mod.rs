@@ -20,12 +20,16 @@
 //! the next byte wakes it by writing the snapshot into a fresh emulator. A
 //! screen that has never had output holds no emulator at all.
 
+mod bounds;
 mod modes;
 mod render;
+mod repeat;
 
 use avt::Terminal;
 
+pub use bounds::memory_bound;
 pub use modes::ClientModes;
+use repeat::Guarded;
 
 /// Bounds of one screen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,12 +71,26 @@ pub struct Screen {
     modes: ClientModes,
     /// Bounded: the no-std build of `vte` keeps at most 1 KiB of an OSC.
     side_parser: vte::Parser,
+    /// avt's parser in step with the emulator's own (`repeat.rs`); kept
+    /// while the emulator sleeps, as the dump keeps the emulator's.
+    shadow: avt::Parser,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
     /// the count of full erases then. The screen is stale until the
     /// program erases the whole display or resets the terminal.
     skipped_at_erases: Option<u32>,
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        // The grids (or the dump) are freed first, so that the trim can
+        // give their pages back.
+        if self.memory_bound() >= bounds::GIVE_BACK_BYTES {
+            self.emulator = Emulator::Asleep(Box::default());
+            bounds::give_back_memory();
+        }
+    }
 }
 
 impl std::fmt::Debug for Screen {
@@ -97,6 +115,7 @@ impl Screen {
             emulator: Emulator::Asleep(Box::default()),
             modes: ClientModes::default(),
             side_parser: vte::Parser::new(),
+            shadow: avt::Parser::new(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -140,6 +159,11 @@ impl Screen {
             return;
         }
         let terminal = wake(&mut self.emulator, self.cols, self.rows, self.limits);
+        let mut guarded = Guarded {
+            terminal,
+            shadow: &mut self.shadow,
+            limits: self.limits,
+        };
         // NUL is ignored by terminals in every state that matters here (xterm
         // and xterm.js drop it); skipping it keeps a stream of zeros cheap.
         let mut rest = bytes;
@@ -149,7 +173,7 @@ impl Screen {
             let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
             if end > 0 {
                 self.side_parser.advance(&mut self.modes, &rest[..end]);
-                self.utf8.feed(terminal, &rest[..end]);
+                self.utf8.feed(&mut guarded, &rest[..end]);
             }
             rest = &rest[end..];
         }
@@ -162,10 +186,20 @@ impl Screen {
         if (cols, rows) == (self.cols, self.rows) {
             return;
         }
+        let before = self.memory_bound();
         wake(&mut self.emulator, self.cols, self.rows, self.limits)
             .resize(usize::from(cols), usize::from(rows));
         self.cols = cols;
         self.rows = rows;
+        if before.saturating_sub(self.memory_bound()) >= bounds::GIVE_BACK_BYTES {
+            bounds::give_back_memory();
+        }
+    }
+
+    /// The most memory this screen may hold at its size (see
+    /// [`memory_bound`]).
+    pub fn memory_bound(&self) -> u64 {
+        memory_bound(self.cols, self.rows, self.limits)
     }
 
     /// Drops the emulator's grids, keeping only the bytes that rebuild it.
@@ -173,6 +207,9 @@ impl Screen {
         if let Emulator::Live(terminal) = &self.emulator {
             let dump = emulator_dump(terminal, self.limits).into_bytes();
             self.emulator = Emulator::Asleep(dump.into_boxed_slice());
+            if self.memory_bound() >= bounds::GIVE_BACK_BYTES {
+                bounds::give_back_memory();
+            }
         }
     }
 
@@ -289,7 +326,7 @@ impl Utf8Carry {
         &self.bytes[..self.len]
     }
 
-    fn feed(&mut self, terminal: &mut Terminal, mut input: &[u8]) {
+    fn feed(&mut self, terminal: &mut Guarded<'_>, mut input: &[u8]) {
         if self.len > 0 {
             let need = utf8_width(self.bytes[0]);
             while self.len < need {
@@ -304,25 +341,25 @@ impl Utf8Carry {
                 }
             }
             match std::str::from_utf8(&self.bytes[..self.len]) {
-                Ok(s) if self.len == need => terminal.feed(s),
-                _ => terminal.feed('\u{FFFD}'),
+                Ok(s) if self.len == need => terminal.feed_str(s),
+                _ => terminal.feed_char('\u{FFFD}'),
             }
             self.len = 0;
         }
         loop {
             match std::str::from_utf8(input) {
                 Ok(text) => {
-                    terminal.feed(text);
+                    terminal.feed_str(text);
                     return;
                 }
                 Err(error) => {
                     let (good, rest) = input.split_at(error.valid_up_to());
                     if let Ok(text) = std::str::from_utf8(good) {
-                        terminal.feed(text);
+                        terminal.feed_str(text);
                     }
                     match error.error_len() {
                         Some(bad) => {
-                            terminal.feed('\u{FFFD}');
+                            terminal.feed_char('\u{FFFD}');
                             input = &rest[bad..];
                         }
                         None => {
