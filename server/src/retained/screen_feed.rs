@@ -254,8 +254,8 @@ impl RetainedOutput {
         feed.queued.store(false, Ordering::Release);
         // Output, a resize or a sleep that came between the last look and
         // the flag saw the flag still set and did not queue it.
-        let news = self.screen_news_after(screen.offset())
-            || feed.sleep_requested.load(Ordering::Relaxed);
+        let news =
+            self.screen_news_after(screen.offset()) || feed.sleep_requested.load(Ordering::Relaxed);
         news && !feed.queued.swap(true, Ordering::AcqRel)
     }
 }

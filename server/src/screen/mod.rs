@@ -387,3 +387,6 @@ fn utf8_width(lead: u8) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fuzz;

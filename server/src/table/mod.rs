@@ -24,6 +24,7 @@ use crate::slots::Slots;
 
 mod admit;
 mod plan;
+mod terminal;
 
 #[derive(Default)]
 struct Entries {
@@ -172,7 +173,10 @@ impl ProcessTable {
     /// they had not been sent as dropped.
     fn forget_locked(entries: &mut Entries, id: &str) {
         if let Some(process) = entries.processes.remove(id) {
-            entries.reserved = entries.reserved.saturating_sub(process.reserved_bytes);
+            let screen = process.screen_reserved.load(Ordering::Relaxed);
+            entries.reserved = entries
+                .reserved
+                .saturating_sub(process.reserved_bytes + screen);
             entries.reserved_disk = entries
                 .reserved_disk
                 .saturating_sub(process.reserved_disk_bytes);
