@@ -2,7 +2,12 @@
 //! for a terminal size, and the repeat count (`REP`, `CSI n b`) beyond
 //! which a repeat changes nothing more that can be seen.
 
-use super::ScreenLimits;
+/// Bounds of one screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScreenLimits {
+    /// Lines of primary-screen scrollback kept and sent in snapshots.
+    pub scrollback_lines: usize,
+}
 
 /// Bytes of one emulator cell (avt: the character, its width, its pen).
 const CELL_BYTES: u64 = std::mem::size_of::<avt::Cell>() as u64;

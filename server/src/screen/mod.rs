@@ -27,16 +27,9 @@ mod repeat;
 
 use avt::Terminal;
 
-pub use bounds::memory_bound;
+pub use bounds::{memory_bound, ScreenLimits};
 pub use modes::ClientModes;
 use repeat::Guarded;
-
-/// Bounds of one screen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScreenLimits {
-    /// Lines of primary-screen scrollback kept and sent in snapshots.
-    pub scrollback_lines: usize,
-}
 
 /// The screen at one offset of the output.
 #[derive(Debug, Clone, PartialEq, Eq)]

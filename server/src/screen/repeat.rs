@@ -13,8 +13,7 @@
 use avt::parser::Function;
 use avt::Terminal;
 
-use super::bounds::repeat_count;
-use super::ScreenLimits;
+use super::bounds::{repeat_count, ScreenLimits};
 
 /// The emulator with the shadow parser that stays in step with its own.
 pub(super) struct Guarded<'a> {
