@@ -162,6 +162,10 @@ impl Screen {
         let mut rest = bytes;
         while !rest.is_empty() {
             let start = rest.iter().position(|&b| b != 0).unwrap_or(rest.len());
+            if start > 0 {
+                // A NUL cannot continue a character.
+                self.utf8.interrupt(&mut guarded);
+            }
             rest = &rest[start..];
             let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
             if end > 0 {
@@ -319,25 +323,54 @@ impl Utf8Carry {
         &self.bytes[..self.len]
     }
 
+    /// A byte that is skipped came: the held character is invalid.
+    fn interrupt(&mut self, terminal: &mut Guarded<'_>) {
+        if self.len > 0 {
+            terminal.feed_char('\u{FFFD}');
+            self.len = 0;
+        }
+    }
+
     fn feed(&mut self, terminal: &mut Guarded<'_>, mut input: &[u8]) {
         if self.len > 0 {
-            let need = utf8_width(self.bytes[0]);
-            while self.len < need {
-                match input.first() {
-                    Some(&b) if b & 0xC0 == 0x80 => {
-                        self.bytes[self.len] = b;
-                        self.len += 1;
-                        input = &input[1..];
-                    }
-                    Some(_) => break,
-                    None => return, // still incomplete
+            // The held bytes and the next few, decoded exactly as one
+            // stream would be: a byte that cannot continue the character
+            // makes it one U+FFFD, as `from_utf8` says, however the bytes
+            // were split.
+            let held = self.len;
+            let take = input.len().min(4 - held);
+            let mut joined = [0u8; 4];
+            joined[..held].copy_from_slice(&self.bytes[..held]);
+            joined[held..held + take].copy_from_slice(&input[..take]);
+            let joined = &joined[..held + take];
+            let used = match std::str::from_utf8(joined) {
+                Ok(text) => {
+                    let width = utf8_width(joined[0]);
+                    terminal.feed_str(&text[..width]);
+                    width
                 }
-            }
-            match std::str::from_utf8(&self.bytes[..self.len]) {
-                Ok(s) if self.len == need => terminal.feed_str(s),
-                _ => terminal.feed_char('\u{FFFD}'),
-            }
+                Err(error) if error.valid_up_to() > 0 => {
+                    let width = error.valid_up_to().min(utf8_width(joined[0]));
+                    if let Ok(text) = std::str::from_utf8(&joined[..width]) {
+                        terminal.feed_str(text);
+                    }
+                    width
+                }
+                Err(error) => match error.error_len() {
+                    Some(bad) => {
+                        terminal.feed_char('\u{FFFD}');
+                        bad
+                    }
+                    None => {
+                        // Still incomplete: all of `input` was taken.
+                        self.bytes[..joined.len()].copy_from_slice(joined);
+                        self.len = joined.len();
+                        return;
+                    }
+                },
+            };
             self.len = 0;
+            input = &input[used.saturating_sub(held).min(input.len())..];
         }
         loop {
             match std::str::from_utf8(input) {
