@@ -10,7 +10,7 @@
 //! repeat. Both parsers are back in their ground state after it, so they
 //! stay in step. Everything else passes unchanged, in runs.
 
-use avt::parser::Function;
+use avt::parser::{Function, State};
 use avt::Terminal;
 
 use super::bounds::{repeat_count, ScreenLimits};
@@ -26,6 +26,13 @@ impl Guarded<'_> {
     pub fn feed_str(&mut self, text: &str) {
         let mut start = 0;
         for (at, ch) in text.char_indices() {
+            // Printed text in the ground state leaves the parser as it is:
+            // most of a flood costs the shadow one comparison a character.
+            if self.shadow.state == State::Ground
+                && (ch >= '\u{a0}' || (' '..='\u{7f}').contains(&ch))
+            {
+                continue;
+            }
             let Some(Function::Rep(count)) = self.shadow.feed(ch) else {
                 continue;
             };
