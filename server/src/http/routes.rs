@@ -464,6 +464,6 @@ async fn resize(
 ) -> ApiResult<StatusCode> {
     let process = grant.process(&table, Need::Write, &id)?;
     let request: ResizeRequest = json_body(body, table.config())?;
-    process.resize(request.cols, request.rows)?;
+    table.resize(&process, request.cols, request.rows)?;
     Ok(StatusCode::NO_CONTENT)
 }
