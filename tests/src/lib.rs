@@ -331,7 +331,14 @@ impl TestServer {
             child,
             data_dir,
             base: addr,
-            http: reqwest::Client::new(),
+            // Never reuse a connection the server may be closing: its
+            // keep-alive idle bound is --header-timeout-ms (10 s), and a
+            // test that blocks on a child process can leave one idle that
+            // long (hyper then reports IncompleteMessage).
+            http: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(5))
+                .build()
+                .expect("an HTTP client"),
             stdout: std::sync::Mutex::new(lines),
         }
     }

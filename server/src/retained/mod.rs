@@ -17,6 +17,7 @@ pub mod disk;
 pub mod log;
 mod ring;
 mod screen_feed;
+mod screen_slot;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -28,7 +29,7 @@ use disk::Record;
 use log::{Read, StreamLog};
 pub use ring::Next;
 use ring::ReaderId;
-use screen_feed::{PendingResize, ScreenFeed, MAX_PENDING_RESIZES};
+use screen_slot::{PendingResize, ScreenFeed, MAX_PENDING_RESIZES};
 
 thread_local! {
     /// The thread's buffer for reads of a disk log (see

@@ -24,7 +24,7 @@
 //! that a snapshot's offset cannot move while a reader is registered at it.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -60,47 +60,6 @@ const WARM: Duration = Duration::from_secs(1);
 /// How long a request for the screen (or an attachment from it) may spend
 /// letting a lagging emulator catch up to the end of the output first.
 const CATCH_UP: Duration = Duration::from_millis(100);
-
-/// Resizes recorded ahead of the emulator; past this many, the newest one
-/// replaces the last (the size in between is never shown).
-pub(super) const MAX_PENDING_RESIZES: usize = 64;
-
-/// A terminal resize at a stdout offset, waiting for the emulator.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct PendingResize {
-    pub offset: u64,
-    pub cols: u16,
-    pub rows: u16,
-}
-
-/// One PTY's emulator, its lock, and its place in the worker's queue.
-#[derive(Debug)]
-pub(super) struct ScreenFeed {
-    screen: Mutex<Screen>,
-    /// In the worker's queue (or being fed): not queued again.
-    queued: AtomicBool,
-    /// Output has been quiet: reduce the emulator once it has caught up.
-    sleep_requested: AtomicBool,
-    /// Bytes appended since the worker last began a turn on this emulator.
-    unfed: AtomicUsize,
-}
-
-impl ScreenFeed {
-    pub fn new(screen: Screen) -> ScreenFeed {
-        ScreenFeed {
-            screen: Mutex::new(screen),
-            queued: AtomicBool::new(false),
-            sleep_requested: AtomicBool::new(false),
-            unfed: AtomicUsize::new(0),
-        }
-    }
-
-    /// Held while feeding one turn or taking a snapshot, never across an
-    /// await. The emulator's state stays usable after a panic in it.
-    fn lock(&self) -> MutexGuard<'_, Screen> {
-        self.screen.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 impl RetainedOutput {
     /// Capture appended `output` bytes of stdout, or the terminal was
