@@ -54,6 +54,10 @@ pub struct SpawnRequest {
     /// attached process is never ended by it. 0 or absent means never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unattached_timeout_ms: Option<u64>,
+    /// Resource limits of the process and everything it forks; each
+    /// absent one is the server's default (`--default-memory-bytes`...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::Limits>,
 }
 
 /// Longest process name.

@@ -60,6 +60,8 @@ pub struct SpawnPlan {
     pub name: Option<String>,
     /// `unattached_timeout_ms`, if any.
     pub unattached_timeout: Option<Duration>,
+    /// Resource limits (the request's, else the server's defaults).
+    pub limits: tether_protocol::Limits,
 }
 
 /// What a known process costs besides its argv and output: the process
@@ -147,6 +149,7 @@ pub fn spawn(
             secret_env: SECRET_ENV,
             identity: config.spawn_identity.as_ref().map(|i| (i.uid, i.gid)),
             open_file_limit: crate::limits::inherited_limit(),
+            limits: plan.limits,
         },
         crate::contain::current(),
     )?;

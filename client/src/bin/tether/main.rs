@@ -19,6 +19,7 @@ mod replies;
 mod resolve;
 mod session;
 mod term;
+mod units;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -251,8 +252,8 @@ pub(crate) fn exit_code(info: &ProcessInfo) -> i32 {
 
 fn print_table(list: &[ProcessInfo]) {
     println!(
-        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} COMMAND",
-        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "STARTED"
+        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} {:>8} {:>10} COMMAND",
+        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "STARTED", "CPU", "MEM"
     );
     for p in list {
         let status = if p.is_exited() { "exited" } else { "running" };
@@ -266,8 +267,15 @@ fn print_table(list: &[ProcessInfo]) {
         if command.chars().count() > 60 {
             command = command.chars().take(57).collect::<String>() + "...";
         }
+        // CPU seconds (user + system) and peak memory, where accounted.
+        let (cpu, mem) = p.usage.map_or((String::new(), String::new()), |u| {
+            (
+                format!("{:.2}s", u.cpu_user_s + u.cpu_system_s),
+                units::format_size(u.memory_peak_bytes),
+            )
+        });
         println!(
-            "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} {}",
+            "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} {:>8} {:>10} {}",
             p.id,
             p.name.as_deref().unwrap_or(""),
             p.pid,
@@ -275,6 +283,8 @@ fn print_table(list: &[ProcessInfo]) {
             exit,
             reason,
             p.started_at,
+            cpu,
+            mem,
             command
         );
     }

@@ -1,0 +1,515 @@
+//! Resource limits and accounting of a process's cgroup: `memory`, `cpu`,
+//! `pids` (and `io` where there is one) controllers, written when the
+//! process's cgroup is made, before its clone, so nothing of it ever runs
+//! unlimited; read for its `usage` while it runs and at its exit.
+//!
+//! Two places the controllers can be:
+//! - **cgroup v2** (`Controllers::V2`): enabled in the instance cgroup's
+//!   `cgroup.subtree_control`, so each process cgroup has `memory.max`,
+//!   `cpu.max`, `pids.max`... of its own. The instance cgroup holds no
+//!   process, so the "no internal processes" rule allows it.
+//! - **cgroup v1 beside a v2 containment** (`Controllers::V1`), a hybrid
+//!   host where the controllers are bound to v1 hierarchies (v2 then has
+//!   none to enable): a cgroup per process in each of the `memory`, `cpu`,
+//!   `cpuacct`, `pids` (and `blkio`) hierarchies, which the child joins
+//!   before it execs (`Entry::controller_procs`). v1 has no `memory.high`:
+//!   a request for it is refused there, never ignored.
+//!
+//! Blocking file IO throughout (cgroupfs: microseconds): call it off the
+//! runtime's workers, or accept a few file reads where it says so.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tether_protocol::{Limits, Usage};
+
+use super::cgroup::{find_v1_mount, own_v1_cgroup};
+
+/// `cpu.max`'s period: the kernel's default, 100 ms, as docker uses.
+pub const CPU_PERIOD_US: u64 = 100_000;
+
+/// v1 controllers this needs, each in the hierarchy that has it (two may
+/// share one, as `cpu,cpuacct` often do).
+const V1_REQUIRED: [&str; 4] = ["memory", "cpu", "cpuacct", "pids"];
+
+/// The v2 controllers enabled for process cgroups; `io` is optional.
+const V2_REQUIRED: [&str; 3] = ["memory", "cpu", "pids"];
+
+/// Where this server's resource controllers are.
+#[derive(Debug)]
+pub enum Controllers {
+    /// In the v2 instance cgroup: each process cgroup has them.
+    V2 {
+        /// Whether `io` is enabled too (`io.stat`).
+        io: bool,
+    },
+    /// In v1 hierarchies: the instance cgroup of each (controller, dir).
+    V1 {
+        /// One entry per controller; co-mounted controllers share a dir.
+        instances: Vec<(&'static str, PathBuf)>,
+    },
+}
+
+impl Controllers {
+    /// Enables `memory`, `cpu`, `pids` (and `io`) for the process cgroups
+    /// under the v2 instance cgroup `instance`. They must be available to
+    /// it: enabled in its parent's `subtree_control`, which is tried too
+    /// (it works where the parent has no process of its own, or is the
+    /// root). None when any required one is missing.
+    pub fn enable_v2(instance: &Path) -> Option<Controllers> {
+        let available = |dir: &Path| -> Vec<String> {
+            fs::read_to_string(dir.join("cgroup.controllers"))
+                .map(|t| t.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default()
+        };
+        let has_all = |list: &[String]| V2_REQUIRED.iter().all(|c| list.iter().any(|l| l == c));
+        if !has_all(&available(instance)) {
+            let parent = instance.parent()?;
+            for controller in V2_REQUIRED.iter().chain(["io"].iter()) {
+                let _ = write(
+                    &parent.join("cgroup.subtree_control"),
+                    &format!("+{controller}"),
+                );
+            }
+            if !has_all(&available(instance)) {
+                return None;
+            }
+        }
+        let control = instance.join("cgroup.subtree_control");
+        for controller in V2_REQUIRED {
+            write(&control, &format!("+{controller}")).ok()?;
+        }
+        let io = available(instance).iter().any(|c| c == "io") && write(&control, "+io").is_ok();
+        Some(Controllers::V2 { io })
+    }
+
+    /// Creates `name` (the instance cgroup's name) in each v1 hierarchy of
+    /// [`V1_REQUIRED`] and `blkio`, below this server's own cgroup there.
+    /// None when a required one is missing or not writable (then nothing
+    /// is left behind).
+    pub fn create_v1(name: &str) -> Option<Controllers> {
+        let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let mut instances: Vec<(&'static str, PathBuf)> = Vec::new();
+        let mut made: Vec<PathBuf> = Vec::new();
+        let undo = |made: &[PathBuf]| {
+            for dir in made {
+                let _ = fs::remove_dir(dir);
+            }
+        };
+        for controller in V1_REQUIRED.into_iter().chain(["blkio"]) {
+            let found = find_v1_mount(&mountinfo, controller).and_then(|(mount, root)| {
+                let path = own_v1_cgroup(&own, controller)?;
+                let relative = path
+                    .strip_prefix(root.as_str())
+                    .unwrap_or(path.as_str())
+                    .trim_start_matches('/')
+                    .to_string();
+                Some(Path::new(&mount).join(relative).join(name))
+            });
+            let Some(dir) = found else {
+                if controller == "blkio" {
+                    continue;
+                }
+                undo(&made);
+                return None;
+            };
+            if !made.contains(&dir) {
+                if let Err(e) = fs::create_dir(&dir) {
+                    if controller == "blkio" {
+                        continue;
+                    }
+                    tracing::debug!(controller, error = %e, "no v1 controller cgroup");
+                    undo(&made);
+                    return None;
+                }
+                made.push(dir.clone());
+            }
+            instances.push((controller, dir));
+        }
+        Some(Controllers::V1 { instances })
+    }
+
+    /// Whether these controllers can apply `limits` (v1 has no
+    /// `memory.high`): the reason when not.
+    pub fn refusal(&self, limits: &Limits) -> Option<&'static str> {
+        match self {
+            Controllers::V1 { .. } if limits.memory_high_bytes.is_some() => Some(
+                "limits.memory_high_bytes needs cgroup v2's memory controller; this host's memory controller is cgroup v1 (memory_bytes works)",
+            ),
+            _ => None,
+        }
+    }
+
+    /// The controllers of the process cgroup `cell` (v2: its directory,
+    /// made already) named `name`, with `limits` written to them. Returns
+    /// the meter and, for v1, each hierarchy's `cgroup.procs` for the
+    /// child to join before exec. On error nothing is left behind.
+    pub fn cell(
+        &self,
+        cell: &Path,
+        name: &str,
+        limits: &Limits,
+    ) -> io::Result<(Meter, Vec<OwnedFd>)> {
+        match self {
+            Controllers::V2 { io } => {
+                let meter = Meter {
+                    dirs: Dirs::V2 {
+                        dir: cell.to_path_buf(),
+                        io: *io,
+                    },
+                    memory_sampled: AtomicU64::new(0),
+                    pids_sampled: AtomicU64::new(0),
+                };
+                write_v2_limits(cell, limits)?;
+                Ok((meter, Vec::new()))
+            }
+            Controllers::V1 { instances } => {
+                let mut dirs: Vec<(&'static str, PathBuf)> = Vec::new();
+                let mut procs = Vec::new();
+                let result = (|| {
+                    for (controller, instance) in instances {
+                        let dir = instance.join(name);
+                        if let Some((_, shared)) = dirs.iter().find(|(_, d)| *d == dir) {
+                            let shared = shared.clone();
+                            dirs.push((controller, shared));
+                            continue;
+                        }
+                        fs::create_dir(&dir)?;
+                        dirs.push((controller, dir.clone()));
+                        procs.push(OwnedFd::from(
+                            fs::OpenOptions::new()
+                                .write(true)
+                                .open(dir.join("cgroup.procs"))?,
+                        ));
+                    }
+                    let dir_of = |c: &str| dirs.iter().find(|(n, _)| *n == c).map(|(_, d)| d);
+                    write_v1_limits(dir_of("memory"), dir_of("cpu"), dir_of("pids"), limits)
+                })();
+                let meter = Meter {
+                    dirs: Dirs::V1 { dirs },
+                    memory_sampled: AtomicU64::new(0),
+                    pids_sampled: AtomicU64::new(0),
+                };
+                match result {
+                    Ok(()) => Ok((meter, procs)),
+                    Err(e) => {
+                        drop(procs);
+                        meter.remove();
+                        Err(e)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Removes the v1 instance cgroups (at shutdown, once every process
+    /// cgroup below is gone). v2's is the containment's own.
+    pub fn remove(&self) {
+        if let Controllers::V1 { instances } = self {
+            for (_, dir) in instances {
+                if let Ok(entries) = fs::read_dir(dir) {
+                    for entry in entries.flatten() {
+                        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                            let _ = fs::remove_dir(entry.path());
+                        }
+                    }
+                }
+                let _ = fs::remove_dir(dir);
+            }
+        }
+    }
+}
+
+fn write_v2_limits(dir: &Path, limits: &Limits) -> io::Result<()> {
+    if let Some(high) = limits.memory_high_bytes {
+        write(&dir.join("memory.high"), &high.to_string())?;
+    }
+    if let Some(max) = limits.memory_bytes {
+        write(&dir.join("memory.max"), &max.to_string())?;
+        // No swap, or the limit would only move the memory to the swap.
+        // Absent when the kernel has no swap accounting: no swap to use.
+        let swap = dir.join("memory.swap.max");
+        if swap.exists() {
+            write(&swap, "0")?;
+        }
+    }
+    if let Some(cpus) = limits.cpus {
+        write(
+            &dir.join("cpu.max"),
+            &format!("{} {CPU_PERIOD_US}", cpu_quota_us(cpus)),
+        )?;
+    }
+    if let Some(pids) = limits.pids {
+        write(&dir.join("pids.max"), &pids.to_string())?;
+    }
+    Ok(())
+}
+
+fn write_v1_limits(
+    memory: Option<&PathBuf>,
+    cpu: Option<&PathBuf>,
+    pids: Option<&PathBuf>,
+    limits: &Limits,
+) -> io::Result<()> {
+    let missing = |c: &str| io::Error::new(io::ErrorKind::NotFound, format!("no {c} cgroup"));
+    if let Some(max) = limits.memory_bytes {
+        let dir = memory.ok_or_else(|| missing("memory"))?;
+        write(&dir.join("memory.limit_in_bytes"), &max.to_string())?;
+        // Memory plus swap no more than memory: no swap. Without swap
+        // accounting the file is absent; swappiness 0 keeps it out of swap.
+        let memsw = dir.join("memory.memsw.limit_in_bytes");
+        if memsw.exists() {
+            write(&memsw, &max.to_string())?;
+        } else {
+            let _ = write(&dir.join("memory.swappiness"), "0");
+        }
+    }
+    if let Some(cpus) = limits.cpus {
+        let dir = cpu.ok_or_else(|| missing("cpu"))?;
+        write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
+        write(
+            &dir.join("cpu.cfs_quota_us"),
+            &cpu_quota_us(cpus).to_string(),
+        )?;
+    }
+    if let Some(max) = limits.pids {
+        let dir = pids.ok_or_else(|| missing("pids"))?;
+        write(&dir.join("pids.max"), &max.to_string())?;
+    }
+    Ok(())
+}
+
+/// The quota per [`CPU_PERIOD_US`] for `cpus` CPUs (at least the kernel's
+/// minimum, 1 ms).
+pub fn cpu_quota_us(cpus: f64) -> u64 {
+    ((cpus * CPU_PERIOD_US as f64).round() as u64).max(1000)
+}
+
+/// The resource cgroups of one process: where its limits are and its
+/// usage is read.
+#[derive(Debug)]
+pub struct Meter {
+    dirs: Dirs,
+    /// The highest memory and task counts seen, for kernels without
+    /// `memory.peak` / `pids.peak`.
+    memory_sampled: AtomicU64,
+    pids_sampled: AtomicU64,
+}
+
+#[derive(Debug)]
+enum Dirs {
+    V2 { dir: PathBuf, io: bool },
+    V1 { dirs: Vec<(&'static str, PathBuf)> },
+}
+
+impl Meter {
+    fn v1(&self, controller: &str) -> Option<&Path> {
+        match &self.dirs {
+            Dirs::V1 { dirs } => dirs
+                .iter()
+                .find(|(c, _)| *c == controller)
+                .map(|(_, d)| d.as_path()),
+            Dirs::V2 { .. } => None,
+        }
+    }
+
+    /// What the process and its descendants used so far. A few small
+    /// reads of cgroupfs.
+    pub fn usage(&self) -> Usage {
+        let (cpu_user_s, cpu_system_s, memory, pids, io) = match &self.dirs {
+            Dirs::V2 { dir, io } => {
+                let cpu = read(&dir.join("cpu.stat"));
+                let usec = |key| keyed(&cpu, key).unwrap_or(0) as f64 / 1e6;
+                let memory = read_u64(&dir.join("memory.peak"))
+                    .map(Peak::Kernel)
+                    .or_else(|| read_u64(&dir.join("memory.current")).map(Peak::Sample));
+                let pids = read_u64(&dir.join("pids.peak"))
+                    .map(Peak::Kernel)
+                    .or_else(|| read_u64(&dir.join("pids.current")).map(Peak::Sample));
+                let io = io.then(|| io_v2(&read(&dir.join("io.stat"))));
+                (usec("user_usec"), usec("system_usec"), memory, pids, io)
+            }
+            Dirs::V1 { .. } => {
+                let ns = |file: &str| {
+                    self.v1("cpuacct")
+                        .and_then(|d| read_u64(&d.join(file)))
+                        .unwrap_or(0) as f64
+                        / 1e9
+                };
+                let memory = self
+                    .v1("memory")
+                    .and_then(|d| read_u64(&d.join("memory.max_usage_in_bytes")))
+                    .map(Peak::Kernel);
+                let pids = self.v1("pids").and_then(|d| {
+                    read_u64(&d.join("pids.peak"))
+                        .map(Peak::Kernel)
+                        .or_else(|| read_u64(&d.join("pids.current")).map(Peak::Sample))
+                });
+                let io = self
+                    .v1("blkio")
+                    .map(|d| io_v1(&read(&d.join("blkio.throttle.io_service_bytes_recursive"))));
+                (
+                    ns("cpuacct.usage_user"),
+                    ns("cpuacct.usage_sys"),
+                    memory,
+                    pids,
+                    io,
+                )
+            }
+        };
+        Usage {
+            cpu_user_s,
+            cpu_system_s,
+            memory_peak_bytes: peak(memory, &self.memory_sampled),
+            processes: peak(pids, &self.pids_sampled),
+            io_read_bytes: io.map(|(r, _)| r),
+            io_write_bytes: io.map(|(_, w)| w),
+        }
+    }
+
+    /// How many times the kernel's OOM killer ended a member.
+    pub fn oom_kills(&self) -> u64 {
+        match &self.dirs {
+            Dirs::V2 { dir, .. } => keyed(&read(&dir.join("memory.events")), "oom_kill"),
+            Dirs::V1 { .. } => self
+                .v1("memory")
+                .and_then(|d| keyed(&read(&d.join("memory.oom_control")), "oom_kill")),
+        }
+        .unwrap_or(0)
+    }
+
+    /// Whether a fork failed at `pids.max`.
+    pub fn pids_limit_hit(&self) -> bool {
+        let events = match &self.dirs {
+            Dirs::V2 { dir, .. } => read(&dir.join("pids.events")),
+            Dirs::V1 { .. } => self
+                .v1("pids")
+                .map(|d| read(&d.join("pids.events")))
+                .unwrap_or_default(),
+        };
+        keyed(&events, "max").unwrap_or(0) > 0
+    }
+
+    /// Removes the v1 cgroups (empty once the process's v2 cgroup is);
+    /// the v2 one is the containment's to remove.
+    pub fn remove(&self) {
+        if let Dirs::V1 { dirs } = &self.dirs {
+            for (_, dir) in dirs {
+                let _ = fs::remove_dir(dir);
+            }
+        }
+    }
+}
+
+/// A peak from the kernel, or the current value to be kept as the
+/// highest seen.
+enum Peak {
+    Kernel(u64),
+    Sample(u64),
+}
+
+fn peak(value: Option<Peak>, sampled: &AtomicU64) -> u64 {
+    match value {
+        Some(Peak::Kernel(v)) => v,
+        Some(Peak::Sample(v)) => sampled.fetch_max(v, Ordering::Relaxed).max(v),
+        None => sampled.load(Ordering::Relaxed),
+    }
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default()
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    read(path).trim().parse().ok()
+}
+
+fn write(path: &Path, value: &str) -> io::Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(value.as_bytes())
+}
+
+/// The value of `key` in a `key value` per line file (`cpu.stat`,
+/// `memory.events`, `pids.events`, `memory.oom_control`).
+fn keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// Read and written bytes summed over devices, from v2 `io.stat`
+/// (`8:0 rbytes=N wbytes=N rios=N ...`).
+fn io_v2(text: &str) -> (u64, u64) {
+    let mut total = (0u64, 0u64);
+    for field in text.split_whitespace() {
+        if let Some(v) = field.strip_prefix("rbytes=") {
+            total.0 += v.parse().unwrap_or(0);
+        } else if let Some(v) = field.strip_prefix("wbytes=") {
+            total.1 += v.parse().unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// The same from v1 `blkio.throttle.io_service_bytes_recursive`
+/// (`8:0 Read N`, `8:0 Write N`, ..., `Total N`).
+fn io_v1(text: &str) -> (u64, u64) {
+    let mut total = (0u64, 0u64);
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(_device), Some(op), Some(n)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let n: u64 = n.parse().unwrap_or(0);
+        match op {
+            "Read" => total.0 += n,
+            "Write" => total.1 += n,
+            _ => {}
+        }
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_keyed_files() {
+        let stat = "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n";
+        assert_eq!(keyed(stat, "user_usec"), Some(2000));
+        assert_eq!(keyed(stat, "usage"), None);
+        let oom = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+        assert_eq!(keyed(oom, "oom_kill"), Some(3));
+    }
+
+    #[test]
+    fn sums_io_over_devices() {
+        let v2 = "8:0 rbytes=100 wbytes=20 rios=1 wios=1\n8:16 rbytes=1 wbytes=2 rios=1\n";
+        assert_eq!(io_v2(v2), (101, 22));
+        let v1 = "8:0 Read 100\n8:0 Write 20\n8:0 Sync 120\n8:0 Total 120\nTotal 120\n";
+        assert_eq!(io_v1(v1), (100, 20));
+    }
+
+    #[test]
+    fn cpu_quota_is_a_share_of_the_period() {
+        assert_eq!(cpu_quota_us(0.5), 50_000);
+        assert_eq!(cpu_quota_us(2.0), 200_000);
+        assert_eq!(cpu_quota_us(0.001), 1000);
+    }
+
+    #[test]
+    fn a_sampled_peak_keeps_the_highest() {
+        let sampled = AtomicU64::new(0);
+        assert_eq!(peak(Some(Peak::Sample(10)), &sampled), 10);
+        assert_eq!(peak(Some(Peak::Sample(4)), &sampled), 10);
+        assert_eq!(peak(Some(Peak::Kernel(7)), &sampled), 7);
+    }
+}
