@@ -50,7 +50,7 @@ from .errors import (
     Unauthorized,
     Unreachable,
 )
-from .protocol import Data, Dropped, ExitReason, Overflow, ProcessInfo, StreamName
+from .protocol import Data, Dropped, ExitReason, Limits, Overflow, ProcessInfo, StreamName, Usage
 from .retry import RetryPolicy
 from .run import ExecResult, ExitStatus, Run, RunContext
 from .sync import Client, SyncAttachment, SyncReader, SyncRun, SyncTerminal
@@ -78,6 +78,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidArgument",
     "InvalidRequest",
+    "Limits",
     "MintedToken",
     "NameTaken",
     "NotFound",
@@ -106,6 +107,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unreachable",
+    "Usage",
     "local_token_path",
     "Utf8Decoder",
     "spawn_body",
