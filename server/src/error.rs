@@ -198,6 +198,16 @@ impl ApiError {
     }
 }
 
+impl From<crate::contain::limits::LimitError> for ApiError {
+    fn from(error: crate::contain::limits::LimitError) -> ApiError {
+        use crate::contain::limits::LimitError;
+        match error {
+            LimitError::Invalid(m) => ApiError::InvalidRequest(m),
+            LimitError::AboveMaximum(m) => ApiError::LimitAboveMaximum(m),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();

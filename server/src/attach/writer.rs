@@ -15,12 +15,12 @@ use tether_protocol::StreamName;
 use tokio::sync::mpsc;
 use tokio::time::{timeout, MissedTickBehavior};
 
-use super::framing::Framing;
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::metrics::Metrics;
 use crate::process::Process;
 use crate::retained::{Cursor, Next, Reader};
 use crate::screen::Snapshot;
+use crate::wire::framing::Framing;
 
 /// Flush after this many bytes of feed()s, so big bursts go out in few
 /// syscalls and small ones promptly.
@@ -92,7 +92,11 @@ impl Writer {
                 return None;
             }
         }
-        if let Some(screen) = self.screen.take().and_then(|s| self.framing.screen(s)) {
+        if let Some(screen) = self
+            .screen
+            .take()
+            .and_then(|s| self.framing.screen(s.offset, s.cols, s.rows, s.data))
+        {
             if self.send(screen).await.is_err() {
                 return None;
             }

@@ -4,7 +4,17 @@
 
 use tether_protocol::Limits;
 
-use crate::error::ApiError;
+/// Why a request's limits are refused (mapped to HTTP in `error.rs`).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LimitError {
+    /// A value no cgroup can take (below its floor, not a number): 400
+    /// `invalid_request`.
+    #[error("{0}")]
+    Invalid(String),
+    /// Above the server's `--max-*`: 400 `limit_above_maximum`.
+    #[error("{0}")]
+    AboveMaximum(String),
+}
 
 /// Smallest memory limit (`memory_bytes`, `memory_high_bytes`): below it a
 /// program cannot even be loaded, and the OOM killer fires at the exec.
@@ -78,7 +88,7 @@ impl LimitFlags {
     }
 
     /// The limits a request gets: its own, else the defaults, each checked.
-    pub fn resolve(&self, requested: Option<&Limits>) -> Result<Limits, ApiError> {
+    pub fn resolve(&self, requested: Option<&Limits>) -> Result<Limits, LimitError> {
         let requested = requested.copied().unwrap_or_default();
         let defaults = self.defaults();
         let limits = Limits {
@@ -87,7 +97,7 @@ impl LimitFlags {
             pids: requested.pids.or(defaults.pids),
             memory_high_bytes: requested.memory_high_bytes.or(defaults.memory_high_bytes),
         };
-        let bad = |m: String| Err(ApiError::InvalidRequest(m));
+        let bad = |m: String| Err(LimitError::Invalid(m));
         for (name, value) in [
             ("memory_bytes", limits.memory_bytes),
             ("memory_high_bytes", limits.memory_high_bytes),
@@ -109,7 +119,7 @@ impl LimitFlags {
             return bad("limits.pids must be at least 1".into());
         }
         let above = |name: &str, value: String, max: String, flag: &str| {
-            Err(ApiError::LimitAboveMaximum(format!(
+            Err(LimitError::AboveMaximum(format!(
                 "limits.{name} {value} is above this server's maximum {max} ({flag})"
             )))
         };
@@ -175,7 +185,7 @@ mod tests {
     #[test]
     fn a_limit_above_its_maximum_is_refused_by_name() {
         let refused = |limits: Limits| match flags().resolve(Some(&limits)) {
-            Err(ApiError::LimitAboveMaximum(m)) => m,
+            Err(LimitError::AboveMaximum(m)) => m,
             other => panic!("expected limit_above_maximum, got {other:?}"),
         };
         let m = refused(Limits {
@@ -220,7 +230,7 @@ mod tests {
         ] {
             assert!(matches!(
                 LimitFlags::default().resolve(Some(&limits)),
-                Err(ApiError::InvalidRequest(_))
+                Err(LimitError::Invalid(_))
             ));
         }
     }

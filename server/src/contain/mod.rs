@@ -11,7 +11,7 @@
 //!   and its usage read back.
 //!
 //! Without a writable cgroup hierarchy, processes fall back to the session
-//! scan of [`crate::session`]: a descendant that calls `setsid` escapes it.
+//! scan of [`unix_session`]: a descendant that calls `setsid` escapes it.
 //! Each process reports which it got (`containment` in the process object).
 
 pub mod cgroup;
@@ -20,6 +20,7 @@ pub mod limits;
 pub mod pidfd;
 pub mod reaper;
 pub mod resources;
+pub mod unix_session;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,13 +29,13 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::session::{signal_orphans, signal_session};
 pub use cgroup::Entry;
 use cgroup::{Cell, CgroupKind, Instance};
 use guard::Guard;
 use resources::{Controllers, Meter};
 pub use tether_protocol::Containment as ContainmentKind;
 use tether_protocol::{Limits, Usage};
+use unix_session::{signal_orphans, signal_session};
 
 /// `--containment`: which mechanism to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
