@@ -118,6 +118,11 @@ impl Containment {
                         guard.cgroup(&instance);
                     }
                     let controllers = controllers_for(&instance);
+                    if let (Some(guard), Some(controllers)) = (guard(), &controllers) {
+                        for dir in controllers.v1_dirs() {
+                            guard.controllers(dir);
+                        }
+                    }
                     tracing::info!(
                         containment = kind.name(),
                         dir = %instance.dir().display(),

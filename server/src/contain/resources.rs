@@ -206,22 +206,39 @@ impl Controllers {
         }
     }
 
+    /// The v1 instance cgroups, for the guard to remove should the server
+    /// die (v2's is the containment's own).
+    pub fn v1_dirs(&self) -> Vec<&Path> {
+        match self {
+            Controllers::V1 { instances } => {
+                let mut dirs: Vec<&Path> = instances.iter().map(|(_, d)| d.as_path()).collect();
+                dirs.dedup();
+                dirs
+            }
+            Controllers::V2 { .. } => Vec::new(),
+        }
+    }
+
     /// Removes the v1 instance cgroups (at shutdown, once every process
-    /// cgroup below is gone). v2's is the containment's own.
+    /// cgroup below is gone).
     pub fn remove(&self) {
-        if let Controllers::V1 { instances } = self {
-            for (_, dir) in instances {
-                if let Ok(entries) = fs::read_dir(dir) {
-                    for entry in entries.flatten() {
-                        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                            let _ = fs::remove_dir(entry.path());
-                        }
-                    }
-                }
-                let _ = fs::remove_dir(dir);
+        for dir in self.v1_dirs() {
+            remove_v1_instance(dir);
+        }
+    }
+}
+
+/// Removes a v1 instance cgroup and the process cgroups below it, which
+/// are empty once their processes' v2 cgroups are (the same processes).
+pub fn remove_v1_instance(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = fs::remove_dir(entry.path());
             }
         }
     }
+    let _ = fs::remove_dir(dir);
 }
 
 fn write_v2_limits(dir: &Path, limits: &Limits) -> io::Result<()> {
