@@ -15,9 +15,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tether_protocol::{ClientFrame, ExitReason, ProcessInfo, Usage};
-use tether_tests::{settle, settle_async, tether_binary, Attachment, Received, TestServer, WAIT};
+use tether_tests::{
+    refused_attach, settle, settle_async, tether_binary, Attachment, Received, TestServer, WAIT,
+};
 
 const MIB: u64 = 1 << 20;
+
+/// The tests that load the machine (a hog, a fork bomb, spinners) or
+/// measure (echo latency, CPU seconds, `time -v`) run one at a time: on a
+/// machine of two CPUs, side by side they would measure each other.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A program that allocates (and touches) a MiB at a time without end.
 const HOG: &str = "x = []\nwhile True:\n    x.append(bytearray(1 << 20))\n";
@@ -74,6 +81,7 @@ fn usage_of(info: &ProcessInfo) -> Usage {
 
 #[tokio::test]
 async fn a_memory_limit_ends_an_allocating_program_with_reason_oom_and_spares_its_neighbours() {
+    let _heavy = HEAVY.lock().await;
     let server = TestServer::start();
     let mut echo = Echo::start(&server).await;
     let baseline = echo.round_trip().await;
@@ -113,6 +121,7 @@ async fn a_memory_limit_ends_an_allocating_program_with_reason_oom_and_spares_it
 
 #[tokio::test]
 async fn the_cli_exits_137_and_says_out_of_memory() {
+    let _heavy = HEAVY.lock().await;
     let server = TestServer::start();
     let mut command = Command::new(tether_binary());
     command
@@ -168,6 +177,7 @@ fn members(id: &str) -> usize {
 
 #[tokio::test]
 async fn a_fork_bomb_never_passes_its_pids_limit_and_a_kill_ends_every_member() {
+    let _heavy = HEAVY.lock().await;
     let server = TestServer::start();
     // Every member forks for ever; a small CPU share keeps the storm off
     // the other sessions of this shared machine.
@@ -216,6 +226,7 @@ async fn a_fork_bomb_never_passes_its_pids_limit_and_a_kill_ends_every_member() 
 
 #[tokio::test]
 async fn a_cpu_spinner_under_half_a_cpu_gets_about_half_a_cpu() {
+    let _heavy = HEAVY.lock().await;
     let server = TestServer::start();
     let mut echo = Echo::start(&server).await;
     // Three spinners for 4 s (the deadline ends them).
@@ -278,6 +289,7 @@ fn within(measured: f64, reference: f64, slack: f64) -> bool {
 
 #[tokio::test]
 async fn usage_agrees_with_time_v() {
+    let _heavy = HEAVY.lock().await;
     let server = TestServer::start();
     let commands: [&[&str]; 2] = [
         &["sh", "-c", "head -c 100M /dev/zero > /dev/null"],
@@ -322,6 +334,26 @@ async fn a_limit_above_the_maximum_is_a_400_that_names_it() {
             "{message}"
         );
     }
+    // GET /v1/run refuses before the upgrade, starting nothing.
+    let mut url = reqwest::Url::parse(&server.url("/v1/run")).unwrap();
+    url.query_pairs_mut().append_pair(
+        "request",
+        &json!({"argv": ["true"], "limits": {"memory_bytes": 256 * MIB}}).to_string(),
+    );
+    let (status, body) = refused_attach(&url.as_str().replacen("http", "ws", 1)).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "limit_above_maximum");
+    // ...and GET /v1/run with limits within bounds carries them in `hello`.
+    let mut url = reqwest::Url::parse(&server.url("/v1/run")).unwrap();
+    url.query_pairs_mut().append_pair(
+        "request",
+        &json!({"argv": ["true"], "limits": {"pids": 10}}).to_string(),
+    );
+    let mut attachment = Attachment::connect(&url.as_str().replacen("http", "ws", 1)).await;
+    assert_eq!(limits_of(&attachment.hello.0).pids, Some(10));
+    let exit = attachment.until_exit().await.exit.unwrap();
+    assert_eq!(limits_of(&exit).pids, Some(10));
+    assert!(exit.usage.is_some(), "the exit frame carries the bill");
     let (status, body) = server
         .post(
             "/v1/processes",
