@@ -235,7 +235,10 @@ impl Containment {
 /// in the instance cgroup, else (a hybrid host) v1 hierarchies beside it.
 fn controllers_for(instance: &Instance) -> Option<Controllers> {
     if instance.kind() == CgroupKind::V2 {
-        if let Some(controllers) = Controllers::enable_v2(instance.dir()) {
+        let ours: Vec<u32> = std::iter::once(std::process::id())
+            .chain(guard().map(|g| g.pid()))
+            .collect();
+        if let Some(controllers) = Controllers::enable_v2(instance.dir(), &ours) {
             return Some(controllers);
         }
     }

@@ -56,10 +56,14 @@ pub enum Controllers {
 impl Controllers {
     /// Enables `memory`, `cpu`, `pids` (and `io`) for the process cgroups
     /// under the v2 instance cgroup `instance`. They must be available to
-    /// it: enabled in its parent's `subtree_control`, which is tried too
-    /// (it works where the parent has no process of its own, or is the
-    /// root). None when any required one is missing.
-    pub fn enable_v2(instance: &Path) -> Option<Controllers> {
+    /// it: enabled in its parent's (the server's own cgroup's)
+    /// `subtree_control`, which is tried too. The kernel allows that only
+    /// in a cgroup with no process of its own ("no internal processes")
+    /// or the root: where the server's own cgroup holds only the server
+    /// and its guard (`ours`), as in a systemd service with `Delegate=yes`
+    /// or a container, they move to a leaf `tetherd` below it first. None
+    /// when any required one is missing.
+    pub fn enable_v2(instance: &Path, ours: &[u32]) -> Option<Controllers> {
         let available = |dir: &Path| -> Vec<String> {
             fs::read_to_string(dir.join("cgroup.controllers"))
                 .map(|t| t.split_whitespace().map(str::to_string).collect())
@@ -68,11 +72,25 @@ impl Controllers {
         let has_all = |list: &[String]| V2_REQUIRED.iter().all(|c| list.iter().any(|l| l == c));
         if !has_all(&available(instance)) {
             let parent = instance.parent()?;
-            for controller in V2_REQUIRED.iter().chain(["io"].iter()) {
-                let _ = write(
-                    &parent.join("cgroup.subtree_control"),
-                    &format!("+{controller}"),
-                );
+            // Delegated to the server's cgroup, or nothing can be done.
+            if !has_all(&available(parent)) {
+                return None;
+            }
+            let enable = || {
+                for controller in V2_REQUIRED.iter().chain(["io"].iter()) {
+                    let _ = write(
+                        &parent.join("cgroup.subtree_control"),
+                        &format!("+{controller}"),
+                    );
+                }
+            };
+            enable();
+            if !has_all(&available(instance)) {
+                if let Err(e) = leave_for_leaf(parent, ours) {
+                    tracing::warn!(error = %e, "cannot enable cgroup v2 controllers below the server's own cgroup");
+                    return None;
+                }
+                enable();
             }
             if !has_all(&available(instance)) {
                 return None;
@@ -226,6 +244,31 @@ impl Controllers {
             remove_v1_instance(dir);
         }
     }
+}
+
+/// Name of the leaf the server and its guard move to (see
+/// [`Controllers::enable_v2`]); one per cgroup, reused by the next server.
+pub const SERVER_LEAF: &str = "tetherd";
+
+/// Moves the processes of `own` (which must all be `ours`) to its leaf
+/// [`SERVER_LEAF`], so `own` may enable controllers for its children.
+fn leave_for_leaf(own: &Path, ours: &[u32]) -> io::Result<()> {
+    let procs = super::cgroup::members(own);
+    if let Some(other) = procs.iter().find(|p| !ours.contains(&(**p as u32))) {
+        return Err(io::Error::other(format!(
+            "{} holds process {other}, which is not tetherd's: start tetherd in a cgroup of its own (systemd: Delegate=yes)",
+            own.display()
+        )));
+    }
+    let leaf = own.join(SERVER_LEAF);
+    match fs::create_dir(&leaf) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
+    for pid in procs {
+        write(&leaf.join("cgroup.procs"), &pid.to_string())?;
+    }
+    Ok(())
 }
 
 /// Removes a v1 instance cgroup and the process cgroups below it, which
@@ -520,6 +563,45 @@ mod tests {
         assert_eq!(cpu_quota_us(0.5), 50_000);
         assert_eq!(cpu_quota_us(2.0), 200_000);
         assert_eq!(cpu_quota_us(0.001), 1000);
+    }
+
+    /// On the project's machines (root, cgroup2 mounted and writable): the
+    /// server's processes move to the leaf, and a stranger's presence
+    /// keeps everything in place.
+    #[test]
+    fn only_the_servers_own_processes_move_to_the_leaf() {
+        use super::super::cgroup::{members, CgroupKind, Instance};
+        let own = Instance::create(CgroupKind::V2).expect("cgroup2 writable");
+        let sleeper = || {
+            let child = std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .expect("sleep");
+            write(&own.dir().join("cgroup.procs"), &child.id().to_string()).expect("join");
+            child
+        };
+        let mut children = [sleeper(), sleeper()];
+        let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
+        let refused = leave_for_leaf(own.dir(), &pids[..1]);
+        assert!(
+            refused.is_err(),
+            "a stranger's process must keep the cgroup as it is"
+        );
+        assert_eq!(members(own.dir()).len(), 2);
+        leave_for_leaf(own.dir(), &pids).expect("moved");
+        assert!(members(own.dir()).is_empty());
+        let leaf = own.dir().join(SERVER_LEAF);
+        let mut moved: Vec<u32> = members(&leaf).into_iter().map(|p| p as u32).collect();
+        moved.sort_unstable();
+        let mut expected = pids.clone();
+        expected.sort_unstable();
+        assert_eq!(moved, expected);
+        for child in &mut children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir(&leaf);
+        let _ = fs::remove_dir(own.dir());
     }
 
     #[test]
