@@ -7,8 +7,9 @@
 //!   no signal is ever sent to a number after its reap.
 //! - [`guard`]: a process that ends everything when tetherd dies.
 //! - [`reaper`]: the server's own children, and the orphan reaper as PID 1.
-//! - [`resources`]: limits written to a process's cgroup before its clone,
-//!   and its usage read back.
+//! - [`resources`]: limits written to a process's cgroup before its clone;
+//!   [`meter`]: its usage read back; [`limits`]: the flags and a request's
+//!   limits checked.
 //!
 //! Without a writable cgroup hierarchy, processes fall back to the session
 //! scan of [`unix_session`]: a descendant that calls `setsid` escapes it.
@@ -17,6 +18,7 @@
 pub mod cgroup;
 pub mod guard;
 pub mod limits;
+pub mod meter;
 pub mod pidfd;
 pub mod reaper;
 pub mod resources;
