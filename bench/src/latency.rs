@@ -265,7 +265,7 @@ pub fn raw_cat() -> tether_protocol::api::SpawnRequest {
 }
 
 /// A PTY `cat > /dev/null` in cooked mode: the line discipline echoes.
-fn cooked_cat() -> tether_protocol::api::SpawnRequest {
+pub fn cooked_cat() -> tether_protocol::api::SpawnRequest {
     let mut req = shell("printf R; exec cat > /dev/null");
     req.tty = true;
     req
