@@ -254,8 +254,10 @@ async fn a_cpu_spinner_under_half_a_cpu_gets_about_half_a_cpu() {
     let usage = usage_of(&exited);
     let cpu = usage.cpu_user_s + usage.cpu_system_s;
     // 0.5 CPU for 4 s is 2 s; unlimited, three spinners on this machine's
-    // two CPUs would take up to 8 s. A loaded machine may give less.
-    assert!((0.8..=2.6).contains(&cpu), "{cpu} CPU seconds in 4 s");
+    // two CPUs would take up to 8 s. A loaded machine gives less (the cgroup
+    // then never reaches its quota): the lower bound only says the CPU was
+    // counted.
+    assert!((0.2..=2.6).contains(&cpu), "{cpu} CPU seconds in 4 s");
     assert!(
         slowest < ECHO_BOUND,
         "echo took {slowest:?} beside the spinner"
