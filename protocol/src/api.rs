@@ -54,6 +54,12 @@ pub struct SpawnRequest {
     /// attached process is never ended by it. 0 or absent means never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unattached_timeout_ms: Option<u64>,
+    /// Run as this user (name or uid; its primary group), not root. Only
+    /// a server running as root can switch user: any other refuses it with
+    /// 403 `user_unavailable`. Overrides the server's `--user` for this
+    /// process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// Resource limits of the process and everything it forks; each
     /// absent one is the server's default (`--default-memory-bytes`...).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -17,12 +17,16 @@ use tether_protocol::ProcessInfo;
 pub use tether_protocol;
 
 mod attachment;
+pub mod cli;
 pub mod cut;
 pub mod front;
 pub mod nginx;
+pub mod pki;
 mod poll;
 mod procfs;
+pub mod rust_client;
 pub mod scoped;
+pub mod tmux;
 
 pub use attachment::{refused_attach, Attachment, Received};
 pub use poll::{settle, settle_async, settle_blocking, settle_within};

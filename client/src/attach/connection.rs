@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
 use super::credit::CreditLedger;
@@ -22,7 +22,7 @@ use super::input::Command;
 use super::state::{Applied, Shared};
 use super::AttachOptions;
 use crate::client::{path_segment, Backoff, Client};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TransportKind};
 
 /// The WebSocket read buffer. tungstenite zero-fills this much before every
 /// socket read, even one that finds nothing; its 128 KiB default cost a few
@@ -164,7 +164,7 @@ impl Conn {
             });
         }
         let key = self.run.as_ref().map(|(_, key)| key.as_str());
-        let fut = open(&url, self.client.token(), key);
+        let fut = open(&url, self.client.token(), self.client.ws_connector(), key);
         let (mut ws, process, hello_stdout) =
             match tokio::time::timeout(self.options.connect_timeout, fut).await {
                 Ok(result) => result?,
@@ -172,7 +172,7 @@ impl Conn {
                     return Err(Error::Transport {
                         url,
                         message: "attach timed out".into(),
-                        timeout: true,
+                        kind: TransportKind::Timeout,
                     })
                 }
             }
@@ -390,7 +390,7 @@ impl Conn {
         Error::Transport {
             url: format!("{}/v1/processes/{}/attach", self.client.base_url(), self.id),
             message,
-            timeout: false,
+            kind: TransportKind::Connection,
         }
     }
 }
@@ -420,7 +420,7 @@ async fn send(ws: &mut Ws, frame: ClientFrame) -> Result<()> {
         .map_err(|e| Error::Transport {
             url: String::new(),
             message: format!("sending to the attachment failed: {e}"),
-            timeout: false,
+            kind: TransportKind::Connection,
         })
 }
 
@@ -461,7 +461,12 @@ impl Opened {
 }
 
 /// Connects, checks the subprotocol and reads `hello`.
-async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> Result<Opened> {
+async fn open(
+    url: &str,
+    token: Option<&str>,
+    connector: Connector,
+    idempotency_key: Option<&str>,
+) -> Result<Opened> {
     let mut request = url
         .into_client_request()
         .map_err(|e| Error::InvalidArgument(format!("bad attach URL {url}: {e}")))?;
@@ -490,35 +495,48 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
     // TCP_NODELAY: a keystroke typed while the previous one is unacknowledged
     // would otherwise wait for the server's delayed ACK (up to 40 ms).
-    let (mut ws, response) =
-        match tokio_tungstenite::connect_async_with_config(request, Some(config), true).await {
-            Ok(pair) => pair,
-            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-                let status = response.status().as_u16();
-                let code = response
-                    .headers()
-                    .get(tether_protocol::api::ERROR_CODE_HEADER)
-                    .and_then(|v| v.to_str().ok());
-                let body = response.body().as_deref().unwrap_or_default();
-                return Err(Error::from_response(status, code, body));
-            }
-            // The OS's words ("Connection refused (os error 111)"), as an
-            // HTTP call reports them.
-            Err(tokio_tungstenite::tungstenite::Error::Io(e)) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                    timeout: false,
-                })
-            }
-            Err(e) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                    timeout: false,
-                })
-            }
-        };
+    let (mut ws, response) = match tokio_tungstenite::connect_async_tls_with_config(
+        request,
+        Some(config),
+        true,
+        Some(connector),
+    )
+    .await
+    {
+        Ok(pair) => pair,
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let status = response.status().as_u16();
+            let code = response
+                .headers()
+                .get(tether_protocol::api::ERROR_CODE_HEADER)
+                .and_then(|v| v.to_str().ok());
+            let body = response.body().as_deref().unwrap_or_default();
+            return Err(Error::from_response(status, code, body));
+        }
+        // The OS's words ("Connection refused (os error 111)"), as an
+        // HTTP call reports them.
+        Err(tokio_tungstenite::tungstenite::Error::Io(e)) => {
+            return Err(Error::Transport {
+                url: url.to_string(),
+                message: e.to_string(),
+                kind: TransportKind::of(&e),
+            })
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Tls(e)) => {
+            return Err(Error::Transport {
+                url: url.to_string(),
+                message: e.to_string(),
+                kind: TransportKind::Tls,
+            })
+        }
+        Err(e) => {
+            return Err(Error::Transport {
+                url: url.to_string(),
+                message: e.to_string(),
+                kind: TransportKind::of(&e),
+            })
+        }
+    };
     if let Some(protocol) = response.headers().get("sec-websocket-protocol") {
         if protocol.as_bytes() != SUBPROTOCOL.as_bytes() {
             return Err(Error::Protocol(format!(
@@ -533,14 +551,14 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
                 return Err(Error::Transport {
                     url: url.to_string(),
                     message: e.to_string(),
-                    timeout: false,
+                    kind: TransportKind::Connection,
                 })
             }
             None => {
                 return Err(Error::Transport {
                     url: url.to_string(),
                     message: "closed before hello".into(),
-                    timeout: false,
+                    kind: TransportKind::Connection,
                 })
             }
         };
@@ -568,7 +586,7 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
                 return Err(Error::Transport {
                     url: url.to_string(),
                     message: "closed before hello".into(),
-                    timeout: false,
+                    kind: TransportKind::Connection,
                 })
             }
             _ => continue,

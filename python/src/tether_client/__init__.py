@@ -11,7 +11,7 @@ never losing the tail::
 
 - :class:`AsyncClient` (asyncio) and :class:`Client` (blocking, for scripts
   and notebooks): spawn, get, list, wait (across long-poll expiries and
-  transient errors), signal, kill, stdin, resize.
+  transient errors), signal, kill (keeps the process), remove (forgets it), stdin, resize.
 - ``exec`` runs to completion; ``exec_stream`` streams the output chunk by
   chunk with bounded memory; ``attach`` gives an :class:`Attachment` with a
   reader per stream, credit flow control, automatic resume from the saved
@@ -43,6 +43,7 @@ from .errors import (
     ProtocolError,
     RetriesExhausted,
     ServerError,
+    StillRunning,
     SpawnFailed,
     StdinUnavailable,
     TetherError,
@@ -94,6 +95,7 @@ __all__ = [
     "Run",
     "RunContext",
     "ServerError",
+    "StillRunning",
     "SpawnFailed",
     "StdinUnavailable",
     "StreamName",

@@ -1,4 +1,4 @@
-""":class:`HttpApi`: tetherd's HTTP calls (spawn, get, list, wait, signal, kill, stdin, resize, tokens), with retries where they are safe.
+""":class:`HttpApi`: tetherd's HTTP calls (spawn, get, list, wait, signal, kill, remove, stdin, resize, tokens), with retries where they are safe.
 
 :class:`~tether_client.AsyncClient` is this plus the calls that attach
 (``attach``, ``run``, ``exec``, ``terminal``); the split keeps each file to
@@ -224,18 +224,24 @@ class HttpApi:
         )
 
     async def kill(self, process_id: str) -> ProcessInfo:
-        """Kills the whole session of the process (SIGTERM, SIGKILL after the server's grace), waits for its exit, forgets it on the server and returns its final object (reason ``killed`` if it was running). Not retried.
+        """Kills the whole session of the process (SIGTERM, SIGKILL after the server's grace), waits for its exit and returns its final object (reason ``killed`` if it was running); the server keeps it, with its output and exit, until :meth:`remove` or its TTL (``tether kill``, ``docker kill``). Not retried."""
+        return ProcessInfo.from_wire(
+            await self._json(
+                "POST",
+                f"/v1/processes/{segment(process_id)}/kill",
+                # The server answers once the process has exited: allow for
+                # its kill grace and drain bound.
+                timeout=self.request_timeout + 10.0,
+            )
+        )
 
-        This is the one place that knows how the server kills: today
-        ``DELETE /v1/processes/{id}?force=1`` (a plain DELETE refuses a running
-        process with 409 ``still_running``; ``POST .../kill`` kills and keeps).
-        """
+    async def remove(self, process_id: str, *, force: bool = False) -> ProcessInfo:
+        """Forgets an exited process, its output and its exit, and returns its last object (``tether rm``). A running one raises :class:`Conflict` (``still_running``) unless ``force``, which kills it first and forgets it once it has exited (``tether rm -f``). Not retried."""
+        query = "?force=1" if force else ""
         return ProcessInfo.from_wire(
             await self._json(
                 "DELETE",
-                f"/v1/processes/{segment(process_id)}?force=1",
-                # The server answers once the process has exited: allow for
-                # its kill grace and drain bound.
+                f"/v1/processes/{segment(process_id)}{query}",
                 timeout=self.request_timeout + 10.0,
             )
         )

@@ -66,6 +66,7 @@ impl ProcessTable {
         if let Some(name) = &request.name {
             check_name(name)?;
         }
+        let identity = request.user.as_deref().map(spawn_user).transpose()?;
         Ok(SpawnPlan {
             metadata_bytes,
             argv,
@@ -88,8 +89,25 @@ impl ProcessTable {
                 .unattached_timeout_ms
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            identity,
         })
     }
+}
+
+/// A spawn's `user`: its uid and gid, when the server runs as root (only
+/// root can switch user); never root itself, whose children could read the
+/// server's memory and token.
+fn spawn_user(user: &str) -> Result<(u32, u32), ApiError> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Err(ApiError::UserUnavailable(format!(
+            "user {user:?}: tetherd runs as uid {} and can only start processes as itself; \
+             switching user needs tetherd to run as root",
+            nix::unistd::Uid::effective()
+        )));
+    }
+    crate::secret::resolve_identity(user, None)
+        .map(|identity| (identity.uid, identity.gid))
+        .map_err(|e| ApiError::InvalidRequest(format!("user {user:?}: {e}")))
 }
 
 /// A process name: 1 to [`MAX_NAME_LEN`] of `A-Z a-z 0-9 . _ -`, and not
