@@ -163,6 +163,9 @@ pub struct Client {
 struct Inner {
     base: String,
     token: Option<String>,
+    /// Where the token was guessed from (or looked for in vain) when the
+    /// caller gave none: said with a 401.
+    guessed: Option<String>,
     http: reqwest::Client,
     /// What an `https://` server's certificate is checked against.
     trust: Trust,
@@ -210,15 +213,14 @@ impl Client {
         let (http, tls) = http_client(&base, &trust)?;
         // A server on this machine that generated its token wrote it where
         // we can read it; never sent to any other host.
-        let token = if crate::local_token::is_local_url(&base) {
-            crate::local_token::local_token()
-        } else {
-            None
-        };
+        let found = crate::local_token::local_token_for(&base);
+        let token = found.as_ref().and_then(|f| f.token.clone());
+        let guessed = found.map(|f| f.looked);
         Ok(Client {
             inner: Arc::new(Inner {
                 base,
                 token,
+                guessed,
                 http,
                 trust,
                 tls,
@@ -230,9 +232,12 @@ impl Client {
 
     /// Sends `Authorization: Bearer TOKEN` on every request. Without it, a
     /// client of a server on this machine uses the token that server
-    /// generated, from [`local_token_path`](crate::local_token_path).
+    /// generated, from its runtime entry (see [`local_token_for`](crate::local_token_for)).
     pub fn with_token(self, token: impl Into<String>) -> Client {
-        self.map(|inner| inner.token = Some(token.into()))
+        self.map(|inner| {
+            inner.token = Some(token.into());
+            inner.guessed = None;
+        })
     }
 
     /// Also trusts the CA certificates in the PEM file `path` for an
@@ -265,9 +270,12 @@ impl Client {
         }))
     }
 
-    /// Sends no token, not even one found in the local token file.
+    /// Sends no token, not even one found in a runtime entry.
     pub fn without_token(self) -> Client {
-        self.map(|inner| inner.token = None)
+        self.map(|inner| {
+            inner.token = None;
+            inner.guessed = None;
+        })
     }
 
     /// `POST /v1/processes/{id}/tokens`: mints a token for this one process
@@ -310,6 +318,7 @@ impl Client {
         let mut inner = Inner {
             base: self.inner.base.clone(),
             token: self.inner.token.clone(),
+            guessed: self.inner.guessed.clone(),
             http: self.inner.http.clone(),
             trust: self.inner.trust.clone(),
             tls: self.inner.tls.clone(),
@@ -618,8 +627,26 @@ impl Client {
         if status.is_success() {
             Ok((url, bytes))
         } else {
-            Err(http_error(status, &bytes))
+            Err(self.explained(http_error(status, &bytes)))
         }
+    }
+}
+
+impl Client {
+    /// A 401 when the token was guessed says where it was looked for.
+    fn explained(&self, mut error: Error) -> Error {
+        if let (
+            Error::Http {
+                status: 401,
+                message,
+                ..
+            },
+            Some(looked),
+        ) = (&mut error, &self.inner.guessed)
+        {
+            message.push_str(&format!(" (token guessed from {looked})"));
+        }
+        error
     }
 }
 

@@ -69,6 +69,15 @@ pub struct SpawnRequest {
 /// Longest process name.
 pub const MAX_NAME_LEN: usize = 64;
 
+/// True for anything that reads as a process id: 32 hex digits, alone or
+/// after a `.` (`NODE.HEX32`). A process name never does (the server
+/// refuses it), so names and ids are two namespaces a lookup never
+/// confuses.
+pub fn looks_like_process_id(s: &str) -> bool {
+    let random = s.rsplit_once('.').map_or(s, |(_, random)| random);
+    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 fn is_false(value: &bool) -> bool {
     !*value
 }

@@ -203,6 +203,21 @@ impl TestServer {
         TestServer::launch(&how, args, env)
     }
 
+    /// [`TestServer::start_private`] as the last argument of `wrapper`
+    /// (such as `unshare --pid --fork`).
+    pub fn start_private_wrapped(
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
+        let how = Launch {
+            wrapper,
+            private: true,
+            ..Launch::default()
+        };
+        TestServer::launch(&how, args, env)
+    }
+
     /// Starts tetherd under an open-file limit of `soft` (and `hard`), as
     /// systemd's default of 1024 would.
     pub fn start_with_fd_limit(args: &[&str], soft: u64, hard: u64) -> TestServer {

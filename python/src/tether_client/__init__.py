@@ -25,7 +25,7 @@ from .attach import AttachContext, Attachment, AttachOptions, Chunk, OutputReade
 from .output import Utf8Decoder
 from .client import DEFAULT_SERVER, AsyncClient
 from .http_api import MintedToken
-from .local_token import local_token_path
+from .local_token import local_token_for, local_token_path, runtime_dir
 from .spawn import spawn_body
 from .errors import (
     AttachmentClosed,
@@ -110,7 +110,9 @@ __all__ = [
     "Unauthorized",
     "Unreachable",
     "Usage",
+    "local_token_for",
     "local_token_path",
+    "runtime_dir",
     "Utf8Decoder",
     "spawn_body",
 ]

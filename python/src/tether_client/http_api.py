@@ -21,7 +21,7 @@ import httpx
 
 from .endpoint import Endpoint, segment
 from .errors import InvalidArgument, ProtocolError, TetherError, TransportError, error_from_response
-from .local_token import is_local_url, local_token
+from .local_token import local_token_for
 from .protocol import Limits, Overflow, ProcessInfo, parse_signal
 from .retry import Backoff, RetryPolicy
 from .spawn import check_size, spawn_body
@@ -92,8 +92,12 @@ class HttpApi:
         else:
             raise InvalidArgument(f"server URL {base!r} must start with http:// or https://")
         env_token = os.environ.get("TETHER_TOKEN")
-        if token is None and not env_token and is_local_url(base):
-            env_token = local_token()
+        self._token_guessed: str | None = None
+        """Where the token was guessed from (or looked for in vain): said with a 401."""
+        if token is None and not env_token:
+            found = local_token_for(base)
+            if found is not None:
+                env_token, self._token_guessed = found
         self.token: str | None = token if token is not None else (env_token or None)
         """The bearer token sent with every request, if any."""
         self.retry = retry or RetryPolicy()
@@ -379,7 +383,11 @@ class HttpApi:
         self._note_contact()
         if response.is_success:
             return response.content
-        raise error_from_response(response.status_code, response.content)
+        error = error_from_response(response.status_code, response.content)
+        if response.status_code == 401 and self._token_guessed is not None:
+            # A guessed token says where it was looked for.
+            raise type(error)(error.status, error.code, f"{error.message} (token guessed from {self._token_guessed})")
+        raise error
 
 
 def _describe(error: BaseException) -> str:

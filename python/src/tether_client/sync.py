@@ -244,10 +244,7 @@ class Client:
             connect_timeout=connect_timeout,
         )
 
-        async def open_() -> Attachment:
-            return await context
-
-        return SyncAttachment(self._runner, self._runner.run(open_()))
+        return SyncAttachment(self._runner, self._runner.run(context.__aenter__()), context)
 
     def exec_stream(
         self,

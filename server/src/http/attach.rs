@@ -119,12 +119,9 @@ fn upgrade_to_attachment(
     options: AttachOptions,
     upgrade: WebSocketUpgrade,
 ) -> ApiResult<Response> {
-    let admission = attach::admit(table, &process)?;
-    let mode = if options.readonly || !grant.may_write() {
-        "read"
-    } else {
-        "read,write"
-    };
+    let writer = !options.readonly && grant.may_write();
+    let admission = attach::admit(table, &process, writer)?;
+    let mode = if !writer { "read" } else { "read,write" };
     Ok(attach::configure_upgrade(upgrade, table.config(), SUBPROTOCOL)
         .on_upgrade(move |socket| {
             use tracing::Instrument;

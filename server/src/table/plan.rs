@@ -111,18 +111,19 @@ fn spawn_user(user: &str) -> Result<(u32, u32), ApiError> {
 }
 
 /// A process name: 1 to [`MAX_NAME_LEN`] of `A-Z a-z 0-9 . _ -`, and not
-/// something that reads as an id (32 hex digits), so a lookup is never
-/// ambiguous.
-fn check_name(name: &str) -> Result<(), ApiError> {
+/// something that reads as an id (32 hex digits, alone or after a `.` as
+/// in `NODE.HEX32`), so names and ids are two namespaces a lookup never
+/// confuses. Also checks names read back from a record.
+pub(super) fn check_name(name: &str) -> Result<(), ApiError> {
     let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
     if name.is_empty() || name.len() > MAX_NAME_LEN || !name.bytes().all(allowed) {
         return Err(ApiError::InvalidRequest(format!(
             "name {name:?} must be 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 . _ -"
         )));
     }
-    if name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if tether_protocol::api::looks_like_process_id(name) {
         return Err(ApiError::InvalidRequest(format!(
-            "name {name:?} looks like a process id; choose another"
+            "name {name:?} looks like a process id (32 hex digits, alone or after a '.'); choose another"
         )));
     }
     Ok(())
