@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
 # tests need (Chromium, nginx, tmux, python3-venv, openssl, curl, vim, less
-# and procps from Debian, websocketd for the benchmark's peer section, the npm packages of the TypeScript client, the web demo
+# procps and time from Debian, websocketd for the benchmark's peer section, the npm packages of the TypeScript client, the web demo
 # and the screen judge, the Python client's test packages and the Kubernetes
 # Python client in venvs; kubectl must be on the PATH), checks formatting and
 # lints, runs the Rust tests,
@@ -13,10 +13,11 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps for the screen judge; websocketd for the benchmark peers)"
+step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps for the screen judge; time for the usage checks; websocketd for the benchmark peers)"
 need=()
-# openssl makes the TLS tests' certificates; curl checks the Unix socket's mode.
-for pkg in chromium nginx tmux python3-venv openssl curl vim less procps websocketd; do
+# openssl makes the TLS tests' certificates; curl checks the Unix socket's mode;
+# /usr/bin/time -v is what tests/tests/limits.rs compares usage with.
+for pkg in chromium nginx tmux python3-venv openssl curl vim less procps time websocketd; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

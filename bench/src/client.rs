@@ -260,6 +260,9 @@ fn empty_info() -> ProcessInfo {
         node: None,
         containment: None,
         retention_error: None,
+        limits: None,
+        usage: None,
+        pids_limit_hit: false,
     }
 }
 

@@ -53,4 +53,6 @@ pub use utf8::Utf8Decoder;
 /// The protocol crate, for its other types.
 pub use tether_protocol;
 pub use tether_protocol::api::SpawnRequest;
-pub use tether_protocol::{ExitReason, Overflow, ProcessInfo, ProcessStatus, StreamName};
+pub use tether_protocol::{
+    ExitReason, Limits, Overflow, ProcessInfo, ProcessStatus, StreamName, Usage,
+};

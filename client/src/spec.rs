@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use tether_protocol::api::SpawnRequest;
-use tether_protocol::Overflow;
+use tether_protocol::{Limits, Overflow};
 
 /// Convenience constructors and builder methods for [`SpawnRequest`] (the
 /// protocol crate's type, used as is). Bring the trait into scope to use
@@ -51,6 +51,9 @@ pub trait SpawnSpec: Sized {
     /// Runs the process as this user (name or uid) on a server running as
     /// root; any other server refuses it (403 `user_unavailable`).
     fn user(self, user: impl Into<String>) -> Self;
+    /// Sets resource limits (memory, CPUs, tasks) of the process and
+    /// everything it forks.
+    fn limits(self, limits: Limits) -> Self;
 }
 
 impl SpawnSpec for SpawnRequest {
@@ -124,6 +127,11 @@ impl SpawnSpec for SpawnRequest {
     fn unattached_timeout(mut self, limit: Duration) -> Self {
         let ms = limit.as_nanos().div_ceil(1_000_000).max(1);
         self.unattached_timeout_ms = Some(u64::try_from(ms).unwrap_or(u64::MAX));
+        self
+    }
+
+    fn limits(mut self, limits: Limits) -> Self {
+        self.limits = Some(limits);
         self
     }
 }

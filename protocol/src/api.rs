@@ -60,6 +60,10 @@ pub struct SpawnRequest {
     /// process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// Resource limits of the process and everything it forks; each
+    /// absent one is the server's default (`--default-memory-bytes`...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::Limits>,
 }
 
 /// Longest process name.

@@ -6,6 +6,7 @@
 //!   [`ServerFrame`]), with their MessagePack encoding and decoding.
 //! - [`process`]: the process object ([`ProcessInfo`]) that HTTP responses,
 //!   `hello` and `exit` frames carry.
+//! - [`resources`]: resource limits and usage ([`Limits`], [`Usage`]).
 //! - [`api`]: JSON bodies of the HTTP API (spawn request, error body).
 //! - [`signal`]: the signal names the API accepts.
 //!
@@ -14,11 +15,13 @@
 pub mod api;
 pub mod frame;
 pub mod process;
+pub mod resources;
 pub mod signal;
 
 pub use api::TermSize;
 pub use frame::{ClientFrame, DecodeError, ServerFrame, StreamName};
 pub use process::{Containment, ExitReason, KubernetesNames, Overflow, ProcessInfo, ProcessStatus};
+pub use resources::{Limits, Usage};
 pub use signal::Signal;
 
 /// The WebSocket subprotocol name. Bump the suffix for incompatible changes.

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::resources::{Limits, Usage};
+
 /// Whether a process is still running. `exited` means reaped *and* output
 /// capture complete, so "wait, then read the output" never misses the tail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +38,10 @@ pub enum ExitReason {
     /// supervised after that, its exit is unknown (`exit_code` null) and
     /// only its retained output was read back from `--data-dir`.
     Lost,
+    /// The kernel's OOM killer ended a member of its cgroup (it reached its
+    /// `limits.memory_bytes`) and it then failed; `exit_code` stays the
+    /// program's (137 for a leader that KILL ended, as `signal` says).
+    Oom,
 }
 
 /// What happens when a stream's retention is full.
@@ -122,6 +128,21 @@ pub struct ProcessInfo {
     /// How it is contained; absent from servers that predate the field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<Containment>,
+    /// The resource limits applied to it; absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+    /// What it used, live while it runs and final at its exit; absent
+    /// where the server cannot account (session containment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// True once it hit `limits.pids` (a `fork` failed with EAGAIN);
+    /// absent otherwise.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pids_limit_hit: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// The namespace, pod and container a Kubernetes client named when it

@@ -48,6 +48,7 @@ fn main() {
             controlling_tty: false,
             cgroup_procs: None,
             cgroup_dir: None,
+            controller_procs: &[],
             identity: None,
             open_file_limit: None,
         })

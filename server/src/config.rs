@@ -360,6 +360,12 @@ pub struct Config {
     /// `cgroup2`, `cgroup1-freezer` (refuse to start without it), `session`.
     #[arg(long, value_enum, default_value_t = crate::contain::ContainmentMode::Auto)]
     pub containment: crate::contain::ContainmentMode,
+
+    /// Resource limits: `--default-memory-bytes`, `--default-cpus`,
+    /// `--default-pids`, `--default-memory-high-bytes` and the `--max-*`
+    /// of each (see `contain/limits.rs`).
+    #[command(flatten)]
+    pub limits: crate::contain::limits::LimitFlags,
 }
 
 impl Config {

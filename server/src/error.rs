@@ -14,6 +14,16 @@ pub enum ApiError {
     /// The request is malformed or its arguments are invalid: fix it.
     #[error("{0}")]
     InvalidRequest(String),
+    /// A resource limit above the server's maximum (`--max-memory-bytes`,
+    /// `--max-cpus`, `--max-pids`): ask for less, or raise the flag.
+    #[error("{0}")]
+    LimitAboveMaximum(String),
+    /// The request has resource limits and this server cannot apply them
+    /// (no cgroup controllers, `--containment session`): it is refused
+    /// rather than run unlimited. Spawn without limits, or run tetherd
+    /// where cgroups are writable.
+    #[error("{0}")]
+    LimitsUnavailable(String),
     /// A signal name or number the API does not accept.
     #[error(transparent)]
     UnknownSignal(#[from] UnknownSignal),
@@ -145,6 +155,8 @@ impl ApiError {
             | ApiError::TerminalTooLarge { .. }
             | ApiError::NoTerminal(_)
             | ApiError::ReadOnly => (StatusCode::BAD_REQUEST, "invalid_request"),
+            ApiError::LimitAboveMaximum(_) => (StatusCode::BAD_REQUEST, "limit_above_maximum"),
+            ApiError::LimitsUnavailable(_) => (StatusCode::BAD_REQUEST, "limits_unavailable"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
@@ -194,6 +206,16 @@ impl ApiError {
                 code: self.status_and_code().1.to_string(),
                 message: self.to_string(),
             },
+        }
+    }
+}
+
+impl From<crate::contain::limits::LimitError> for ApiError {
+    fn from(error: crate::contain::limits::LimitError) -> ApiError {
+        use crate::contain::limits::LimitError;
+        match error {
+            LimitError::Invalid(m) => ApiError::InvalidRequest(m),
+            LimitError::AboveMaximum(m) => ApiError::LimitAboveMaximum(m),
         }
     }
 }

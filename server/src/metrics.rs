@@ -31,8 +31,8 @@ pub struct Metrics {
     pub sent: [AtomicU64; 2],
     /// Per stream: bytes reported to attachments as `dropped`.
     pub dropped: [AtomicU64; 2],
-    /// Exits by reason: exit, signal, timeout, killed, unattached, lost.
-    pub exits: [AtomicU64; 6],
+    /// Exits by reason: exit, signal, timeout, killed, unattached, lost, oom.
+    pub exits: [AtomicU64; 7],
     /// Open TCP connections, attachments included (kept by the listener).
     pub connections_open: AtomicU64,
     /// Connections answered 503 at the `--max-connections` cap.
@@ -64,6 +64,7 @@ fn reason_index(reason: ExitReason) -> usize {
         ExitReason::Killed => 3,
         ExitReason::Unattached => 4,
         ExitReason::Lost => 5,
+        ExitReason::Oom => 6,
     }
 }
 
@@ -189,7 +190,15 @@ impl Metrics {
             "Bytes reported to attachments as dropped (evicted before they were sent).",
             &per_stream(&self.dropped),
         );
-        let reasons = ["exit", "signal", "timeout", "killed", "unattached", "lost"];
+        let reasons = [
+            "exit",
+            "signal",
+            "timeout",
+            "killed",
+            "unattached",
+            "lost",
+            "oom",
+        ];
         metric(
             "tether_exits_total",
             "counter",

@@ -34,6 +34,12 @@ pub async fn run(
 ) -> std::io::Result<()> {
     let config = Arc::new(config);
     let containment = crate::contain::install(config.containment)?;
+    // Default limits the server cannot apply would leave every process
+    // unlimited while the operator believes otherwise: refuse to start.
+    config.limits.check().map_err(std::io::Error::other)?;
+    if let Some(why) = containment.limits_refusal(&config.limits.defaults()) {
+        return Err(std::io::Error::other(format!("--default-* limits: {why}")));
+    }
     if crate::contain::reaper::is_init() {
         // PID 1 of a container: orphans are reparented to us.
         crate::contain::reaper::enable();

@@ -24,8 +24,36 @@ export const PROTOCOL_VERSION = 1;
 export type StreamName = "stdout" | "stderr";
 /** `exited` means reaped *and* output fully captured. */
 export type ProcessStatus = "running" | "exited";
-/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for a kill request and shutdown, `unattached` when its `unattached_timeout_ms` passed with nobody attached, `lost` when a restarted server read it back from its data directory. */
-export type ExitReason = "exit" | "signal" | "timeout" | "killed" | "unattached" | "lost";
+/** Why a process ended: `timeout` only when the server's deadline fired, `killed` for a kill request and shutdown, `unattached` when its `unattached_timeout_ms` passed with nobody attached, `lost` when a restarted server read it back from its data directory, `oom` when the kernel's OOM killer ended a member at its memory limit. */
+export type ExitReason = "exit" | "signal" | "timeout" | "killed" | "unattached" | "lost" | "oom";
+
+/** Resource limits of a process and everything it forks (protocol/src/resources.rs `Limits`); each optional. */
+export interface Limits {
+  /** Memory in bytes (`memory.max`, no swap); past it the OOM killer ends it, reason `oom`. */
+  memory_bytes?: number;
+  /** A share of CPUs as `docker --cpus` (`cpu.max`): 0.5 is half of one CPU. */
+  cpus?: number;
+  /** Most tasks (processes and threads) at once (`pids.max`); past it fork fails. */
+  pids?: number;
+  /** A soft memory limit in bytes (`memory.high`, cgroup v2 only): slowed, never killed. */
+  memory_high_bytes?: number;
+}
+
+/** What a process and everything it forked used: live while it runs, final at its exit. */
+export interface Usage {
+  /** CPU seconds in user mode. */
+  cpu_user_s: number;
+  /** CPU seconds in the kernel on its behalf. */
+  cpu_system_s: number;
+  /** The most memory its cgroup held at once, in bytes. */
+  memory_peak_bytes: number;
+  /** The most tasks (processes and threads) at once. */
+  processes: number;
+  /** Bytes read from block devices, where the kernel accounts it. */
+  io_read_bytes?: number;
+  /** Bytes written to block devices, where the kernel accounts it. */
+  io_write_bytes?: number;
+}
 /** What a full retention does: evict the oldest bytes (`drop`) or pace the program (`block`). */
 export type Overflow = "drop" | "block";
 
@@ -63,6 +91,12 @@ export interface ProcessInfo {
   stderr_bytes: number;
   /** A descendant held an output open past the server's drain bound. */
   output_incomplete: boolean;
+  /** The resource limits applied; absent when none. */
+  limits?: Limits;
+  /** What it used; absent where the server cannot account (session containment). */
+  usage?: Usage;
+  /** It hit its `pids` limit (a fork failed); absent otherwise. */
+  pids_limit_hit?: boolean;
 }
 
 /** Frames the server sends. */
@@ -117,6 +151,8 @@ export interface SpawnRequest {
   name?: string;
   /** End the process (reason `unattached`) once it has had no attachment this long (ms), counted afresh from each detach; 0 or absent: never. */
   unattached_timeout_ms?: number;
+  /** Resource limits; each absent one is the server's default. */
+  limits?: Limits;
 }
 
 /** Why a frame could not be decoded; mirrors the Rust `DecodeError`. */
@@ -213,12 +249,54 @@ export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
     started_at: str(kind, "started_at", p.started_at),
     exit_code: nullable(p.exit_code, (v) => int(kind, "exit_code", v)),
     signal: nullable(p.signal, (v) => str(kind, "signal", v)),
-    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed", "unattached", "lost"] as const)),
+    reason: nullable(p.reason, (v) => oneOf(kind, "reason", v, ["exit", "signal", "timeout", "killed", "unattached", "lost", "oom"] as const)),
     finished_at: nullable(p.finished_at, (v) => str(kind, "finished_at", v)),
     duration_ms: nullable(p.duration_ms, (v) => u64(kind, "duration_ms", v)),
     stdout_bytes: u64(kind, "stdout_bytes", p.stdout_bytes),
     stderr_bytes: u64(kind, "stderr_bytes", p.stderr_bytes),
     output_incomplete: bool(kind, "output_incomplete", p.output_incomplete),
+    ...(p.limits === undefined ? {} : { limits: parseLimits(kind, p.limits) }),
+    ...(p.usage === undefined ? {} : { usage: parseUsage(kind, p.usage) }),
+    ...(p.pids_limit_hit === undefined ? {} : { pids_limit_hit: bool(kind, "pids_limit_hit", p.pids_limit_hit) }),
+  };
+}
+
+function number(kind: string, name: string, value: unknown): number {
+  if (typeof value === "bigint") return u64(kind, name, value);
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
+    invalid(kind, `${name} must be a non-negative number`);
+  }
+  return value;
+}
+
+function map(kind: string, name: string, value: unknown): Fields {
+  if (typeof value !== "object" || value === null || Array.isArray(value) || value instanceof Uint8Array) {
+    invalid(kind, `${name} must be a map`);
+  }
+  return value as Fields;
+}
+
+/** Validates `limits`, fields in wire order (each optional). */
+function parseLimits(kind: string, value: unknown): Limits {
+  const l = map(kind, "limits", value);
+  return {
+    ...(l.memory_bytes === undefined ? {} : { memory_bytes: u64(kind, "limits.memory_bytes", l.memory_bytes) }),
+    ...(l.cpus === undefined ? {} : { cpus: number(kind, "limits.cpus", l.cpus) }),
+    ...(l.pids === undefined ? {} : { pids: u64(kind, "limits.pids", l.pids) }),
+    ...(l.memory_high_bytes === undefined ? {} : { memory_high_bytes: u64(kind, "limits.memory_high_bytes", l.memory_high_bytes) }),
+  };
+}
+
+/** Validates `usage`, fields in wire order. */
+function parseUsage(kind: string, value: unknown): Usage {
+  const u = map(kind, "usage", value);
+  return {
+    cpu_user_s: number(kind, "usage.cpu_user_s", u.cpu_user_s),
+    cpu_system_s: number(kind, "usage.cpu_system_s", u.cpu_system_s),
+    memory_peak_bytes: u64(kind, "usage.memory_peak_bytes", u.memory_peak_bytes),
+    processes: u64(kind, "usage.processes", u.processes),
+    ...(u.io_read_bytes === undefined ? {} : { io_read_bytes: u64(kind, "usage.io_read_bytes", u.io_read_bytes) }),
+    ...(u.io_write_bytes === undefined ? {} : { io_write_bytes: u64(kind, "usage.io_write_bytes", u.io_write_bytes) }),
   };
 }
 
@@ -319,6 +397,9 @@ function orderedProcess(p: ProcessInfo): ProcessInfo {
     stdout_bytes: p.stdout_bytes,
     stderr_bytes: p.stderr_bytes,
     output_incomplete: p.output_incomplete,
+    ...(p.limits === undefined ? {} : { limits: parseLimits("process", p.limits) }),
+    ...(p.usage === undefined ? {} : { usage: parseUsage("process", p.usage) }),
+    ...(p.pids_limit_hit ? { pids_limit_hit: true } : {}),
   };
 }
 

@@ -51,7 +51,7 @@ from .errors import (
     Unauthorized,
     Unreachable,
 )
-from .protocol import Data, Dropped, ExitReason, Overflow, ProcessInfo, StreamName
+from .protocol import Data, Dropped, ExitReason, Limits, Overflow, ProcessInfo, StreamName, Usage
 from .retry import RetryPolicy
 from .run import ExecResult, ExitStatus, Run, RunContext
 from .sync import Client, SyncAttachment, SyncReader, SyncRun, SyncTerminal
@@ -79,6 +79,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidArgument",
     "InvalidRequest",
+    "Limits",
     "MintedToken",
     "NameTaken",
     "NotFound",
@@ -108,6 +109,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unreachable",
+    "Usage",
     "local_token_for",
     "local_token_path",
     "runtime_dir",

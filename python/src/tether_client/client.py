@@ -19,7 +19,7 @@ from .attach import AttachContext, AttachOptions
 from .errors import InvalidArgument
 from .http_api import DEFAULT_SERVER, LONG_POLL, HttpApi, MintedToken
 from .local_token import is_local_url, local_token_for, local_token_path, runtime_dir
-from .protocol import Overflow
+from .protocol import Limits, Overflow
 from .retry import RetryPolicy
 from .run import ExecResult, RunContext, exec_command
 from .spawn import spawn_body
@@ -107,6 +107,7 @@ class AsyncClient(HttpApi):
         retain_bytes: int | None = None,
         stdin: bool = False,
         overflow: Overflow | None = None,
+        limits: Limits | None = None,
         window: int = 256 * 1024,
         readonly: bool = False,
         reconnect: RetryPolicy | None = None,
@@ -139,6 +140,7 @@ class AsyncClient(HttpApi):
             retain_bytes=retain_bytes,
             stdin=stdin,
             overflow=overflow,
+            limits=limits,
         )
         return self.run_request(
             body, window=window, readonly=readonly, reconnect=reconnect, connect_timeout=connect_timeout
@@ -182,6 +184,7 @@ class AsyncClient(HttpApi):
         input: bytes | str | None = None,
         tty: bool = False,
         retain_bytes: int | None = None,
+        limits: Limits | None = None,
         window: int = 256 * 1024,
     ) -> ExecResult:
         """Runs a command to completion and returns its output and exit; see :func:`tether_client.run.exec_command`."""
@@ -194,6 +197,7 @@ class AsyncClient(HttpApi):
             input=input,
             tty=tty,
             retain_bytes=retain_bytes,
+            limits=limits,
             window=window,
         )
 

@@ -22,7 +22,7 @@ import httpx
 from .endpoint import Endpoint, segment
 from .errors import InvalidArgument, ProtocolError, TetherError, TransportError, error_from_response
 from .local_token import local_token_for
-from .protocol import Overflow, ProcessInfo, parse_signal
+from .protocol import Limits, Overflow, ProcessInfo, parse_signal
 from .retry import Backoff, RetryPolicy
 from .spawn import check_size, spawn_body
 
@@ -134,6 +134,7 @@ class HttpApi:
         retain_bytes: int | None = None,
         stdin: bool = False,
         overflow: Overflow | None = None,
+        limits: Limits | None = None,
     ) -> ProcessInfo:
         """Starts a process and returns its process object.
 
@@ -158,6 +159,7 @@ class HttpApi:
             retain_bytes=retain_bytes,
             stdin=stdin,
             overflow=overflow,
+            limits=limits,
         )
         return await self.spawn_request(body)
 

@@ -35,10 +35,11 @@ StreamName = Literal["stdout", "stderr"]
 STREAMS: tuple[StreamName, StreamName] = ("stdout", "stderr")
 """Both streams, in the order the server serves them."""
 
-ExitReason = Literal["exit", "signal", "timeout", "killed", "unattached", "lost"]
+ExitReason = Literal["exit", "signal", "timeout", "killed", "unattached", "lost", "oom"]
 """Why a process ended: by itself, by a signal the server did not send for a
-deadline, by the server's ``timeout_ms`` deadline (exit code 124), or by
-``DELETE`` / server shutdown."""
+deadline, by the server's ``timeout_ms`` deadline (exit code 124), by
+``DELETE`` / server shutdown, or (``oom``) by the kernel's OOM killer at its
+memory limit (exit code 137)."""
 
 Overflow = Literal["drop", "block"]
 """What a full retention does: evict the oldest bytes, or pace the program."""
@@ -65,6 +66,86 @@ class FrameDecodeError(ValueError):
 
 
 @dataclass(frozen=True)
+class Limits:
+    """Resource limits of a process and everything it forks (``limits`` of a spawn request and of the process object); ``None`` is no limit.
+
+    ``memory_bytes`` is ``memory.max`` with no swap (past it the OOM killer
+    ends the process: reason ``oom``); ``cpus`` a share of CPUs as ``docker
+    --cpus``; ``pids`` the most tasks (processes and threads) at once;
+    ``memory_high_bytes`` a soft limit (``memory.high``, cgroup v2 only).
+    """
+
+    memory_bytes: int | None = None
+    cpus: float | None = None
+    pids: int | None = None
+    memory_high_bytes: int | None = None
+
+    @classmethod
+    def from_wire(cls, value: object) -> Limits:
+        """Builds limits from decoded JSON or MessagePack; raises ``ValueError`` when a field is mistyped."""
+        if not isinstance(value, dict):
+            raise ValueError("limits must be a map")
+        v = cast(Wire, value)
+        return cls(
+            memory_bytes=_optional_uint(v, "memory_bytes"),
+            cpus=None if v.get("cpus") is None else _number(v, "cpus"),
+            pids=_optional_uint(v, "pids"),
+            memory_high_bytes=_optional_uint(v, "memory_high_bytes"),
+        )
+
+    def to_wire(self) -> Wire:
+        """The limits that are set, in the server's field order."""
+        fields = (
+            ("memory_bytes", self.memory_bytes),
+            ("cpus", self.cpus),
+            ("pids", self.pids),
+            ("memory_high_bytes", self.memory_high_bytes),
+        )
+        return {name: value for name, value in fields if value is not None}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a process and everything it forked used: CPU seconds, the most memory (bytes) and tasks it had at once, and block IO where the kernel accounts it."""
+
+    cpu_user_s: float
+    cpu_system_s: float
+    memory_peak_bytes: int
+    processes: int
+    io_read_bytes: int | None = None
+    io_write_bytes: int | None = None
+
+    @classmethod
+    def from_wire(cls, value: object) -> Usage:
+        """Builds usage from decoded JSON or MessagePack; raises ``ValueError`` when a field is missing or mistyped."""
+        if not isinstance(value, dict):
+            raise ValueError("usage must be a map")
+        v = cast(Wire, value)
+        return cls(
+            cpu_user_s=_number(v, "cpu_user_s"),
+            cpu_system_s=_number(v, "cpu_system_s"),
+            memory_peak_bytes=_uint(v, "memory_peak_bytes"),
+            processes=_uint(v, "processes"),
+            io_read_bytes=_optional_uint(v, "io_read_bytes"),
+            io_write_bytes=_optional_uint(v, "io_write_bytes"),
+        )
+
+    def to_wire(self) -> Wire:
+        """The usage as a map, in the server's field order."""
+        wire: Wire = {
+            "cpu_user_s": self.cpu_user_s,
+            "cpu_system_s": self.cpu_system_s,
+            "memory_peak_bytes": self.memory_peak_bytes,
+            "processes": self.processes,
+        }
+        if self.io_read_bytes is not None:
+            wire["io_read_bytes"] = self.io_read_bytes
+        if self.io_write_bytes is not None:
+            wire["io_write_bytes"] = self.io_write_bytes
+        return wire
+
+
+@dataclass(frozen=True)
 class ProcessInfo:
     """The process object, as every HTTP endpoint and the ``hello`` and ``exit`` frames report it.
 
@@ -88,6 +169,12 @@ class ProcessInfo:
     stdout_bytes: int
     stderr_bytes: int
     output_incomplete: bool
+    limits: Limits | None = None
+    """The resource limits applied; ``None`` when it has none."""
+    usage: Usage | None = None
+    """What it used, live while it runs and final at its exit; ``None`` where the server cannot account."""
+    pids_limit_hit: bool = False
+    """True once a fork failed at its ``pids`` limit."""
 
     @property
     def exited(self) -> bool:
@@ -119,6 +206,9 @@ class ProcessInfo:
             stdout_bytes=_uint(v, "stdout_bytes"),
             stderr_bytes=_uint(v, "stderr_bytes"),
             output_incomplete=_field(v, "output_incomplete", bool),
+            limits=None if v.get("limits") is None else Limits.from_wire(v["limits"]),
+            usage=None if v.get("usage") is None else Usage.from_wire(v["usage"]),
+            pids_limit_hit=bool(_optional(v, "pids_limit_hit", bool)),
         )
 
     def to_wire(self) -> Wire:
@@ -139,6 +229,9 @@ class ProcessInfo:
             "stdout_bytes": self.stdout_bytes,
             "stderr_bytes": self.stderr_bytes,
             "output_incomplete": self.output_incomplete,
+            **({} if self.limits is None else {"limits": self.limits.to_wire()}),
+            **({} if self.usage is None else {"usage": self.usage.to_wire()}),
+            **({"pids_limit_hit": True} if self.pids_limit_hit else {}),
         }
 
 
@@ -156,6 +249,19 @@ def _optional(v: Wire, name: str, kind: type[Any]) -> Any:
     if v.get(name) is None:
         return None
     return _field(v, name, kind)
+
+
+def _number(v: Wire, name: str) -> float:
+    if name not in v:
+        raise ValueError(f"missing field {name!r}")
+    value = v[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise ValueError(f"field {name!r} must be a non-negative number, not {value!r}")
+    return float(value)
+
+
+def _optional_uint(v: Wire, name: str) -> int | None:
+    return None if v.get(name) is None else _uint(v, name)
 
 
 def _uint(v: Wire, name: str, limit: int = _U64_MAX) -> int:

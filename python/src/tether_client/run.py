@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from .attach import AttachContext, Attachment, Chunk, OutputReader
 from .errors import ProtocolError, TetherError
-from .protocol import Data, ExitReason, ProcessInfo
+from .protocol import Data, ExitReason, Limits, ProcessInfo
 from .spawn import spawn_body
 
 EXIT_GRACE = 60.0
@@ -119,6 +119,7 @@ async def exec_command(
     input: bytes | str | None = None,
     tty: bool = False,
     retain_bytes: int | None = None,
+    limits: Limits | None = None,
     window: int = 256 * 1024,
 ) -> ExecResult:
     """Runs a command to completion and returns its output, exit code and reason.
@@ -142,6 +143,7 @@ async def exec_command(
         tty=tty,
         retain_bytes=retain_bytes,
         overflow="block",
+        limits=limits,
     )
     process = await client.spawn_request(body)
     async with client.attach(process.id, window=_exec_window(window, retain_bytes)) as attachment:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidArgument
-from .protocol import MAX_TERMINAL_SIZE, Overflow
+from .protocol import MAX_TERMINAL_SIZE, Limits, Overflow
 
 
 def spawn_body(
@@ -22,14 +22,16 @@ def spawn_body(
     retain_bytes: int | None = None,
     stdin: bool = False,
     overflow: Overflow | None = None,
+    limits: Limits | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/processes``.
 
     ``command`` is shell text (run as ``/bin/sh -c TEXT``) when a ``str``, or
     a program and its arguments (PATH is searched) when a sequence.
     ``timeout`` is the server-side deadline in seconds (reason ``timeout``,
-    exit code 124). Raises :class:`InvalidArgument` for values the server
-    would refuse.
+    exit code 124). ``limits`` caps its memory, CPU and tasks (each
+    absent one is the server's default). Raises :class:`InvalidArgument`
+    for values the server would refuse.
     """
     body: dict[str, Any] = {}
     if isinstance(command, str):
@@ -68,6 +70,13 @@ def spawn_body(
         if overflow not in ("drop", "block"):
             raise InvalidArgument(f"overflow must be 'drop' or 'block', not {overflow!r}")
         body["overflow"] = overflow
+    if limits is not None:
+        wire = limits.to_wire()
+        for name, value in wire.items():
+            if isinstance(value, bool) or not value > 0 or math.isinf(value):
+                raise InvalidArgument(f"limits.{name} must be a positive number, not {value!r}")
+        if wire:
+            body["limits"] = wire
     return body
 
 

@@ -16,7 +16,7 @@ from .attach import Attachment
 from .client import AsyncClient
 from .http_api import MintedToken
 from .loop_thread import LoopThread
-from .protocol import Overflow, ProcessInfo
+from .protocol import Limits, Overflow, ProcessInfo
 from .retry import RetryPolicy
 from .run import ExecResult, RunContext
 from .sync_handles import SyncAttachment, SyncReader, SyncRun, SyncTerminal
@@ -95,6 +95,7 @@ class Client:
         retain_bytes: int | None = None,
         stdin: bool = False,
         overflow: Overflow | None = None,
+        limits: Limits | None = None,
     ) -> ProcessInfo:
         """Starts a process and returns its process object (:meth:`AsyncClient.spawn`)."""
         return self._runner.run(
@@ -109,6 +110,7 @@ class Client:
                 retain_bytes=retain_bytes,
                 stdin=stdin,
                 overflow=overflow,
+                limits=limits,
             )
         )
 
@@ -164,6 +166,7 @@ class Client:
         input: bytes | str | None = None,
         tty: bool = False,
         retain_bytes: int | None = None,
+        limits: Limits | None = None,
     ) -> ExecResult:
         """Runs a command to completion and returns stdout, stderr, exit code and reason (:meth:`AsyncClient.exec`)."""
         return self._runner.run(
@@ -175,6 +178,7 @@ class Client:
                 input=input,
                 tty=tty,
                 retain_bytes=retain_bytes,
+                limits=limits,
             )
         )
 

@@ -211,6 +211,11 @@ pub struct Entry {
     /// The cgroup's directory, for `clone3(CLONE_INTO_CGROUP)` (v2 only;
     /// `None` for v1 or if it cannot be opened).
     pub dir: Option<OwnedFd>,
+    /// `cgroup.procs` of the process's cgroup in each v1 controller
+    /// hierarchy (a hybrid host's resource controllers, see
+    /// `resources.rs`): the child writes `0` to each before exec, whether
+    /// or not it was born in its v2 cgroup.
+    pub controller_procs: Vec<OwnedFd>,
 }
 
 impl Cell {
@@ -219,13 +224,22 @@ impl Cell {
         self.kind
     }
 
+    /// The cgroup's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn entry(&self) -> io::Result<Entry> {
         let procs = open_write(&self.dir.join("cgroup.procs"))?;
         let dir = match self.kind {
             CgroupKind::V2 => fs::File::open(&self.dir).ok().map(OwnedFd::from),
             CgroupKind::V1Freezer => None,
         };
-        Ok(Entry { procs, dir })
+        Ok(Entry {
+            procs,
+            dir,
+            controller_procs: Vec::new(),
+        })
     }
 
     /// Sends `signal` to every member. Returns how many were signalled.
@@ -362,6 +376,37 @@ fn find_mount(mountinfo: &str, kind: CgroupKind) -> Option<(String, String)> {
     })
 }
 
+/// The mount point and mount root of the v1 hierarchy that has
+/// `controller` (`memory`, `cpu`...), from `/proc/self/mountinfo`.
+pub fn find_v1_mount(mountinfo: &str, controller: &str) -> Option<(String, String)> {
+    mountinfo.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let left: Vec<&str> = left.split(' ').collect();
+        let mut right = right.split(' ');
+        let fstype = right.next()?;
+        let _source = right.next()?;
+        let options = right.next().unwrap_or("");
+        if fstype != "cgroup" || !options.split(',').any(|o| o == controller) {
+            return None;
+        }
+        Some((unescape(left.get(4)?), unescape(left.get(3)?)))
+    })
+}
+
+/// The server's cgroup path in the v1 hierarchy that has `controller`.
+pub fn own_v1_cgroup(cgroups: &str, controller: &str) -> Option<String> {
+    cgroups.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let _id = parts.next()?;
+        let controllers = parts.next()?;
+        let path = parts.next()?;
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_string())
+    })
+}
+
 /// The server's cgroup path in the hierarchy of `kind`, from
 /// `/proc/self/cgroup` (`0::/path` for v2, `N:ctrl,ctrl:/path` for v1).
 fn own_cgroup(cgroups: &str, kind: CgroupKind) -> Option<String> {
@@ -436,6 +481,18 @@ mod tests {
             own_cgroup(own, CgroupKind::V1Freezer).as_deref(),
             Some("/b/c")
         );
+    }
+
+    #[test]
+    fn finds_v1_controller_hierarchies() {
+        assert_eq!(
+            find_v1_mount(MOUNTINFO, "pids"),
+            Some(("/sys/fs/cgroup/pids".into(), "/".into()))
+        );
+        assert_eq!(find_v1_mount(MOUNTINFO, "memory"), None);
+        let own = "8:pids:/a\n4:memory,cpu:/d\n0::/e/f\n";
+        assert_eq!(own_v1_cgroup(own, "cpu").as_deref(), Some("/d"));
+        assert_eq!(own_v1_cgroup(own, "blkio"), None);
     }
 
     #[test]

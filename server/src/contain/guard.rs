@@ -17,7 +17,8 @@
 //! to the whole foreground group, and tetherd's own shutdown must come
 //! first); it stays in tetherd's cgroup, outside the instance cgroup it
 //! kills. Protocol, one line each: `cgroup2 DIR`, `cgroup1-freezer DIR`,
-//! `+SID STARTTIME`, `-SID`.
+//! `+SID STARTTIME`, `-SID`, and `controllers DIR` for a v1 resource
+//! controller's instance cgroup (removed once the processes are dead).
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
@@ -34,6 +35,10 @@ use super::unix_session::{session_members, signal_session};
 
 /// The hidden first argument that makes tetherd a guard.
 pub const GUARD_ARG: &str = "__tether-guard";
+
+/// The guard's line for a v1 controller instance cgroup (`resources.rs`),
+/// removed after the processes are killed.
+const CONTROLLERS: &str = "controllers";
 
 /// tetherd's end of the guard: registrations go down the pipe.
 pub struct Guard {
@@ -84,6 +89,12 @@ impl Guard {
     /// Registers a session whose leader is `sid`, started at `start_time`
     /// (field 22 of its /proc stat), so that a stranger who later gets the
     /// number is never taken for it.
+    /// Registers a v1 controller instance cgroup (`resources.rs`) to
+    /// remove after the processes are killed.
+    pub fn controllers(&self, dir: &std::path::Path) {
+        self.send(&format!("{CONTROLLERS} {}\n", dir.display()));
+    }
+
     pub fn session(&self, sid: u32, start_time: u64) {
         self.send(&format!("+{sid} {start_time}\n"));
     }
@@ -132,12 +143,23 @@ pub fn main() -> ! {
     }
     let mut instances: Vec<Instance> = Vec::new();
     let mut sessions: HashMap<u32, u64> = HashMap::new();
+    let mut controllers: Vec<PathBuf> = Vec::new();
     let stdin = io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
+        if let Some(dir) = line
+            .strip_prefix(CONTROLLERS)
+            .and_then(|r| r.strip_prefix(' '))
+        {
+            controllers.push(PathBuf::from(dir));
+            continue;
+        }
         apply(&line, &mut instances, &mut sessions);
     }
     end_everything(&instances, &sessions);
+    for dir in &controllers {
+        super::resources::remove_v1_instance(dir);
+    }
     std::process::exit(0)
 }
 

@@ -7,6 +7,9 @@
 //!   no signal is ever sent to a number after its reap.
 //! - [`guard`]: a process that ends everything when tetherd dies.
 //! - [`reaper`]: the server's own children, and the orphan reaper as PID 1.
+//! - [`resources`]: limits written to a process's cgroup before its clone;
+//!   [`meter`]: its usage read back; [`limits`]: the flags and a request's
+//!   limits checked.
 //!
 //! Without a writable cgroup hierarchy, processes fall back to the session
 //! scan of [`unix_session`]: a descendant that calls `setsid` escapes it.
@@ -14,8 +17,11 @@
 
 pub mod cgroup;
 pub mod guard;
+pub mod limits;
+pub mod meter;
 pub mod pidfd;
 pub mod reaper;
+pub mod resources;
 pub mod unix_session;
 
 use std::io;
@@ -28,7 +34,9 @@ use nix::sys::signal::Signal;
 pub use cgroup::Entry;
 use cgroup::{Cell, CgroupKind, Instance};
 use guard::Guard;
+use resources::{Controllers, Meter};
 pub use tether_protocol::Containment as ContainmentKind;
+use tether_protocol::{Limits, Usage};
 use unix_session::{signal_orphans, signal_session};
 
 /// `--containment`: which mechanism to use.
@@ -76,14 +84,23 @@ pub fn install(mode: ContainmentMode) -> io::Result<&'static Containment> {
 
 /// This process's containment: sessions only until [`install`] ran.
 pub fn current() -> &'static Containment {
-    CONTAINMENT.get_or_init(|| Containment { instance: None })
+    CONTAINMENT.get_or_init(|| Containment {
+        instance: None,
+        controllers: None,
+    })
 }
 
-/// The server's containment: the instance cgroup, if any.
+/// The server's containment: the instance cgroup, if any, and the resource
+/// controllers of its process cgroups, if any.
 #[derive(Debug)]
 pub struct Containment {
     instance: Option<Instance>,
+    controllers: Option<Controllers>,
 }
+
+/// The cgroup of a new process, the descriptors its launch needs, and its
+/// limits and accounting, if there are controllers.
+pub type NewCell = (Cell, Entry, Option<Meter>);
 
 impl Containment {
     /// Sets up containment as `mode` asks; `Auto` falls back quietly (with
@@ -102,9 +119,21 @@ impl Containment {
                     if let Some(guard) = guard() {
                         guard.cgroup(&instance);
                     }
-                    tracing::info!(containment = kind.name(), dir = %instance.dir().display(), "containment");
+                    let controllers = controllers_for(&instance);
+                    if let (Some(guard), Some(controllers)) = (guard(), &controllers) {
+                        for dir in controllers.v1_dirs() {
+                            guard.controllers(dir);
+                        }
+                    }
+                    tracing::info!(
+                        containment = kind.name(),
+                        dir = %instance.dir().display(),
+                        controllers = ?controllers,
+                        "containment"
+                    );
                     return Ok(Containment {
                         instance: Some(instance),
+                        controllers,
                     });
                 }
                 Err(e) => errors.push(format!("{}: {e}", kind.name())),
@@ -122,19 +151,71 @@ impl Containment {
                 "no writable cgroup hierarchy: processes are contained by session only"
             );
         }
-        Ok(Containment { instance: None })
+        Ok(Containment {
+            instance: None,
+            controllers: None,
+        })
     }
 
-    /// The cgroup for a new process and the descriptors its launch needs,
-    /// or None for the session fallback (the hierarchy refused, e.g. out
-    /// of cgroups). Blocking: a mkdir and two opens.
-    pub fn cell(&self, id: &str) -> Option<(Cell, Entry)> {
-        let instance = self.instance.as_ref()?;
-        match instance.cell(id) {
-            Ok(cell) => Some(cell),
-            Err(e) => {
+    /// Why `limits` cannot be applied to processes of this server, if they
+    /// cannot: a request with limits is refused then, never run unlimited.
+    pub fn limits_refusal(&self, limits: &Limits) -> Option<String> {
+        if limits.is_empty() {
+            return None;
+        }
+        match (&self.instance, &self.controllers) {
+            (None, _) => Some(
+                "resource limits need cgroups, and this server contains processes by session only (--containment session, or no writable cgroup hierarchy)".into(),
+            ),
+            (Some(instance), None) => Some(format!(
+                "resource limits need the memory, cpu and pids cgroup controllers, and none is available to this server's {} cgroup",
+                instance.kind().name()
+            )),
+            (Some(_), Some(controllers)) => controllers.refusal(limits).map(str::to_string),
+        }
+    }
+
+    /// The cgroup for a new process, with `limits` written to it, and the
+    /// descriptors its launch needs; None for the session fallback (the
+    /// hierarchy refused, e.g. out of cgroups), which only a process
+    /// without limits gets: with limits that is an error. Blocking: a few
+    /// mkdirs, writes and opens.
+    pub fn cell(&self, id: &str, limits: &Limits) -> io::Result<Option<NewCell>> {
+        let refused =
+            |e: io::Error| io::Error::new(e.kind(), format!("no cgroup for the limits: {e}"));
+        let Some(instance) = &self.instance else {
+            return match self.limits_refusal(limits) {
+                Some(why) => Err(io::Error::other(why)),
+                None => Ok(None),
+            };
+        };
+        let (cell, mut entry) = match instance.cell(id) {
+            Ok(cell) => cell,
+            Err(e) if limits.is_empty() => {
                 tracing::warn!(id, error = %e, "no cgroup for the process: contained by session only");
-                None
+                return Ok(None);
+            }
+            Err(e) => return Err(refused(e)),
+        };
+        let Some(controllers) = &self.controllers else {
+            if let Some(why) = self.limits_refusal(limits) {
+                let _ = cell.remove();
+                return Err(io::Error::other(why));
+            }
+            return Ok(Some((cell, entry, None)));
+        };
+        match controllers.cell(cell.dir(), id, limits) {
+            Ok((meter, procs)) => {
+                entry.controller_procs = procs;
+                Ok(Some((cell, entry, Some(meter))))
+            }
+            Err(e) if limits.is_empty() => {
+                tracing::warn!(id, error = %e, "no resource cgroups for the process: no usage");
+                Ok(Some((cell, entry, None)))
+            }
+            Err(e) => {
+                let _ = cell.remove();
+                Err(refused(e))
             }
         }
     }
@@ -146,13 +227,42 @@ impl Containment {
         if let Some(instance) = &self.instance {
             instance.kill_everything();
         }
+        if let Some(controllers) = &self.controllers {
+            controllers.remove();
+        }
     }
+}
+
+/// The resource controllers for the process cgroups under `instance`: v2's
+/// in the instance cgroup, else (a hybrid host) v1 hierarchies beside it.
+fn controllers_for(instance: &Instance) -> Option<Controllers> {
+    if instance.kind() == CgroupKind::V2 {
+        let ours: Vec<u32> = std::iter::once(std::process::id())
+            .chain(guard().map(|g| g.pid()))
+            .collect();
+        if let Some(controllers) = Controllers::enable_v2(instance.dir(), &ours) {
+            return Some(controllers);
+        }
+    }
+    let name = instance.dir().file_name()?.to_str()?;
+    let controllers = Controllers::create_v1(name);
+    if controllers.is_none() {
+        tracing::warn!("no memory, cpu and pids cgroup controllers: requests with limits are refused, processes have no usage");
+    }
+    controllers
 }
 
 /// How one process is contained, and the only way it is signalled.
 #[derive(Debug)]
 pub struct Contained {
     cell: Option<Arc<Cell>>,
+    /// Its limits and accounting, if there are controllers.
+    meter: Option<Arc<Meter>>,
+    /// The limits applied (none when empty).
+    limits: Option<Limits>,
+    /// Usage and the pids event as read at the reap: from then on the
+    /// cgroups may be gone.
+    final_usage: OnceLock<(Option<Usage>, bool)>,
     sid: u32,
     tty: bool,
     /// Set by supervision once it reaped the leader: from then on the
@@ -161,9 +271,16 @@ pub struct Contained {
 }
 
 impl Contained {
-    /// The process was launched as session leader `sid`, in `cell` if any.
-    /// Registers a session-only process with the guard.
-    pub fn new(cell: Option<Cell>, sid: u32, tty: bool) -> Contained {
+    /// The process was launched as session leader `sid`, in `cell` if any,
+    /// with `limits` applied through `meter`. Registers a session-only
+    /// process with the guard.
+    pub fn new(
+        cell: Option<Cell>,
+        meter: Option<Meter>,
+        limits: Limits,
+        sid: u32,
+        tty: bool,
+    ) -> Contained {
         if cell.is_none() {
             if let (Some(guard), Some(start)) = (guard(), guard::start_time(sid)) {
                 guard.session(sid, start);
@@ -171,6 +288,9 @@ impl Contained {
         }
         Contained {
             cell: cell.map(Arc::new),
+            meter: meter.map(Arc::new),
+            limits: (!limits.is_empty()).then_some(limits),
+            final_usage: OnceLock::new(),
             sid,
             tty,
             reaped: AtomicBool::new(false),
@@ -184,6 +304,41 @@ impl Contained {
             Some(CgroupKind::V1Freezer) => ContainmentKind::Cgroup1Freezer,
             None => ContainmentKind::Session,
         }
+    }
+
+    /// The limits applied, if any.
+    pub fn limits(&self) -> Option<Limits> {
+        self.limits
+    }
+
+    /// What it used so far (a few reads of cgroupfs); None without
+    /// controllers. After [`Contained::final_bill`], what it said.
+    pub fn usage(&self) -> Option<Usage> {
+        match self.final_usage.get() {
+            Some((usage, _)) => *usage,
+            None => self.meter.as_ref().map(|m| m.usage()),
+        }
+    }
+
+    /// Whether a fork failed at its `pids` limit.
+    pub fn pids_limit_hit(&self) -> bool {
+        match self.final_usage.get() {
+            Some((_, hit)) => *hit,
+            None => self.meter.as_ref().is_some_and(|m| m.pids_limit_hit()),
+        }
+    }
+
+    /// At the reap, before [`Contained::release`]: the usage, how many
+    /// members the kernel's OOM killer ended, and whether the pids limit
+    /// was hit; later [`Contained::usage`] answers the same. Blocking.
+    pub fn final_bill(&self) -> (Option<Usage>, u64, bool) {
+        let Some(meter) = &self.meter else {
+            return (None, 0, false);
+        };
+        let (usage, hit) = *self
+            .final_usage
+            .get_or_init(|| (Some(meter.usage()), meter.pids_limit_hit()));
+        (usage, meter.oom_kills(), hit)
     }
 
     /// Supervision reaped the leader (call before anyone else may signal).
@@ -270,6 +425,9 @@ impl Contained {
                 .await
                 .unwrap_or(false);
             if removed {
+                if let Some(meter) = self.meter.clone() {
+                    let _ = tokio::task::spawn_blocking(move || meter.remove()).await;
+                }
                 return;
             }
             let now = tokio::time::Instant::now();

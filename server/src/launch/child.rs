@@ -34,6 +34,9 @@ pub struct Launch<'a> {
     /// The same cgroup's directory (v2), to be born in it instead
     /// (`clone3`, see `launch/clone3.rs`); `cgroup_procs` if that fails.
     pub cgroup_dir: Option<RawFd>,
+    /// Open `cgroup.procs` of v1 controller hierarchies (a hybrid host's
+    /// resource limits, `contain/resources.rs`), each joined before exec.
+    pub controller_procs: &'a [RawFd],
     /// `--user`/`--group`: the uid and gid to run as (supplementary groups
     /// are dropped).
     pub identity: Option<(u32, u32)>,
@@ -76,6 +79,8 @@ struct ChildPlan {
     cgroup_procs: RawFd,
     /// Set before a clone3 into the cgroup: the child is a member already.
     born_in_cgroup: AtomicBool,
+    /// Joined in any case (made before the clone; the child only reads).
+    controller_procs: Vec<RawFd>,
     identity: Option<(libc::uid_t, libc::gid_t)>,
     open_file_limit: Option<libc::rlimit>,
     /// Written by the child on failure: step << 16 | errno.
@@ -131,6 +136,7 @@ pub fn launch(request: &Launch<'_>) -> Result<u32, LaunchError> {
         controlling_tty: request.controlling_tty,
         cgroup_procs: request.cgroup_procs.unwrap_or(-1),
         born_in_cgroup: AtomicBool::new(false),
+        controller_procs: request.controller_procs.to_vec(),
         identity: request.identity,
         open_file_limit: request.open_file_limit.map(|(soft, hard)| libc::rlimit {
             rlim_cur: soft,
@@ -260,6 +266,13 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             && libc::write(plan.cgroup_procs, b"0".as_ptr().cast(), 1) != 1
         {
             return fail(STEP_CGROUP);
+        }
+        // Its limits hold from here on: before the exec, so no instruction
+        // of the program runs unlimited.
+        for &procs in &plan.controller_procs {
+            if libc::write(procs, b"0".as_ptr().cast(), 1) != 1 {
+                return fail(STEP_CGROUP);
+            }
         }
         for (target, &source) in plan.stdio.iter().enumerate() {
             if libc::dup2(source, target as RawFd) < 0 {

@@ -86,6 +86,8 @@ pub struct StartPlan<'a> {
     pub identity: Option<(u32, u32)>,
     /// The open-file limit to give the program.
     pub open_file_limit: Option<(u64, u64)>,
+    /// Resource limits, written to its cgroup before the clone.
+    pub limits: tether_protocol::Limits,
 }
 
 /// Creates the process's cgroup, stdio and the process itself, and opens
@@ -140,7 +142,15 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
             }
         }
     };
-    let (cell, entry) = containment.cell(plan.id).unzip();
+    let (cell, entry, meter) = match containment.cell(plan.id, &plan.limits) {
+        Ok(Some((cell, entry, meter))) => (Some(cell), Some(entry), meter),
+        Ok(None) => (None, None, None),
+        Err(e) => return Err(ApiError::LimitsUnavailable(e.to_string())),
+    };
+    let controller_procs: Vec<RawFd> = entry
+        .as_ref()
+        .map(|e| e.controller_procs.iter().map(|fd| fd.as_raw_fd()).collect())
+        .unwrap_or_default();
     let request = Launch {
         argv: plan.argv,
         env: env.into_iter().collect(),
@@ -152,6 +162,7 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
             .as_ref()
             .and_then(|e| e.dir.as_ref())
             .map(|d| d.as_raw_fd()),
+        controller_procs: &controller_procs,
         identity: plan.identity,
         open_file_limit: plan.open_file_limit,
     };
@@ -164,6 +175,9 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
         Err(e) => {
             if let Some(cell) = &cell {
                 let _ = cell.remove();
+            }
+            if let Some(meter) = &meter {
+                meter.remove();
             }
             // 126 against 127 for the CLI: found but cannot run, or not found.
             return Err(match e {
@@ -188,7 +202,13 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
     Ok(Started {
         pid,
         pidfd,
-        contained: Arc::new(Contained::new(cell, pid, plan.tty.is_some())),
+        contained: Arc::new(Contained::new(
+            cell,
+            meter,
+            plan.limits,
+            pid,
+            plan.tty.is_some(),
+        )),
         io,
     })
 }

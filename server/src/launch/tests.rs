@@ -27,6 +27,7 @@ fn plain(argv: &[String]) -> Launch<'_> {
         controlling_tty: false,
         cgroup_procs: None,
         cgroup_dir: None,
+        controller_procs: &[],
         identity: None,
         open_file_limit: None,
     }

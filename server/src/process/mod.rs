@@ -135,6 +135,10 @@ impl Process {
             kubernetes: self.kubernetes.clone(),
             node: node_of(&self.id).map(str::to_string),
             containment: Some(self.contained.kind()),
+            limits: self.contained.limits(),
+            // Live: a few reads of cgroupfs (in memory, microseconds).
+            usage: self.contained.usage(),
+            pids_limit_hit: self.contained.pids_limit_hit(),
             retention_error: self.output.retention_error(),
         }
     }

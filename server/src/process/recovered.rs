@@ -78,7 +78,7 @@ impl Process {
             // No cell and no session (0 names none): nothing of the old run
             // is ever signalled, and kill requests are answered above.
             contained: {
-                let contained = Contained::new(None, 0, info.tty);
+                let contained = Contained::new(None, None, Default::default(), 0, info.tty);
                 contained.set_reaped();
                 Arc::new(contained)
             },

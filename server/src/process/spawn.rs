@@ -66,6 +66,8 @@ pub struct SpawnPlan {
     /// The spawn's own `user`: the uid and gid it runs as, resolved when
     /// planned (else the server's `--user`, if any).
     pub identity: Option<(u32, u32)>,
+    /// Resource limits (the request's, else the server's defaults).
+    pub limits: tether_protocol::Limits,
 }
 
 /// What a known process costs besides its argv and output: the process
@@ -156,6 +158,7 @@ pub fn spawn(
                 .identity
                 .or_else(|| config.spawn_identity.as_ref().map(|i| (i.uid, i.gid))),
             open_file_limit: crate::limits::inherited_limit(),
+            limits: plan.limits,
         },
         crate::contain::current(),
     )?;

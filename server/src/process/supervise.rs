@@ -142,10 +142,10 @@ impl Supervisor {
     /// (a wake-up of an idle vCPU costs tens to hundreds of microseconds).
     pub async fn run(mut self) {
         let captures = futures_util::future::join_all(std::mem::take(&mut self.captures));
-        let (ends, (status, killed, duration_ms)) = tokio::join!(captures, self.life());
+        let (ends, (status, killed, duration_ms, bill)) = tokio::join!(captures, self.life());
         let complete = ends.into_iter().all(|end| end);
         let [stdout_bytes, stderr_bytes] = self.output.complete();
-        let (exit_code, signal, reason) = classify(status, killed);
+        let (exit_code, signal, reason) = classify(status, killed, bill.oom_kills);
         tracing::info!(exit_code, ?reason, duration_ms, "process exited");
         self.metrics.exited(reason);
         let finished_at = SystemTime::now();
@@ -160,6 +160,8 @@ impl Supervisor {
             stderr_bytes,
             output_incomplete: !complete,
             retention_error: self.output.retention_error(),
+            usage: bill.usage,
+            pids_limit_hit: bill.pids_limit_hit,
             ..self.birth
         };
         self.output.record(&info);
@@ -169,10 +171,23 @@ impl Supervisor {
     /// Until the child is reaped, then what follows the reap at once: its
     /// leftovers handed to containment, queued requests answered, capture
     /// told (its drain bound starts). Returns the status, the reason the
-    /// server killed it, if it did, and its duration.
-    async fn life(&mut self) -> (io::Result<ExitStatus>, Option<ExitReason>, u64) {
+    /// server killed it, if it did, its duration and its bill.
+    async fn life(&mut self) -> (io::Result<ExitStatus>, Option<ExitReason>, u64, Bill) {
         let (status, killed, leftovers_until) = self.until_reaped().await;
         let duration_ms = self.started.elapsed().as_millis() as u64;
+        // Read before containment may remove the cgroups, which hold the
+        // counts: what the leader and its descendants used until its reap.
+        let contained = self.contained.clone();
+        let bill = tokio::task::spawn_blocking(move || {
+            let (usage, oom_kills, pids_limit_hit) = contained.final_bill();
+            Bill {
+                usage,
+                oom_kills,
+                pids_limit_hit,
+            }
+        })
+        .await
+        .unwrap_or_default();
         self.contained.set_reaped();
         reaper::forget(self.birth.pid);
         tokio::spawn(self.contained.clone().release(leftovers_until));
@@ -181,7 +196,7 @@ impl Supervisor {
         self.control.close();
         while self.control.try_recv().is_ok() {}
         self.reaped.send_replace(Some(Instant::now()));
-        (status, killed, duration_ms)
+        (status, killed, duration_ms, bill)
     }
 
     /// Serves requests and the deadline until the child is reaped. Returns
@@ -250,17 +265,28 @@ impl Supervisor {
     }
 }
 
+/// What a process used and hit, read from its cgroup at the reap.
+#[derive(Debug, Default)]
+struct Bill {
+    usage: Option<tether_protocol::Usage>,
+    oom_kills: u64,
+    pids_limit_hit: bool,
+}
+
 /// RFC 3339 UTC with milliseconds.
 pub fn timestamp(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
 /// Exit code, signal name and reason. The reason comes from what the
-/// server did (it fired the deadline, or was asked to kill), never from a
-/// guess about elapsed time.
+/// server did (it fired the deadline, or was asked to kill), or from what
+/// the kernel counted (an OOM kill in its cgroup, `oom_kills`, followed by
+/// a failure: a program that survives the loss of a child and exits 0 ran
+/// to its end), never from a guess about elapsed time.
 fn classify(
     status: io::Result<ExitStatus>,
     killed: Option<ExitReason>,
+    oom_kills: u64,
 ) -> (i32, Option<String>, ExitReason) {
     let (code, signal) = match &status {
         Ok(s) => match (s.code(), s.signal()) {
@@ -276,6 +302,7 @@ fn classify(
     match killed {
         Some(ExitReason::Timeout) => (124, signal, ExitReason::Timeout),
         Some(reason) => (code, signal, reason),
+        None if oom_kills > 0 && code != 0 => (code, signal, ExitReason::Oom),
         None if signal.is_some() => (code, signal, ExitReason::Signal),
         None => (code, signal, ExitReason::Exit),
     }

@@ -62,6 +62,10 @@ impl ProcessTable {
         } else {
             window
         };
+        let limits = self.config.limits.resolve(request.limits.as_ref())?;
+        if let Some(why) = crate::contain::current().limits_refusal(&limits) {
+            return Err(ApiError::LimitsUnavailable(why));
+        }
         let metadata_bytes = SpawnPlan::metadata_of(&argv);
         if let Some(name) = &request.name {
             check_name(name)?;
@@ -84,6 +88,7 @@ impl ProcessTable {
             retain_memory_bytes: usize::try_from(window).unwrap_or(usize::MAX),
             data_dir: self.data_dir.clone(),
             kubernetes: None,
+            limits,
             name: request.name,
             unattached_timeout: request
                 .unattached_timeout_ms

@@ -65,6 +65,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per invocation: `run`'s many flags cost nothing worth a Box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start a process and attach to it; exit with its exit code.
@@ -223,6 +225,21 @@ pub struct RunArgs {
     /// to it for this long (`10m`, ...), counted afresh from each detach.
     #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
     pub unattached_timeout: Option<Duration>,
+    /// Memory limit of the process and everything it forks (`512M`, `1G`;
+    /// no swap). Past it the kernel's OOM killer ends it: exit 137,
+    /// "killed: out of memory".
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
+    pub memory: Option<u64>,
+    /// CPU limit as a share of CPUs, as `docker --cpus` (`0.5`, `2`).
+    #[arg(long, value_name = "CPUS")]
+    pub cpus: Option<f64>,
+    /// Most processes and threads at once; past it `fork` fails.
+    #[arg(long, value_name = "N")]
+    pub pids: Option<u64>,
+    /// Soft memory limit: past it the process is slowed, not killed
+    /// (cgroup v2 only).
+    #[arg(long, value_name = "SIZE", value_parser = crate::units::parse_size)]
+    pub memory_high: Option<u64>,
     #[command(flatten)]
     pub detach_keys: DetachKeysArg,
     /// Program and arguments (after `--`).

@@ -21,6 +21,7 @@ mod resolve;
 mod run_attach;
 mod tail;
 mod term;
+mod units;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -291,8 +292,8 @@ pub(crate) fn exit_code(info: &ProcessInfo) -> i32 {
 fn print_table(list: &[ProcessInfo]) {
     use std::fmt::Write as _;
     let mut table = format!(
-        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} COMMAND",
-        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "TTY", "STARTED"
+        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} {:>8} {:>10} COMMAND",
+        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "TTY", "STARTED", "CPU", "MEM"
     );
     for p in list {
         let status = if p.is_exited() { "exited" } else { "running" };
@@ -306,9 +307,16 @@ fn print_table(list: &[ProcessInfo]) {
         if command.chars().count() > 60 {
             command = command.chars().take(57).collect::<String>() + "...";
         }
+        // CPU seconds (user + system) and peak memory, where accounted.
+        let (cpu, mem) = p.usage.map_or((String::new(), String::new()), |u| {
+            (
+                format!("{:.2}s", u.cpu_user_s + u.cpu_system_s),
+                units::format_size(u.memory_peak_bytes),
+            )
+        });
         let _ = write!(
             table,
-            "\n{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} {}",
+            "\n{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} {:>8} {:>10} {}",
             p.id,
             p.name.as_deref().unwrap_or(""),
             p.pid,
@@ -317,6 +325,8 @@ fn print_table(list: &[ProcessInfo]) {
             reason,
             if p.tty { "yes" } else { "no" },
             p.started_at,
+            cpu,
+            mem,
             command
         );
     }

@@ -6,8 +6,8 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use tether_client::{
-    AttachOptions, Attachment, Client, Error, ExitReason, Overflow, ProcessInfo, SpawnRequest,
-    SpawnSpec,
+    AttachOptions, Attachment, Client, Error, ExitReason, Limits, Overflow, ProcessInfo,
+    SpawnRequest, SpawnSpec,
 };
 use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
@@ -133,6 +133,15 @@ pub async fn run(
     }
     if let Some(limit) = args.unattached_timeout {
         spec = spec.unattached_timeout(limit);
+    }
+    let limits = Limits {
+        memory_bytes: args.memory,
+        cpus: args.cpus,
+        pids: args.pids,
+        memory_high_bytes: args.memory_high,
+    };
+    if !limits.is_empty() {
+        spec = spec.limits(limits);
     }
     // A detached program has no reader to pace it: in block mode it would
     // stop once its retention filled (`yes` at 64 MiB), so a detached
@@ -284,6 +293,13 @@ async fn why_it_ended(info: &ProcessInfo, client: &Client) -> Option<String> {
         ExitReason::Lost => {
             "lost: the server restarted while the process ran; its exit is unknown".to_string()
         }
+        ExitReason::Oom => match info.limits.and_then(|l| l.memory_bytes) {
+            Some(limit) => format!(
+                "killed: out of memory (limit {})",
+                crate::units::format_size(limit)
+            ),
+            None => "killed: out of memory".to_string(),
+        },
     })
 }
 

@@ -124,6 +124,9 @@ impl Status {
             ExitReason::Lost => format!(
                 "command lost: tetherd restarted while command {command} ran; its exit is unknown"
             ),
+            ExitReason::Oom => format!(
+                "command terminated with non-zero exit code: command {command} ran out of memory (the kernel's OOM killer ended it at its memory limit), exit code {code}"
+            ),
         };
         let mut message = how;
         if process.output_incomplete {
@@ -242,6 +245,9 @@ mod tests {
             kubernetes: None,
             node: None,
             containment: None,
+            limits: None,
+            usage: None,
+            pids_limit_hit: false,
         }
     }
 
