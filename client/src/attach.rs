@@ -18,6 +18,7 @@
 mod connection;
 mod credit;
 mod input;
+mod outbox;
 mod reader;
 mod state;
 
@@ -91,6 +92,15 @@ pub struct AttachOptions {
     /// Timeout of one connection attempt, handshake and `hello` included
     /// (default 10 s).
     pub connect_timeout: Duration,
+    /// Number the input (default on; `input=ID`, docs/PROTOCOL.md): every
+    /// stdin write, close, resize and signal is applied by the server
+    /// exactly once, in order, however often the connection drops and is
+    /// resumed. A resume after the server forgot the input stream (its
+    /// connection was down longer than `--input-ttl-ms`) fails the
+    /// attachment with the error code `input_expired`. Off: input is sent
+    /// at most once (what a broken connection carried may be lost), for
+    /// servers older than numbered input. Read-only attachments send none.
+    pub numbered_input: bool,
 }
 
 impl Default for AttachOptions {
@@ -105,6 +115,7 @@ impl Default for AttachOptions {
             first_connect: None,
             idle_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(10),
+            numbered_input: true,
         }
     }
 }

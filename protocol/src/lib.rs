@@ -17,7 +17,7 @@ pub mod process;
 pub mod signal;
 
 pub use api::TermSize;
-pub use frame::{ClientFrame, DecodeError, ServerFrame, StreamName};
+pub use frame::{ClientFrame, DecodeError, InputAction, ServerFrame, StreamName};
 pub use process::{Containment, ExitReason, KubernetesNames, Overflow, ProcessInfo, ProcessStatus};
 pub use signal::Signal;
 

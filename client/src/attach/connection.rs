@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::credit::CreditLedger;
 use super::input::Command;
+use super::outbox::Outbox;
 use super::state::{Applied, Shared};
 use super::AttachOptions;
 use crate::client::{path_segment, Backoff, Client};
@@ -64,6 +65,10 @@ pub(crate) struct Conn {
     tty: bool,
     /// The `wait` long-poll, once started (see [`Conn::watch_exit`]).
     exit_poll: Option<tokio::task::JoinHandle<()>>,
+    /// The input stream's id, when input is numbered (`input=ID`).
+    input: Option<String>,
+    /// Numbered input the server has not acknowledged yet.
+    outbox: Outbox,
 }
 
 impl Conn {
@@ -107,7 +112,12 @@ impl Conn {
             eof_sent: false,
             tty: false,
             exit_poll: None,
+            input: None,
+            outbox: Outbox::default(),
         };
+        if conn.options.numbered_input && !conn.options.readonly {
+            conn.input = Some(uuid::Uuid::new_v4().simple().to_string());
+        }
         let policy = conn.options.first_connect.unwrap_or(conn.options.reconnect);
         let mut backoff = Backoff::new(policy);
         let (ws, process) = loop {
@@ -153,6 +163,12 @@ impl Conn {
         if self.options.readonly {
             url.push_str("&readonly=1");
         }
+        if let Some(input) = &self.input {
+            url.push_str(&format!("&input={input}"));
+            if self.outbox.started() {
+                url.push_str("&input_resume=1");
+            }
+        }
         // The screen on the first connection; on a resume only if the
         // saved offset was evicted (otherwise the bytes from it, as usual).
         let first = self.shared.connections.load(Ordering::Relaxed) == 0;
@@ -164,8 +180,8 @@ impl Conn {
             });
         }
         let key = self.run.as_ref().map(|(_, key)| key.as_str());
-        let fut = open(&url, self.client.token(), key);
-        let (mut ws, process, hello_stdout) =
+        let fut = open(&url, self.client.token(), key, self.input.is_some());
+        let (mut ws, process, hello_stdout, applied) =
             match tokio::time::timeout(self.options.connect_timeout, fut).await {
                 Ok(result) => result?,
                 Err(_) => {
@@ -187,6 +203,9 @@ impl Conn {
         }
         if self.run.take().is_some() {
             self.id = process.id.clone();
+        }
+        if let Some(applied) = applied {
+            self.outbox.acknowledge(applied);
         }
         // Grant at once the credit that sizes each stream's allowance.
         self.grant(&mut ws, true).await?;
@@ -294,7 +313,16 @@ impl Conn {
         // forever. On pipes closing twice is harmless (the server answers
         // the second with a non-fatal error), so it is repeated on every
         // resume; on a PTY it types ^D, so only when its sending failed.
-        if self.eof_in_doubt || (self.eof_sent && !self.tty) {
+        if self.input.is_some() {
+            // Only what the server has not applied (it said where it stands
+            // right after hello); it drops anything it has seen anyway.
+            let frames: Vec<ClientFrame> = self.outbox.unacknowledged().collect();
+            for frame in frames {
+                if let Err(e) = send(ws, frame).await {
+                    return (Outcome::Lost(e), progressed);
+                }
+            }
+        } else if self.eof_in_doubt || (self.eof_sent && !self.tty) {
             match send(ws, ClientFrame::StdinEof).await {
                 Ok(()) => self.eof_in_doubt = false,
                 Err(e) => return (Outcome::Lost(e), progressed),
@@ -314,7 +342,12 @@ impl Conn {
                     match message {
                         Message::Binary(bytes) => {
                             progressed = true;
-                            let applied = ServerFrame::decode(&bytes)
+                            let frame = ServerFrame::decode(&bytes);
+                            if let Ok(ServerFrame::InputAck { applied }) = frame {
+                                self.outbox.acknowledge(applied);
+                                continue;
+                            }
+                            let applied = frame
                                 .map_err(|e| Error::Protocol(format!("bad frame from the server: {e}")))
                                 .and_then(|frame| self.shared.apply(frame));
                             match applied {
@@ -348,13 +381,18 @@ impl Conn {
                         _ => {}
                     }
                 }
-                command = commands.recv(), if commands_open => {
+                // Numbered input waits while the unacknowledged bound is reached.
+                command = commands.recv(), if commands_open && (self.input.is_none() || self.outbox.has_room()) => {
                     let Some(command) = command else {
                         commands_open = false;
                         continue;
                     };
                     let is_eof = matches!(command, Command::Eof);
-                    if let Err(e) = send(ws, command.into_frame()).await {
+                    let frame = match self.input {
+                        Some(_) => self.outbox.push(command),
+                        None => command.into_frame(),
+                    };
+                    if let Err(e) = send(ws, frame).await {
                         self.eof_in_doubt |= is_eof;
                         return (Outcome::Lost(e), progressed);
                     }
@@ -438,13 +476,19 @@ struct Opened {
     ws: Ws,
     process: ProcessInfo,
     offsets: [u64; 2],
+    /// With numbered input: where the input stream stands.
+    applied: Option<u64>,
 }
 
 impl Opened {
     /// Checks that the server starts where it was asked to: both offsets,
     /// or with `screen` stderr (stdout starts at the screen's offset, which
     /// the screen frame confirms). Returns the hello's stdout offset too.
-    fn check_offsets(self, wanted: [u64; 2], screen: bool) -> Result<(Ws, ProcessInfo, u64)> {
+    fn check_offsets(
+        self,
+        wanted: [u64; 2],
+        screen: bool,
+    ) -> Result<(Ws, ProcessInfo, u64, Option<u64>)> {
         let matches = if screen {
             self.offsets[1] == wanted[1]
         } else {
@@ -456,12 +500,18 @@ impl Opened {
                 self.offsets, wanted
             )));
         }
-        Ok((self.ws, self.process, self.offsets[0]))
+        Ok((self.ws, self.process, self.offsets[0], self.applied))
     }
 }
 
-/// Connects, checks the subprotocol and reads `hello`.
-async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> Result<Opened> {
+/// Connects, checks the subprotocol and reads `hello` (and, with
+/// `numbered` input, the `input_ack` that follows it).
+async fn open(
+    url: &str,
+    token: Option<&str>,
+    idempotency_key: Option<&str>,
+    numbered: bool,
+) -> Result<Opened> {
     let mut request = url
         .into_client_request()
         .map_err(|e| Error::InvalidArgument(format!("bad attach URL {url}: {e}")))?;
@@ -526,6 +576,21 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
             )));
         }
     }
+    let (ws, process, offsets) = read_hello(ws, url).await?;
+    let mut opened = Opened {
+        ws,
+        process,
+        offsets,
+        applied: None,
+    };
+    if numbered {
+        opened.applied = Some(read_input_ack(&mut opened.ws, url).await?);
+    }
+    Ok(opened)
+}
+
+/// The next binary message, or why there is none.
+async fn next_binary(ws: &mut Ws, url: &str, expected: &str) -> Result<Vec<u8>> {
     loop {
         let message = match ws.next().await {
             Some(Ok(message)) => message,
@@ -539,39 +604,55 @@ async fn open(url: &str, token: Option<&str>, idempotency_key: Option<&str>) -> 
             None => {
                 return Err(Error::Transport {
                     url: url.to_string(),
-                    message: "closed before hello".into(),
+                    message: format!("closed before {expected}"),
                     timeout: false,
                 })
             }
         };
         match message {
-            Message::Binary(bytes) => {
-                return match ServerFrame::decode(&bytes) {
-                    Ok(ServerFrame::Hello {
-                        process,
-                        stdout,
-                        stderr,
-                        ..
-                    }) => Ok(Opened {
-                        ws,
-                        process,
-                        offsets: [stdout, stderr],
-                    }),
-                    Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
-                        "attach refused: {code}: {message}"
-                    ))),
-                    Ok(other) => Err(Error::Protocol(format!("expected hello, got {other:?}"))),
-                    Err(e) => Err(Error::Protocol(format!("bad hello frame: {e}"))),
-                };
-            }
+            Message::Binary(bytes) => return Ok(bytes.to_vec()),
             Message::Close(_) => {
                 return Err(Error::Transport {
                     url: url.to_string(),
-                    message: "closed before hello".into(),
+                    message: format!("closed before {expected}"),
                     timeout: false,
                 })
             }
             _ => continue,
         }
+    }
+}
+
+/// Reads the `input_ack` the server sends right after `hello` to an
+/// attachment with numbered input.
+async fn read_input_ack(ws: &mut Ws, url: &str) -> Result<u64> {
+    let bytes = next_binary(ws, url, "input_ack").await?;
+    match ServerFrame::decode(&bytes) {
+        Ok(ServerFrame::InputAck { applied }) => Ok(applied),
+        Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
+            "attach refused: {code}: {message}"
+        ))),
+        Ok(other) => Err(Error::Protocol(format!(
+            "expected input_ack after hello (numbered input), got {other:?}"
+        ))),
+        Err(e) => Err(Error::Protocol(format!("bad input_ack frame: {e}"))),
+    }
+}
+
+/// Reads `hello`.
+async fn read_hello(mut ws: Ws, url: &str) -> Result<(Ws, ProcessInfo, [u64; 2])> {
+    let bytes = next_binary(&mut ws, url, "hello").await?;
+    match ServerFrame::decode(&bytes) {
+        Ok(ServerFrame::Hello {
+            process,
+            stdout,
+            stderr,
+            ..
+        }) => Ok((ws, process, [stdout, stderr])),
+        Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
+            "attach refused: {code}: {message}"
+        ))),
+        Ok(other) => Err(Error::Protocol(format!("expected hello, got {other:?}"))),
+        Err(e) => Err(Error::Protocol(format!("bad hello frame: {e}"))),
     }
 }

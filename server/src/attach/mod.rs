@@ -10,7 +10,9 @@
 
 pub mod framing;
 pub mod input;
+pub mod once;
 pub mod reader;
+pub mod sequence;
 pub mod state;
 pub mod writer;
 
@@ -33,6 +35,7 @@ use crate::table::ProcessTable;
 use framing::{Decoder, Framing};
 use input::{ProcessQueue, STDIN_BUDGET};
 use reader::SocketReader;
+use sequence::InputClaim;
 use state::{Credit, Liveness};
 use writer::{Keepalive, Writer};
 
@@ -68,6 +71,16 @@ pub struct Admission {
     process: Arc<Process>,
     table: Arc<ProcessTable>,
     _slots: (Slot, Slot),
+    /// The attachment's numbered input stream (`input=ID`), if any.
+    input: Option<InputClaim>,
+}
+
+impl Admission {
+    /// The attachment numbers its input on this stream.
+    pub fn with_input(mut self, claim: InputClaim) -> Admission {
+        self.input = Some(claim);
+        self
+    }
 }
 
 /// The WebSocket every attachment route accepts (`tether.v1` and the
@@ -107,6 +120,7 @@ pub fn admit(table: &Arc<ProcessTable>, process: &Arc<Process>) -> Result<Admiss
         process: process.clone(),
         table: table.clone(),
         _slots: (per_process, total),
+        input: None,
     })
 }
 
@@ -130,12 +144,14 @@ pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptio
 /// same decision for each frame.
 pub async fn serve_framed(
     socket: WebSocket,
-    admission: Admission,
+    mut admission: Admission,
     options: AttachOptions,
     grant: Grant,
     framing: Framing,
     decoder: Decoder,
 ) {
+    let input = admission.input.take();
+    let acknowledged = input.as_ref().map(InputClaim::watch);
     let process = admission.process.clone();
     let config = admission.table.config().clone();
     process.metrics.attaches.fetch_add(1, Ordering::Relaxed);
@@ -175,6 +191,7 @@ pub async fn serve_framed(
         events_tx.clone(),
         options.readonly,
         STDIN_BUDGET.max(config.max_frame_bytes),
+        input,
     );
     let reader = SocketReader {
         stream,
@@ -199,6 +216,7 @@ pub async fn serve_framed(
         credit,
         unflushed: 0,
         framing,
+        acknowledged,
     };
     let keepalive = Keepalive {
         liveness,

@@ -11,8 +11,8 @@ use std::time::Duration;
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::stream::SplitSink;
 use futures_util::SinkExt;
-use tether_protocol::StreamName;
-use tokio::sync::mpsc;
+use tether_protocol::{ServerFrame, StreamName};
+use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout, MissedTickBehavior};
 
 use super::framing::Framing;
@@ -50,6 +50,9 @@ pub struct Writer {
     pub framing: Framing,
     /// `screen=1`: the snapshot to send right after `hello`.
     pub screen: Option<Snapshot>,
+    /// With `input=ID`: how far the input stream has been applied, sent
+    /// as `input_ack` right after `hello` and whenever it moves.
+    pub acknowledged: Option<watch::Receiver<u64>>,
 }
 
 /// What [`Writer::send_available`] left behind.
@@ -91,6 +94,9 @@ impl Writer {
             if self.send(hello).await.is_err() {
                 return None;
             }
+        }
+        if self.acknowledge().await.is_err() {
+            return None;
         }
         if let Some(screen) = self.screen.take().and_then(|s| self.framing.screen(s)) {
             if self.send(screen).await.is_err() {
@@ -139,6 +145,11 @@ impl Writer {
                     }
                     Some(ReaderEvent::Gone) | None => return None,
                 },
+                Some(()) = changed(&mut self.acknowledged) => {
+                    if self.acknowledge().await.is_err() {
+                        return None;
+                    }
+                }
                 _ = ping.tick() => {
                     if keepalive.liveness.unanswered_for() > keepalive.idle_timeout {
                         return Some((1001, "idle timeout".into()));
@@ -276,9 +287,27 @@ impl Writer {
         }
     }
 
+    /// Sends `input_ack` with where the input stream stands now.
+    async fn acknowledge(&mut self) -> Result<(), ()> {
+        let Some(applied) = self.acknowledged.as_mut().map(|a| *a.borrow_and_update()) else {
+            return Ok(());
+        };
+        let frame = ServerFrame::InputAck { applied }.encode();
+        self.send(Message::Binary(frame.into())).await
+    }
+
     /// Feeds and flushes one message.
     pub async fn send(&mut self, message: Message) -> Result<(), ()> {
         self.feed(message).await?;
         self.flush().await
+    }
+}
+
+/// Resolves when the watched position moves; never without one (or once
+/// its sender is gone).
+async fn changed(watched: &mut Option<watch::Receiver<u64>>) -> Option<()> {
+    match watched {
+        Some(receiver) => receiver.changed().await.ok(),
+        None => std::future::pending().await,
     }
 }

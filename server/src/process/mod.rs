@@ -62,6 +62,8 @@ pub struct Process {
     pub metrics: Arc<Metrics>,
     /// The names of a Kubernetes exec, if it is one.
     pub kubernetes: Option<KubernetesNames>,
+    /// Its numbered input streams (attach with `input=ID`).
+    pub inputs: crate::attach::sequence::InputStreams,
     output: Arc<RetainedOutput>,
     exit: watch::Receiver<Option<Exited>>,
     control: mpsc::Sender<Control>,
