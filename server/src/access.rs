@@ -13,9 +13,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
-use crate::grant::{refused, Grant, Holder, Peer};
+use crate::grant::{refused, Grant, Holder};
 use crate::table::ProcessTable;
 use crate::token::{instance_of, now_ms, Invalid, SCOPED_PREFIX};
+use crate::transport::Peer;
 
 /// Middleware for `/v1`, before any handler or upgrade:
 /// - without a server token, a `Host` that is neither an IP address nor

@@ -1,5 +1,7 @@
 //! Command-line flags and the limits they set. Every bound the server
-//! enforces lives here with its default; README.md lists them.
+//! enforces lives here with its default; README.md lists them. The flags
+//! are never changed after parsing: what the server runs with is built
+//! from them once (`options.rs`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -57,6 +59,20 @@ impl std::fmt::Display for ListenAddr {
     }
 }
 
+/// The counts that cost file descriptors, as asked for by the flags or as
+/// fitted to the open-file limit (`limits::fit_to_limit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// Most processes running at once (`--max-processes`).
+    pub max_processes: usize,
+    /// Most processes known, running and exited (`--max-known-processes`).
+    pub max_known_processes: usize,
+    /// Most open connections (`--max-connections`).
+    pub max_connections: usize,
+    /// Most attachments in total (`--max-attachments`).
+    pub max_attachments: usize,
+}
+
 /// `tetherd`: start processes, capture their output from the first byte, and
 /// let WebSocket clients attach to them.
 #[derive(Debug, Clone, Parser)]
@@ -80,7 +96,7 @@ pub struct Config {
     /// without --token-file or --no-token) tetherd generates one and writes
     /// it to the generated token file.
     #[arg(long, env = "TETHER_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    token: Option<String>,
 
     /// Read the operator token from this file (surrounding whitespace is
     /// trimmed). Keep it readable only by the user tetherd starts as.
@@ -109,10 +125,6 @@ pub struct Config {
     #[arg(long, requires = "user")]
     pub group: Option<String>,
 
-    /// --user and --group resolved at start (set by the binary).
-    #[arg(skip)]
-    pub spawn_identity: Option<crate::secret::Identity>,
-
     /// Allow listening on a non-loopback address without a token (implies
     /// --no-token).
     #[arg(long)]
@@ -130,11 +142,6 @@ pub struct Config {
     /// Longest lifetime of a scoped token, in milliseconds.
     #[arg(long, default_value_t = 7 * 24 * 3_600_000)]
     pub max_token_ttl_ms: u64,
-
-    /// The key scoped tokens are signed with: random, drawn at start, never
-    /// written out (see `token.rs`).
-    #[arg(skip)]
-    pub signing_key: crate::token::SigningKey,
 
     /// Extra origins allowed to open WebSockets (the server's own origin
     /// always is; clients that send no Origin are allowed). Repeatable.
@@ -188,12 +195,12 @@ pub struct Config {
 
     /// Most processes running at once.
     #[arg(long, default_value_t = 1024)]
-    pub max_processes: usize,
+    max_processes: usize,
 
     /// Most processes known (running and exited) at once; past it the
     /// oldest exited ones are forgotten early.
     #[arg(long, default_value_t = 4096)]
-    pub max_known_processes: usize,
+    max_known_processes: usize,
 
     /// How long an exited process stays queryable (wait, status, replay),
     /// in milliseconds.
@@ -226,7 +233,7 @@ pub struct Config {
 
     /// Attachments in total.
     #[arg(long, default_value_t = 4096)]
-    pub max_attachments: usize,
+    max_attachments: usize,
 
     /// How long an input stream (attach with `input=ID`) is kept after its
     /// last attachment went away, in milliseconds: a resume within it
@@ -274,7 +281,7 @@ pub struct Config {
     /// for a request head; when none is waiting, it is answered 503 and
     /// closed. Sized from the fd limit when not given (see README).
     #[arg(long, default_value_t = 5120)]
-    pub max_connections: usize,
+    max_connections: usize,
 
     /// How long a connection may take to send a request head, and how long
     /// an idle keep-alive connection waits for the next one, in
@@ -350,6 +357,23 @@ pub struct Config {
 }
 
 impl Config {
+    /// The token given by `--token` or `TETHER_TOKEN` (not `--token-file`):
+    /// start-up decides the token in force (`ServerOptions::token`).
+    pub fn given_token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// The capacities the flags ask for; start-up may lower the defaults
+    /// among them to fit the open-file limit (`ServerOptions::capacity`).
+    pub fn asked_capacity(&self) -> Capacity {
+        Capacity {
+            max_processes: self.max_processes,
+            max_known_processes: self.max_known_processes,
+            max_connections: self.max_connections,
+            max_attachments: self.max_attachments,
+        }
+    }
+
     /// The configuration with every default, for tests and embedding.
     pub fn defaults() -> Config {
         Config::parse_from(["tetherd"])

@@ -8,34 +8,13 @@
 //! (tracing target `audit`), naming the identity (`operator` or
 //! `token:ID`, never the secret), the process, the peer and the rights.
 
-use std::fmt;
 use std::sync::Arc;
 
 use crate::error::ApiError;
 use crate::process::Process;
 use crate::table::ProcessTable;
 use crate::token::{instance_of, now_ms, Claims};
-
-/// Where a request came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Peer {
-    /// A TCP (or TLS) client.
-    Tcp(std::net::SocketAddr),
-    /// A client of the Unix socket listener.
-    Unix,
-    /// Unknown (a router served without connection info, in unit tests).
-    Unknown,
-}
-
-impl fmt::Display for Peer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Peer::Tcp(addr) => write!(f, "{addr}"),
-            Peer::Unix => f.write_str("unix"),
-            Peer::Unknown => f.write_str("unknown"),
-        }
-    }
-}
+use crate::transport::Peer;
 
 /// Who holds the request's token.
 #[derive(Debug, Clone, PartialEq, Eq)]

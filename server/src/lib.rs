@@ -9,8 +9,8 @@
 //! - [`launch`]: process creation without copying the server
 //!   (`clone(CLONE_VM | CLONE_VFORK)`), into the process's cgroup.
 //! - [`contain`]: a cgroup per process, pidfds, the guard that ends
-//!   everything if the server dies, the orphan reaper as PID 1.
-//! - [`session`]: signalling a whole session via /proc (the fallback).
+//!   everything if the server dies, the orphan reaper as PID 1, and
+//!   signalling a whole Unix session via /proc (the fallback).
 //! - [`retained`]: [`retained::RetainedOutput`], the one owner of a
 //!   process's retained output, its lock and its wake-ups; the pure ring
 //!   inside it.
@@ -21,25 +21,27 @@
 //!   records a restart reads back.
 //! - [`table`]: [`table::ProcessTable`], admission, limits, idempotency,
 //!   forgetting exited processes.
+//! - [`wire`]: what an attachment's messages look like (`tether.v1` frames
+//!   or Kubernetes channels), no IO.
 //! - [`attach`]: one WebSocket attachment: writer, reader, input queue.
 //! - [`listen`]: the accept loop; every connection bounded in number and
 //!   time, and shutdown's drain.
-//! - [`transport`]: what it listens on (TCP, TLS, a Unix socket).
-//! - [`http`], [`access`]: routes, token and Origin checks; [`grant`]:
-//!   the one decision of what a request may do, and the audit lines;
-//!   [`token`]: operator and scoped tokens; [`mint`]: the route that mints
-//!   scoped tokens; [`web`]: the web terminal's files, never from outside
-//!   `--web-root`.
-//! - [`kube`]: the Kubernetes exec/attach protocol and the documents
-//!   kubectl reads first.
-//! - [`http_output`], [`exec`]: output as plain HTTP or Server-Sent Events,
-//!   and one-shot exec; both read through a [`follow::Follower`].
+//! - [`transport`]: what it listens on (TCP, TLS, a Unix socket), and the
+//!   peer a request came from.
+//! - [`http`]: every route (attach and run upgrades, output and
+//!   Server-Sent Events, exec, token minting, the web root), and the
+//!   follower that output and exec read through; [`access`]: token and
+//!   Origin checks; [`grant`]: the one decision of what a request may do,
+//!   and the audit lines; [`token`]: operator and scoped tokens.
+//! - [`kube`]: the Kubernetes exec/attach routes and the documents kubectl
+//!   reads first.
 //! - [`slots`]: bounded counts of attachments.
 //! - [`secret`]: the token kept from children; [`limits`]: the open-file
 //!   limit and the defaults sized to it.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`error`]: every error with its status, code and close code.
-//! - [`config`]: flags and limits; [`server::run`] ties it together.
+//! - [`config`]: flags and limits; [`options`]: what the server runs with,
+//!   built from them once; [`server::run`] ties it together.
 
 pub mod access;
 pub mod attach;
@@ -47,31 +49,26 @@ pub mod config;
 pub mod contain;
 pub mod datadir;
 pub mod error;
-pub mod exec;
-pub mod follow;
 pub mod grant;
 pub mod http;
-pub mod http_attach;
-pub mod http_output;
-pub mod http_params;
 pub mod kube;
 pub mod launch;
 pub mod limits;
 pub mod listen;
 pub mod metrics;
-pub mod mint;
+pub mod options;
 pub mod process;
 pub mod pty;
 pub mod retained;
 pub mod screen;
 pub mod secret;
 pub mod server;
-pub mod session;
 pub mod slots;
 pub mod table;
 pub mod token;
 pub mod transport;
-pub mod web;
+pub mod wire;
 
 pub use config::Config;
+pub use options::ServerOptions;
 pub use server::run;

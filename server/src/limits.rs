@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
 
-use crate::config::Config;
+use crate::config::Capacity;
 
 /// Descriptors one running process costs at most (pipes with stdin).
 pub const FDS_PER_PROCESS: u64 = 6;
@@ -72,10 +72,8 @@ pub fn raise_open_file_limit() -> nix::Result<FdLimit> {
 /// What [`fit_to_limit`] decided, for the start-up log.
 #[derive(Debug, Clone)]
 pub struct Fit {
-    pub max_processes: usize,
-    pub max_known_processes: usize,
-    pub max_connections: usize,
-    pub max_attachments: usize,
+    /// The capacities in force.
+    pub capacity: Capacity,
     /// The defaults were lowered to fit.
     pub lowered: bool,
     /// What the flags given explicitly need, when it exceeds the limit.
@@ -93,51 +91,46 @@ fn processes_cost(running: usize, known: usize) -> u64 {
 /// were not given explicitly, in proportion, so that all of them at once
 /// fit in `limit` minus [`FDS_RESERVED`]. `explicit(id)` says whether a
 /// flag was given.
-pub fn fit_to_limit(config: &mut Config, limit: u64, explicit: impl Fn(&str) -> bool) -> Fit {
+pub fn fit_to_limit(asked: Capacity, limit: u64, explicit: impl Fn(&str) -> bool) -> Fit {
     let usable = limit.saturating_sub(FDS_RESERVED).max(1);
-    let running_cost = processes_cost(config.max_processes, 0);
-    let exited_cost =
-        processes_cost(config.max_processes, config.max_known_processes) - running_cost;
-    let connections_cost = config.max_connections as u64 * FDS_PER_CONNECTION;
+    let running_cost = processes_cost(asked.max_processes, 0);
+    let exited_cost = processes_cost(asked.max_processes, asked.max_known_processes) - running_cost;
+    let connections_cost = asked.max_connections as u64 * FDS_PER_CONNECTION;
     let fixed = explicit("max_processes") as u64 * running_cost
         + explicit("max_known_processes") as u64 * exited_cost
         + explicit("max_connections") as u64 * connections_cost;
     let flexible = running_cost + exited_cost + connections_cost - fixed;
     let room = usable.saturating_sub(fixed);
-    let mut lowered = false;
-    if flexible > room {
-        lowered = true;
+    let mut fitted = asked;
+    let lowered = flexible > room;
+    if lowered {
         let scale = |n: usize| -> usize {
             let scaled = (n as u128 * room as u128 / flexible as u128) as usize;
             scaled.max(1)
         };
         if !explicit("max_processes") {
-            config.max_processes = scale(config.max_processes);
+            fitted.max_processes = scale(asked.max_processes);
         }
         if !explicit("max_known_processes") {
-            config.max_known_processes =
-                scale(config.max_known_processes).max(config.max_processes);
+            fitted.max_known_processes = scale(asked.max_known_processes).max(fitted.max_processes);
         }
         if !explicit("max_connections") {
-            config.max_connections = scale(config.max_connections);
+            fitted.max_connections = scale(asked.max_connections);
         }
         if !explicit("max_attachments") {
-            config.max_attachments = scale(config.max_attachments);
+            fitted.max_attachments = scale(asked.max_attachments);
         }
     }
     // An attachment is a connection: more attachments than connections
     // could never be used.
     if !explicit("max_attachments") {
-        config.max_attachments = config.max_attachments.min(config.max_connections);
+        fitted.max_attachments = fitted.max_attachments.min(fitted.max_connections);
     }
-    let need = processes_cost(config.max_processes, config.max_known_processes)
-        + config.max_connections as u64 * FDS_PER_CONNECTION
+    let need = processes_cost(fitted.max_processes, fitted.max_known_processes)
+        + fitted.max_connections as u64 * FDS_PER_CONNECTION
         + FDS_RESERVED;
     Fit {
-        max_processes: config.max_processes,
-        max_known_processes: config.max_known_processes,
-        max_connections: config.max_connections,
-        max_attachments: config.max_attachments,
+        capacity: fitted,
         lowered,
         overcommitted: (need > limit).then_some(need),
     }
@@ -146,31 +139,31 @@ pub fn fit_to_limit(config: &mut Config, limit: u64, explicit: impl Fn(&str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     #[test]
     fn defaults_fit_a_big_limit_unchanged() {
-        let mut config = Config::defaults();
-        let fit = fit_to_limit(&mut config, 1 << 20, |_| false);
+        let asked = Config::defaults().asked_capacity();
+        let fit = fit_to_limit(asked, 1 << 20, |_| false);
         assert!(!fit.lowered);
-        assert_eq!(fit.max_processes, Config::defaults().max_processes);
+        assert_eq!(fit.capacity, asked);
         assert!(fit.overcommitted.is_none());
     }
 
     #[test]
     fn defaults_shrink_to_fit_1024() {
-        let mut config = Config::defaults();
-        let fit = fit_to_limit(&mut config, 1024, |_| false);
+        let fit = fit_to_limit(Config::defaults().asked_capacity(), 1024, |_| false);
         assert!(fit.lowered);
         assert!(fit.overcommitted.is_none(), "{fit:?}");
-        assert!(fit.max_processes >= 32, "{fit:?}");
-        assert!(fit.max_attachments <= fit.max_connections);
+        assert!(fit.capacity.max_processes >= 32, "{fit:?}");
+        assert!(fit.capacity.max_attachments <= fit.capacity.max_connections);
     }
 
     #[test]
     fn exited_processes_still_known_are_counted() {
-        let mut config = Config::defaults();
-        let fit = fit_to_limit(&mut config, 16_000, |_| false);
-        assert!(fit.lowered, "{fit:?}");
+        let fitted = fit_to_limit(Config::defaults().asked_capacity(), 16_000, |_| false);
+        assert!(fitted.lowered, "{fitted:?}");
+        let fit = fitted.capacity;
         let need = processes_cost(fit.max_processes, fit.max_known_processes)
             + fit.max_connections as u64 * FDS_PER_CONNECTION
             + FDS_RESERVED;
@@ -180,10 +173,12 @@ mod tests {
 
     #[test]
     fn explicit_flags_are_kept_and_reported() {
-        let mut config = Config::defaults();
-        config.max_processes = 1000;
-        let fit = fit_to_limit(&mut config, 1024, |id| id == "max_processes");
-        assert_eq!(fit.max_processes, 1000);
+        let asked = Capacity {
+            max_processes: 1000,
+            ..Config::defaults().asked_capacity()
+        };
+        let fit = fit_to_limit(asked, 1024, |id| id == "max_processes");
+        assert_eq!(fit.capacity.max_processes, 1000);
         assert!(fit.overcommitted.is_some());
     }
 }

@@ -9,10 +9,11 @@ use std::io::IsTerminal;
 use anyhow::{bail, Context};
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
+use tether_server::config::Capacity;
 use tether_server::contain::guard::{self, GUARD_ARG};
 use tether_server::token::{default_token_path, generate_operator_token, write_token_file};
 use tether_server::transport::{load_tls, Transport};
-use tether_server::{limits, secret, Config};
+use tether_server::{limits, secret, Config, ServerOptions};
 use tokio::signal::unix::{signal, SignalKind};
 
 fn main() -> anyhow::Result<()> {
@@ -21,25 +22,30 @@ fn main() -> anyhow::Result<()> {
         guard::main();
     }
     let matches = Config::command().get_matches();
-    let mut config = Config::from_arg_matches(&matches)?;
-    if let Some(path) = &config.token_file {
-        config.token = Some(secret::read_token_file(path)?);
-    }
-    if config.token.as_deref() == Some("") {
+    // The flags as parsed: never changed. What the server runs with is
+    // built from them once, below.
+    let flags = Config::from_arg_matches(&matches)?;
+    let given_token = match &flags.token_file {
+        Some(path) => Some(secret::read_token_file(path)?),
+        None => flags.given_token().map(str::to_owned),
+    };
+    if given_token.as_deref() == Some("") {
         bail!("the token must not be empty (use --no-token to serve without one)");
     }
     // Before any thread exists: it rewrites our own argv/environ memory and
     // edits the environment.
-    let scrubbed = secret::scrub_own_token(config.token.as_deref().unwrap_or(""));
-    init_logging(config.log_json);
+    let scrubbed = secret::scrub_own_token(given_token.as_deref().unwrap_or(""));
+    init_logging(flags.log_json);
     if let Err(error) = scrubbed {
         tracing::warn!(%error, "could not scrub the token from /proc/self/cmdline and environ; use --token-file");
     }
-    if let Some(user) = &config.user {
-        config.spawn_identity = Some(secret::resolve_identity(user, config.group.as_deref())?);
-    }
-    let generated = settle_token(&mut config)?;
-    size_to_open_file_limit(&mut config, &matches);
+    let spawn_identity = match &flags.user {
+        Some(user) => Some(secret::resolve_identity(user, flags.group.as_deref())?),
+        None => None,
+    };
+    let (token, generated) = settle_token(&flags, given_token)?;
+    let capacity = size_to_open_file_limit(&flags, &matches);
+    let config = ServerOptions::new(flags, capacity, token, spawn_identity);
     if tether_server::contain::reaper::is_init() {
         // PID 1 of a container: orphans are reparented to us, and every
         // child from the guard on must be registered as ours.
@@ -93,13 +99,14 @@ fn init_logging(json: bool) {
 }
 
 /// Raises the soft open-file limit to the hard one and lowers the defaults
-/// that cost descriptors to what fits, logging the outcome.
-fn size_to_open_file_limit(config: &mut Config, matches: &clap::ArgMatches) {
+/// that cost descriptors to what fits, logging the outcome: the capacities
+/// the server runs with.
+fn size_to_open_file_limit(flags: &Config, matches: &clap::ArgMatches) -> Capacity {
     let limit = match limits::raise_open_file_limit() {
         Ok(limit) => limit,
         Err(error) => {
             tracing::warn!(%error, "cannot read or raise the open-file limit");
-            return;
+            return flags.asked_capacity();
         }
     };
     let explicit = |id: &str| {
@@ -108,15 +115,15 @@ fn size_to_open_file_limit(config: &mut Config, matches: &clap::ArgMatches) {
             Some(ValueSource::CommandLine | ValueSource::EnvVariable)
         )
     };
-    let fit = limits::fit_to_limit(config, limit.soft, explicit);
+    let fit = limits::fit_to_limit(flags.asked_capacity(), limit.soft, explicit);
     tracing::info!(
         soft = limit.soft,
         hard = limit.hard,
         inherited = limit.inherited,
-        max_processes = fit.max_processes,
-        max_known_processes = fit.max_known_processes,
-        max_connections = fit.max_connections,
-        max_attachments = fit.max_attachments,
+        max_processes = fit.capacity.max_processes,
+        max_known_processes = fit.capacity.max_known_processes,
+        max_connections = fit.capacity.max_connections,
+        max_attachments = fit.capacity.max_attachments,
         lowered = fit.lowered,
         "open-file limit: a running process costs up to {} descriptors, an exited one still known {}, a connection or attachment {}, {} are reserved",
         limits::FDS_PER_PROCESS,
@@ -131,13 +138,18 @@ fn size_to_open_file_limit(config: &mut Config, matches: &clap::ArgMatches) {
             "the limits given can need more descriptors than the open-file limit allows; spawns and accepts may fail with EMFILE"
         );
     }
+    fit.capacity
 }
 
-/// The operator token and where a generated one went: `--no-token` (with a
-/// warning), the token given, or a new one written to the token file.
-fn settle_token(config: &mut Config) -> anyhow::Result<Option<Generated>> {
+/// The operator token in force and where a generated one went:
+/// `--no-token` (with a warning), the token given, or a new one written to
+/// the token file.
+fn settle_token(
+    config: &Config,
+    given: Option<String>,
+) -> anyhow::Result<(Option<String>, Option<Generated>)> {
     let tokenless = config.no_token || config.insecure_no_token;
-    if tokenless && config.token.is_some() {
+    if tokenless && given.is_some() {
         bail!("--no-token and --token (or --token-file) contradict each other: pick one");
     }
     if tokenless && !config.listen.is_local() && !config.insecure_no_token {
@@ -153,10 +165,10 @@ fn settle_token(config: &mut Config) -> anyhow::Result<Option<Generated>> {
             "--no-token: every user of this machine who can reach {} can run commands as this server's user",
             config.listen
         );
-        return Ok(None);
+        return Ok((None, None));
     }
-    if config.token.is_some() {
-        return Ok(None);
+    if given.is_some() {
+        return Ok((given, None));
     }
     let token = generate_operator_token();
     let path = config
@@ -176,8 +188,7 @@ fn settle_token(config: &mut Config) -> anyhow::Result<Option<Generated>> {
             "no token file location (no $TETHER_TOKEN_FILE, $XDG_RUNTIME_DIR or $HOME): the token is only in the URL printed below"
         ),
     }
-    config.token = Some(token.clone());
-    Ok(Some(Generated { token, path }))
+    Ok((Some(token.clone()), Some(Generated { token, path })))
 }
 
 /// A token tetherd generated, and the file it wrote it to.
@@ -189,7 +200,11 @@ struct Generated {
 /// Serves until shutdown; a generated token file is removed at the end,
 /// and also when the start fails (a missing containment, a bad key, an
 /// address in use), so no file outlives the server that wrote it.
-async fn serve(config: Config, guard_pid: u32, generated: Option<Generated>) -> anyhow::Result<()> {
+async fn serve(
+    config: ServerOptions,
+    guard_pid: u32,
+    generated: Option<Generated>,
+) -> anyhow::Result<()> {
     let result = serve_until_shutdown(config, guard_pid, generated.as_ref()).await;
     if let Some(Generated {
         token,
@@ -206,7 +221,7 @@ async fn serve(config: Config, guard_pid: u32, generated: Option<Generated>) -> 
 }
 
 async fn serve_until_shutdown(
-    config: Config,
+    config: ServerOptions,
     guard_pid: u32,
     generated: Option<&Generated>,
 ) -> anyhow::Result<()> {

@@ -20,16 +20,16 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::listen::{self, Connections, Phase, Settings};
+use crate::options::ServerOptions;
 use crate::table::ProcessTable;
 use crate::transport::Transport;
 
 /// Serves until `shutdown` completes, then shuts down within the bound.
 pub async fn run(
     transport: Transport,
-    config: Config,
+    config: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let config = Arc::new(config);

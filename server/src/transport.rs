@@ -22,7 +22,27 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 use crate::config::ListenAddr;
-use crate::grant::Peer;
+
+/// Where a request came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// A TCP (or TLS) client.
+    Tcp(std::net::SocketAddr),
+    /// A client of the Unix socket listener.
+    Unix,
+    /// Unknown (a router served without connection info, in unit tests).
+    Unknown,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(addr) => write!(f, "{addr}"),
+            Peer::Unix => f.write_str("unix"),
+            Peer::Unknown => f.write_str("unknown"),
+        }
+    }
+}
 
 /// How long a TLS client may take to finish its handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

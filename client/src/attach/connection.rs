@@ -540,7 +540,7 @@ async fn open(
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
     // TCP_NODELAY: a keystroke typed while the previous one is unacknowledged
     // would otherwise wait for the server's delayed ACK (up to 40 ms).
-    let (mut ws, response) =
+    let (ws, response) =
         match tokio_tungstenite::connect_async_with_config(request, Some(config), true).await {
             Ok(pair) => pair,
             Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {

@@ -308,6 +308,8 @@ impl Shared {
             ServerFrame::Hello { .. } => {
                 return Err(Error::Protocol("a second hello frame".into()));
             }
+            // The connection takes these for its numbered input.
+            ServerFrame::InputAck { .. } => {}
             ServerFrame::Screen {
                 offset,
                 cols,

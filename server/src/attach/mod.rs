@@ -8,7 +8,6 @@
 //! only its own attachment: capture never waits for it (drop mode) or waits
 //! at most the send timeout (block mode).
 
-pub mod framing;
 pub mod input;
 pub mod once;
 pub mod reader;
@@ -32,7 +31,7 @@ use crate::process::Process;
 use crate::retained::Cursor;
 use crate::slots::Slot;
 use crate::table::ProcessTable;
-use framing::{Decoder, Framing};
+use crate::wire::framing::{Decoder, Framing};
 use input::{ProcessQueue, STDIN_BUDGET};
 use reader::SocketReader;
 use sequence::InputClaim;

@@ -12,10 +12,10 @@ use futures_util::StreamExt;
 use tether_protocol::ClientFrame;
 use tokio::sync::mpsc;
 
-use super::framing::Decoder;
 use super::input::{ForProcess, Now, ProcessQueue};
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::error::AttachError;
+use crate::wire::framing::Decoder;
 
 /// Everything the reader task works with.
 pub struct SocketReader {

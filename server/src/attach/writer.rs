@@ -15,12 +15,12 @@ use tether_protocol::{ServerFrame, StreamName};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout, MissedTickBehavior};
 
-use super::framing::Framing;
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::metrics::Metrics;
 use crate::process::Process;
 use crate::retained::{Cursor, Next, Reader};
 use crate::screen::Snapshot;
+use crate::wire::framing::Framing;
 
 /// Flush after this many bytes of feed()s, so big bursts go out in few
 /// syscalls and small ones promptly.

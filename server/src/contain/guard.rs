@@ -30,7 +30,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use super::cgroup::{CgroupKind, Instance};
-use crate::session::{session_members, signal_session};
+use super::unix_session::{session_members, signal_session};
 
 /// The hidden first argument that makes tetherd a guard.
 pub const GUARD_ARG: &str = "__tether-guard";

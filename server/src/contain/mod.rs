@@ -9,13 +9,14 @@
 //! - [`reaper`]: the server's own children, and the orphan reaper as PID 1.
 //!
 //! Without a writable cgroup hierarchy, processes fall back to the session
-//! scan of [`crate::session`]: a descendant that calls `setsid` escapes it.
+//! scan of [`unix_session`]: a descendant that calls `setsid` escapes it.
 //! Each process reports which it got (`containment` in the process object).
 
 pub mod cgroup;
 pub mod guard;
 pub mod pidfd;
 pub mod reaper;
+pub mod unix_session;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,11 +25,11 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::session::{signal_orphans, signal_session};
 pub use cgroup::Entry;
 use cgroup::{Cell, CgroupKind, Instance};
 use guard::Guard;
 pub use tether_protocol::Containment as ContainmentKind;
+use unix_session::{signal_orphans, signal_session};
 
 /// `--containment`: which mechanism to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

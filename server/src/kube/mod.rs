@@ -2,12 +2,12 @@
 //! `kubectl exec`/`attach` and the Kubernetes client libraries work against
 //! a tetherd unchanged (docs/KUBERNETES.md says what is served and why).
 //!
-//! - [`channel`]: the channel framing and subprotocol negotiation, no IO;
-//! - [`status`]: `Status` documents (end of session, HTTP errors);
+//! - [`crate::wire::kube`]: the channel framing, subprotocol negotiation
+//!   and `Status` documents (end of session, HTTP errors), no IO;
 //! - [`discovery`]: the documents kubectl reads before it execs;
 //! - [`query`]: the exec and attach query strings;
-//! - [`session`]: the exec and attach routes, served by the attachment
-//!   machinery with Kubernetes framing.
+//! - [`websocket`]: one kubectl WebSocket, the exec and attach routes,
+//!   served by the attachment machinery with Kubernetes framing.
 //!
 //! Every route that names a process goes through the same token, Host and
 //! Origin checks as `/v1` ([`crate::access::grant_for`]) and the same
@@ -16,12 +16,9 @@
 //! refusals as a `Status`; the static discovery documents do not (see
 //! [`router`]).
 
-pub mod channel;
 pub mod discovery;
-pub mod framing;
 pub mod query;
-pub mod session;
-pub mod status;
+pub mod websocket;
 
 use std::sync::Arc;
 
@@ -69,14 +66,14 @@ pub fn router(table: Arc<ProcessTable>) -> Router<AppState> {
         .route("/api/v1/namespaces/{namespace}/pods/{pod}", only_get(pod))
         .route(
             "/api/v1/namespaces/{namespace}/pods/{pod}/exec",
-            get(session::exec)
-                .post(session::exec_spdy)
+            get(websocket::exec)
+                .post(websocket::exec_spdy)
                 .fallback(method_not_allowed),
         )
         .route(
             "/api/v1/namespaces/{namespace}/pods/{pod}/attach",
-            get(session::attach)
-                .post(session::attach_spdy)
+            get(websocket::attach)
+                .post(websocket::attach_spdy)
                 .fallback(method_not_allowed),
         )
         .route("/api/{*rest}", any(unknown))

@@ -18,7 +18,7 @@ use tower::ServiceExt;
 
 use super::deadline::{DeadlineBody, GuardedIo};
 use super::{ConnState, Connections, Phase, Registration, Settings, WAITING};
-use crate::grant::Peer;
+use crate::transport::Peer;
 use crate::transport::{self, Raw};
 
 /// Largest request head and read buffer per connection: tether's requests

@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
-use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::options::ServerOptions;
 
 mod accept;
 mod connection;
@@ -65,9 +65,9 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_config(config: &Config) -> Settings {
+    pub fn from_config(config: &ServerOptions) -> Settings {
         Settings {
-            max_connections: config.max_connections.max(1),
+            max_connections: config.capacity.max_connections.max(1),
             header_timeout: config.header_timeout(),
             body_timeout: config.body_timeout(),
             write_stall: config.send_timeout().max(Duration::from_millis(1)),

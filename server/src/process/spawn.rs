@@ -17,11 +17,11 @@ use super::capture::{Capture, Source};
 use super::stdin::StdinQueue;
 use super::supervise::{CaptureRun, Supervisor, Unattached};
 use super::Process;
-use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::launch::{self, StartPlan, Started, StartedIo};
 use crate::metrics::Metrics;
+use crate::options::ServerOptions;
 use crate::pty::PtyMaster;
 use crate::retained::log::StreamLog;
 use crate::retained::RetainedOutput;
@@ -126,7 +126,7 @@ impl SpawnPlan {
 pub fn spawn(
     id: String,
     plan: SpawnPlan,
-    config: &Config,
+    config: &ServerOptions,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Process>, ApiError> {
     check_cwd(plan.cwd.as_deref())?;

@@ -17,10 +17,10 @@ use tokio::time::Instant;
 
 use super::capture::wait_deadline;
 use crate::contain::pidfd::PidFd;
+use crate::contain::unix_session::signal_group;
 use crate::contain::{reaper, Contained};
 use crate::metrics::Metrics;
 use crate::retained::RetainedOutput;
-use crate::session::signal_group;
 
 /// Requests to the supervisor, which alone may signal the child because it
 /// alone reaps it (so nothing is signalled after it was reaped).

@@ -153,8 +153,10 @@ impl ProcessTable {
             }
         }
         let running = Self::running_locked(&entries) + entries.starting.len();
-        if running >= self.config.max_processes {
-            return Err(ApiError::TooManyProcesses(self.config.max_processes));
+        if running >= self.config.capacity.max_processes {
+            return Err(ApiError::TooManyProcesses(
+                self.config.capacity.max_processes,
+            ));
         }
         self.make_room(
             &mut entries,
@@ -187,7 +189,7 @@ impl ProcessTable {
         let over = |e: &Entries| {
             e.reserved + want > self.config.retain_total
                 || e.reserved_disk + want_disk > self.config.retain_disk_total
-                || known(e) >= self.config.max_known_processes
+                || known(e) >= self.config.capacity.max_known_processes
         };
         if !over(entries) {
             return Ok(());
@@ -216,8 +218,10 @@ impl ProcessTable {
                 entries.reserved_disk, self.config.retain_disk_total
             )));
         }
-        if known(entries) >= self.config.max_known_processes {
-            return Err(ApiError::TooManyProcesses(self.config.max_known_processes));
+        if known(entries) >= self.config.capacity.max_known_processes {
+            return Err(ApiError::TooManyProcesses(
+                self.config.capacity.max_known_processes,
+            ));
         }
         Ok(())
     }

@@ -15,10 +15,10 @@ use std::time::Duration;
 use tether_protocol::ExitReason;
 use tokio::sync::Notify;
 
-use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::metrics::{Gauges, Metrics};
+use crate::options::ServerOptions;
 use crate::process::Process;
 use crate::slots::Slots;
 
@@ -43,7 +43,7 @@ struct Entries {
 
 /// Every process the server knows, running or exited.
 pub struct ProcessTable {
-    config: Arc<Config>,
+    config: Arc<ServerOptions>,
     entries: Mutex<Entries>,
     /// Attachment slots across all processes (`--max-attachments`).
     pub attachment_slots: Slots,
@@ -60,15 +60,18 @@ pub struct ProcessTable {
 
 impl ProcessTable {
     /// An empty table that retains output in memory only.
-    pub fn new(config: Arc<Config>) -> Arc<ProcessTable> {
+    pub fn new(config: Arc<ServerOptions>) -> Arc<ProcessTable> {
         ProcessTable::with_data_dir(config, None)
     }
 
     /// An empty table whose processes retain output on disk in `data_dir`.
-    pub fn with_data_dir(config: Arc<Config>, data_dir: Option<Arc<DataDir>>) -> Arc<ProcessTable> {
+    pub fn with_data_dir(
+        config: Arc<ServerOptions>,
+        data_dir: Option<Arc<DataDir>>,
+    ) -> Arc<ProcessTable> {
         Arc::new(ProcessTable {
             data_dir,
-            attachment_slots: Slots::new(config.max_attachments),
+            attachment_slots: Slots::new(config.capacity.max_attachments),
             config,
             entries: Mutex::new(Entries::default()),
             metrics: Arc::new(Metrics::default()),
@@ -84,7 +87,7 @@ impl ProcessTable {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &Arc<Config> {
+    pub fn config(&self) -> &Arc<ServerOptions> {
         &self.config
     }
 

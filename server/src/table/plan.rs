@@ -113,7 +113,9 @@ mod tests {
     use std::sync::Arc;
 
     fn table() -> Arc<ProcessTable> {
-        ProcessTable::new(Arc::new(Config::defaults()))
+        ProcessTable::new(Arc::new(crate::options::ServerOptions::from_flags(
+            Config::defaults(),
+        )))
     }
 
     proptest! {

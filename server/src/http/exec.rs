@@ -23,8 +23,8 @@ use serde::Serialize;
 use tether_protocol::api::SpawnRequest;
 use tether_protocol::{ExitReason, ProcessInfo, StreamName};
 
+use super::follow::{Chunk, Follower};
 use crate::error::ApiError;
-use crate::follow::{Chunk, Follower};
 use crate::grant::{Grant, Need};
 use crate::process::Process;
 use crate::table::ProcessTable;

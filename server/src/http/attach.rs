@@ -16,10 +16,10 @@ use axum::response::Response;
 use tether_protocol::api::SpawnRequest;
 use tether_protocol::{StreamName, SUBPROTOCOL};
 
+use super::params::{idempotency_key, query_bool, query_u64};
 use crate::attach::{self, AttachOptions, ScreenStart};
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
-use crate::http_params::{idempotency_key, query_bool, query_u64};
 use crate::process::Process;
 use crate::table::ProcessTable;
 

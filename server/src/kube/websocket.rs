@@ -21,18 +21,18 @@ use futures_util::StreamExt;
 use tether_protocol::api::SpawnRequest;
 use tether_protocol::{ExitReason, KubernetesNames, Overflow};
 
-use crate::attach::framing::{Decoder, Framing};
 use crate::attach::{self, Admission, AttachOptions};
 use crate::config::Config;
 use crate::error::{ApiError, KubeError};
 use crate::grant::{Grant, Need};
 use crate::process::Process;
 use crate::table::ProcessTable;
+use crate::wire::framing::{Decoder, Framing};
 
-use super::channel::{Subprotocol, WireMessage};
-use super::framing::KubeFraming;
 use super::query::StreamQuery;
-use super::status::Status;
+use crate::wire::kube::channel::{Subprotocol, WireMessage};
+use crate::wire::kube::framing::KubeFraming;
+use crate::wire::kube::status::Status;
 
 type AppState = Arc<ProcessTable>;
 

@@ -19,10 +19,10 @@ use serde::de::DeserializeOwned;
 use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal};
 
+use super::params::{idempotency_key, query_u64};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
-use crate::http_params::{idempotency_key, query_u64};
 use crate::attach::once::{FirstAttempt, Once};
 use crate::process::Process;
 use crate::table::ProcessTable;
@@ -42,11 +42,11 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/stdin", post(stdin))
         .route("/processes/{id}/stdin/close", post(stdin_close))
         .route("/processes/{id}/resize", post(resize))
-        .route("/processes/{id}/attach", get(crate::http_attach::attach))
-        .route("/run", get(crate::http_attach::run))
-        .route("/processes/{id}/tokens", post(crate::mint::mint))
-        .route("/processes/{id}/output", get(crate::http_output::output))
-        .route("/exec", post(crate::exec::exec))
+        .route("/processes/{id}/attach", get(super::attach::attach))
+        .route("/run", get(super::attach::run))
+        .route("/processes/{id}/tokens", post(super::mint::mint))
+        .route("/processes/{id}/output", get(super::output::output))
+        .route("/exec", post(super::exec::exec))
         .route("/processes/{id}/screen", get(screen))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
@@ -62,7 +62,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .merge(crate::kube::router(table.clone()));
     app = match &config.web_root {
         Some(root) => {
-            let files = crate::web::StaticFiles::new(root);
+            let files = super::web::StaticFiles::new(root);
             app.fallback(move |request: Request| files.clone().serve(request))
         }
         None => app.fallback(no_route),

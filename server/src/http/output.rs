@@ -29,11 +29,11 @@ use futures_util::StreamExt;
 use http_body::Frame;
 use tether_protocol::{ProcessInfo, StreamName};
 
+use super::follow::{Chunk, Follower};
+use super::params::query_u64;
 use crate::attach;
 use crate::error::ApiError;
-use crate::follow::{Chunk, Follower};
 use crate::grant::{Grant, Need};
-use crate::http_params::query_u64;
 use crate::table::ProcessTable;
 
 /// Trailer names of a raw response.

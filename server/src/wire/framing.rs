@@ -1,5 +1,5 @@
 //! What an attachment's messages look like on the wire: `tether.v1`
-//! MessagePack frames, or Kubernetes channels (`crate::kube::framing`). The
+//! MessagePack frames, or Kubernetes channels (`super::kube::framing`). The
 //! writer, reader and input queue are the same for both; only this
 //! differs, so both kinds of client get one flow control, one stdin,
 //! signal and resize policy, one keepalive and one end of session.
@@ -7,9 +7,9 @@
 use axum::extract::ws::Message;
 use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName, PROTOCOL_VERSION};
 
+use super::kube::channel::WireMessage;
+use super::kube::framing::KubeFraming;
 use crate::error::{ApiError, AttachError, KubeError};
-use crate::kube::channel::WireMessage;
-use crate::kube::framing::KubeFraming;
 
 /// The wire format of one attachment.
 #[derive(Debug)]

@@ -1,0 +1,18 @@
+//! Every HTTP route, in one folder: the router and the small routes
+//! (`routes.rs`), the WebSocket upgrades for attach and `GET /v1/run`
+//! (`attach.rs`), output as a raw body or Server-Sent Events (`output.rs`),
+//! one-shot exec (`exec.rs`), token minting (`mint.rs`), the web root
+//! (`web.rs`), the query parameters and headers several routes read
+//! (`params.rs`), and `follow.rs`, the reader that output and exec share.
+//! Route files import `params` and `follow`, never each other.
+
+pub mod attach;
+pub mod exec;
+pub mod follow;
+pub mod mint;
+pub mod output;
+pub mod params;
+pub mod routes;
+pub mod web;
+
+pub use routes::router;
