@@ -348,12 +348,6 @@ impl ClientFrame {
     }
 
     /// Every `type` a client sends.
-    const TYPES: &'static [&'static str] = &[
-        "stdin",
-        "stdin_eof",
-        "signal",
-        "resize",
-        "input",
-        "credit",
-    ];
+    const TYPES: &'static [&'static str] =
+        &["stdin", "stdin_eof", "signal", "resize", "input", "credit"];
 }

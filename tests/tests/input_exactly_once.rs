@@ -55,7 +55,7 @@ async fn send_through_cuts(
 ) -> (usize, u32) {
     let direct = Client::new(&server.base).unwrap();
     let process = direct.spawn(spec).await.unwrap();
-    let proxy = RandomCuts::start(addr_of(&server.base), 0x5eed_1234, 300, 3_000).await;
+    let proxy = RandomCuts::start(addr_of(&server.base), 0x5eed_1234, 700, 6_000).await;
     let client = Client::new(&proxy.base).unwrap();
     let mut attachment = client.attach(&process.id, cut_tolerant()).await.unwrap();
     if let Some(ready) = ready {
@@ -106,8 +106,11 @@ async fn ten_thousand_lines_reach_cat_once_each_in_order_across_random_cuts() {
     let got = dir.join("got");
     let spec = SpawnRequest::argv(["sh", "-c", &format!("cat > '{}'", got.display())]).with_stdin();
     let (cuts, _) = send_through_cuts(&server, spec, None, None, true).await;
-    assert!(cuts >= 150, "only {cuts} cuts");
-    assert_eq!(read_file(&got), numbered_lines().concat(), "after {cuts} cuts");
+    assert!(
+        read_file(&got) == numbered_lines().concat(),
+        "cat did not get each line once in order after {cuts} cuts"
+    );
+    assert!(cuts >= 200, "only {cuts} cuts");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -144,9 +147,13 @@ while left > 0:
     );
     let spec = SpawnRequest::argv(["python3", "-c", &program]).tty(80, 24);
     let every = 50;
-    let (cuts, last_cols) = send_through_cuts(&server, spec, Some("READY"), Some(every), false).await;
-    assert!(cuts >= 150, "only {cuts} cuts");
-    assert_eq!(read_file(&data), numbered_lines().concat(), "after {cuts} cuts");
+    let (cuts, last_cols) =
+        send_through_cuts(&server, spec, Some("READY"), Some(every), false).await;
+    assert!(
+        read_file(&data) == numbered_lines().concat(),
+        "the program did not get each line once in order after {cuts} cuts"
+    );
+    assert!(cuts >= 200, "only {cuts} cuts");
     let events = String::from_utf8(read_file(&events)).unwrap();
     let sizes: Vec<u32> = events
         .lines()
@@ -291,7 +298,10 @@ async fn a_resume_after_the_stream_expired_is_refused_and_nothing_is_applied_twi
     // The same refusal for any client that resumes an unknown stream.
     let (status, body) =
         refused_attach(&server.ws_url(&process.id, "input=gone&input_resume=1")).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("input_expired")));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("input_expired"))
+    );
     let (status, _) = refused_attach(&server.ws_url(&process.id, "input=a%20b")).await;
     assert_eq!(status, 400);
     let _ = std::fs::remove_dir_all(&dir);

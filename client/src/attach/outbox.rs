@@ -68,12 +68,10 @@ impl Outbox {
     /// The frames to resend on a new connection, once the server said where
     /// it stands: only what it has not applied.
     pub fn unacknowledged(&self) -> impl Iterator<Item = ClientFrame> + '_ {
-        self.pending
-            .iter()
-            .map(|(seq, action)| ClientFrame::Input {
-                seq: *seq,
-                action: action.clone(),
-            })
+        self.pending.iter().map(|(seq, action)| ClientFrame::Input {
+            seq: *seq,
+            action: action.clone(),
+        })
     }
 
     /// True once anything was numbered: a new connection then resumes the
@@ -118,7 +116,9 @@ mod tests {
             first,
             Some(ClientFrame::Input {
                 seq: 2,
-                action: InputAction::Stdin { data: b"c".to_vec() }
+                action: InputAction::Stdin {
+                    data: b"c".to_vec()
+                }
             })
         );
         outbox.acknowledge(5);

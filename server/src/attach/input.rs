@@ -88,7 +88,16 @@ impl ProcessQueue {
                         })
                         .await
                     }
-                    _ => act(&task_process, &task_table, &task_grant, item.frame, readonly).await,
+                    _ => {
+                        act(
+                            &task_process,
+                            &task_table,
+                            &task_grant,
+                            item.frame,
+                            readonly,
+                        )
+                        .await
+                    }
                 };
                 drop(permit);
                 if let Err(error) = result {

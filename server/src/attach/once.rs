@@ -133,7 +133,10 @@ mod tests {
             panic!("retry after failure")
         };
         again.succeeded();
-        assert!(matches!(keys.begin("k", "stdin", b"x", ttl).await, Ok(Once::Done)));
+        assert!(matches!(
+            keys.begin("k", "stdin", b"x", ttl).await,
+            Ok(Once::Done)
+        ));
         assert!(matches!(
             keys.begin("k", "stdin", b"y", ttl).await,
             Err(ApiError::IdempotencyConflict(_))

@@ -198,7 +198,9 @@ mod tests {
             streams.claim("a", true, ttl, 4),
             Err(ApiError::InputExpired(..))
         ));
-        let claim = streams.claim("a", false, ttl, 4).unwrap_or_else(|_| panic!());
+        let claim = streams
+            .claim("a", false, ttl, 4)
+            .unwrap_or_else(|_| panic!());
         // Held: never expires.
         assert!(streams.claim("a", true, ttl, 4).is_ok());
         drop(claim);
