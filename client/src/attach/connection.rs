@@ -629,6 +629,14 @@ async fn read_input_ack(ws: &mut Ws, url: &str) -> Result<u64> {
     let bytes = next_binary(ws, url, "input_ack").await?;
     match ServerFrame::decode(&bytes) {
         Ok(ServerFrame::InputAck { applied }) => Ok(applied),
+        // The server refuses a resume of a stream it no longer knows after
+        // the upgrade (so that browsers learn it too): the same error as a
+        // refused upgrade would be, so that callers match on its code.
+        Ok(ServerFrame::Error { code, message }) if code == "input_expired" => Err(Error::Http {
+            status: 409,
+            code,
+            message,
+        }),
         Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
             "attach refused: {code}: {message}"
         ))),

@@ -72,12 +72,22 @@ pub struct Admission {
     _slots: (Slot, Slot),
     /// The attachment's numbered input stream (`input=ID`), if any.
     input: Option<InputClaim>,
+    /// Why the attachment ends right after `hello` (an expired input
+    /// stream), if it does.
+    refusal: Option<ApiError>,
 }
 
 impl Admission {
     /// The attachment numbers its input on this stream.
     pub fn with_input(mut self, claim: InputClaim) -> Admission {
         self.input = Some(claim);
+        self
+    }
+
+    /// The attachment sends `hello`, then `error` with this, then Close
+    /// 1008.
+    pub fn refused(mut self, error: ApiError) -> Admission {
+        self.refusal = Some(error);
         self
     }
 }
@@ -120,6 +130,7 @@ pub fn admit(table: &Arc<ProcessTable>, process: &Arc<Process>) -> Result<Admiss
         table: table.clone(),
         _slots: (per_process, total),
         input: None,
+        refusal: None,
     })
 }
 
@@ -216,6 +227,7 @@ pub async fn serve_framed(
         unflushed: 0,
         framing,
         acknowledged,
+        refusal: admission.refusal.take(),
     };
     let keepalive = Keepalive {
         liveness,

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout, MissedTickBehavior};
 
 use super::state::{Credit, Liveness, ReaderEvent};
+use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::process::Process;
 use crate::retained::{Cursor, Next, Reader};
@@ -53,6 +54,8 @@ pub struct Writer {
     /// With `input=ID`: how far the input stream has been applied, sent
     /// as `input_ack` right after `hello` and whenever it moves.
     pub acknowledged: Option<watch::Receiver<u64>>,
+    /// Refused after `hello`: the error frame to send, then Close 1008.
+    pub refusal: Option<ApiError>,
 }
 
 /// What [`Writer::send_available`] left behind.
@@ -94,6 +97,14 @@ impl Writer {
             if self.send(hello).await.is_err() {
                 return None;
             }
+        }
+        if let Some(error) = self.refusal.take() {
+            if let Some(message) = self.framing.rejected(&error) {
+                if self.send(message).await.is_err() {
+                    return None;
+                }
+            }
+            return Some((1008, error.status_and_code().1.into()));
         }
         if self.acknowledge().await.is_err() {
             return None;

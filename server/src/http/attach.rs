@@ -136,8 +136,14 @@ fn upgrade_to_attachment(
             resume,
             Duration::from_millis(config.input_ttl_ms),
             config.max_input_streams,
-        )?;
-        admission = admission.with_input(claim);
+        );
+        admission = match claim {
+            Ok(claim) => admission.with_input(claim),
+            // Told after the upgrade, in an `error` frame: a browser cannot
+            // read the answer to a refused upgrade, and must not retry.
+            Err(error @ ApiError::InputExpired(..)) => admission.refused(error),
+            Err(error) => return Err(error),
+        };
     }
     let mode = if options.readonly || !grant.may_write() {
         "read"
