@@ -125,6 +125,11 @@ export class Attachment {
     return { stdout: this.inbound.stdout.next, stderr: this.inbound.stderr.next };
   }
 
+  /** Input units (stdin bytes, one per other action) written but not yet acknowledged by the server: what a resume would resend (numbered input). */
+  get pendingInput(): number {
+    return this.outbox.unacknowledged;
+  }
+
   /** Flow-control figures of both streams. */
   stats(): Record<StreamName, StreamStats> {
     return { stdout: this.inbound.stdout.stats(), stderr: this.inbound.stderr.stats() };
