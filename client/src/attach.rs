@@ -1,15 +1,18 @@
 //! [`Attachment`]: one process's output, input and exit over `tether.v1`,
 //! with credit flow control and automatic resume.
 //!
-//! Design: one background task owns the WebSocket (`connection.rs`). It
-//! applies each output frame to the shared state (`state.rs`), which queues
-//! it for its stream; the application takes bytes from each queue through an
-//! [`OutputReader`] (`reader.rs`). Credit is granted to the server for a
+//! Design: one background task owns the WebSocket (`connection.rs`; each
+//! connection is opened by `handshake.rs`). It applies each output frame to
+//! the shared state (`state.rs`, the one owner of each stream's queue, whose
+//! lock never leaves it), which queues it for its stream; the application
+//! takes bytes from each queue through an [`OutputReader`] (`reader.rs`). Credit is granted to the server for a
 //! stream only as the application consumes that stream (`credit.rs`, one
 //! ledger per stream), so each queue holds at most `window` bytes and unread
 //! output waits on the server. The task also forwards stdin, resize and
-//! signal commands from one bounded channel (`input.rs`), and reconnects
-//! with the next offset of each stream when the connection drops. Once a
+//! signal commands from one bounded channel (`input.rs`), numbered and kept
+//! until the server acknowledges them (`outbox.rs`), and reconnects with the
+//! next offset of each stream when the connection drops, resending only the
+//! input the server has not applied. Once a
 //! stream has used up its credit (its reader is behind, so the server may
 //! hold the exit frame back), a second task long-polls `wait`, so a reader
 //! reaches end of file as soon as the process has exited and that stream
@@ -17,6 +20,7 @@
 
 mod connection;
 mod credit;
+mod handshake;
 mod input;
 mod outbox;
 mod reader;

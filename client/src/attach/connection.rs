@@ -7,29 +7,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName, SUBPROTOCOL};
+use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
-use super::credit::CreditLedger;
+use super::handshake::open;
 use super::input::Command;
 use super::outbox::Outbox;
 use super::state::{Applied, Shared};
 use super::AttachOptions;
 use crate::client::{path_segment, Backoff, Client};
 use crate::error::{Error, Result};
-
-/// The WebSocket read buffer. tungstenite zero-fills this much before every
-/// socket read, even one that finds nothing; its 128 KiB default cost a few
-/// microseconds per keystroke echo. Larger frames still arrive whole (the
-/// buffer grows for them), as the server's does (it uses the same size).
-const READ_BUFFER: usize = 8 << 10;
 
 pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -136,18 +128,7 @@ impl Conn {
     /// stream's buffer stays within `window` bytes: the server counts the
     /// window afresh from each attach.
     async fn connect(&mut self) -> Result<(Ws, ProcessInfo)> {
-        let (offsets, conn_window) = {
-            let mut states = [
-                self.shared.stream(StreamName::Stdout),
-                self.shared.stream(StreamName::Stderr),
-            ];
-            let conn_window =
-                CreditLedger::connection_window([&states[0].credit, &states[1].credit]);
-            for s in states.iter_mut() {
-                s.credit.connected(conn_window);
-            }
-            ([states[0].next, states[1].next], conn_window)
-        };
+        let (offsets, conn_window) = self.shared.connection_start();
         let mut url = match &self.run {
             Some((request, _)) => self
                 .client
@@ -197,9 +178,8 @@ impl Conn {
             // With a screen, stdout starts at the screen's offset, which
             // the hello announces (`screen=evicted` moves it only when it
             // sends one); the screen frame comes next.
-            let mut stdout = self.shared.stream(StreamName::Stdout);
-            stdout.screen_due = first || hello_stdout != offsets[0];
-            stdout.next = hello_stdout;
+            self.shared
+                .stdout_starts_at(hello_stdout, first || hello_stdout != offsets[0]);
         }
         if self.run.take().is_some() {
             self.id = process.id.clone();
@@ -217,7 +197,7 @@ impl Conn {
     /// whatever is due, with `force`).
     async fn grant(&mut self, ws: &mut Ws, force: bool) -> Result<()> {
         for stream in StreamName::ALL {
-            let Some(bytes) = self.shared.stream(stream).credit.take_grant(force) else {
+            let Some(bytes) = self.shared.take_grant(stream, force) else {
                 continue;
             };
             send(ws, ClientFrame::Credit { stream, bytes }).await?;
@@ -469,198 +449,4 @@ async fn close(mut ws: Ws) {
         while let Some(Ok(_)) = ws.next().await {}
     })
     .await;
-}
-
-/// The result of opening an attachment: the socket and its hello.
-struct Opened {
-    ws: Ws,
-    process: ProcessInfo,
-    offsets: [u64; 2],
-    /// With numbered input: where the input stream stands.
-    applied: Option<u64>,
-}
-
-impl Opened {
-    /// Checks that the server starts where it was asked to: both offsets,
-    /// or with `screen` stderr (stdout starts at the screen's offset, which
-    /// the screen frame confirms). Returns the hello's stdout offset too.
-    fn check_offsets(
-        self,
-        wanted: [u64; 2],
-        screen: bool,
-    ) -> Result<(Ws, ProcessInfo, u64, Option<u64>)> {
-        let matches = if screen {
-            self.offsets[1] == wanted[1]
-        } else {
-            self.offsets == wanted
-        };
-        if !matches {
-            return Err(Error::Protocol(format!(
-                "the server resumed at offsets {:?}, asked for {:?}",
-                self.offsets, wanted
-            )));
-        }
-        Ok((self.ws, self.process, self.offsets[0], self.applied))
-    }
-}
-
-/// Connects, checks the subprotocol and reads `hello` (and, with
-/// `numbered` input, the `input_ack` that follows it).
-async fn open(
-    url: &str,
-    token: Option<&str>,
-    idempotency_key: Option<&str>,
-    numbered: bool,
-) -> Result<Opened> {
-    let mut request = url
-        .into_client_request()
-        .map_err(|e| Error::InvalidArgument(format!("bad attach URL {url}: {e}")))?;
-    let headers = request.headers_mut();
-    headers.insert(
-        "Sec-WebSocket-Protocol",
-        SUBPROTOCOL
-            .parse()
-            .map_err(|_| Error::InvalidArgument("bad subprotocol".into()))?,
-    );
-    if let Some(key) = idempotency_key {
-        headers.insert(
-            "Idempotency-Key",
-            key.parse()
-                .map_err(|_| Error::InvalidArgument("bad idempotency key".into()))?,
-        );
-    }
-    if let Some(token) = token {
-        headers.insert(
-            "Authorization",
-            format!("Bearer {token}").parse().map_err(|_| {
-                Error::InvalidArgument("the token is not a valid header value".into())
-            })?,
-        );
-    }
-    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
-    // TCP_NODELAY: a keystroke typed while the previous one is unacknowledged
-    // would otherwise wait for the server's delayed ACK (up to 40 ms).
-    let (ws, response) =
-        match tokio_tungstenite::connect_async_with_config(request, Some(config), true).await {
-            Ok(pair) => pair,
-            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-                let status = response.status().as_u16();
-                let code = response
-                    .headers()
-                    .get(tether_protocol::api::ERROR_CODE_HEADER)
-                    .and_then(|v| v.to_str().ok());
-                let body = response.body().as_deref().unwrap_or_default();
-                return Err(Error::from_response(status, code, body));
-            }
-            // The OS's words ("Connection refused (os error 111)"), as an
-            // HTTP call reports them.
-            Err(tokio_tungstenite::tungstenite::Error::Io(e)) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                    timeout: false,
-                })
-            }
-            Err(e) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                    timeout: false,
-                })
-            }
-        };
-    if let Some(protocol) = response.headers().get("sec-websocket-protocol") {
-        if protocol.as_bytes() != SUBPROTOCOL.as_bytes() {
-            return Err(Error::Protocol(format!(
-                "server chose subprotocol {protocol:?}, not {SUBPROTOCOL}"
-            )));
-        }
-    }
-    let (ws, process, offsets) = read_hello(ws, url).await?;
-    let mut opened = Opened {
-        ws,
-        process,
-        offsets,
-        applied: None,
-    };
-    if numbered {
-        opened.applied = Some(read_input_ack(&mut opened.ws, url).await?);
-    }
-    Ok(opened)
-}
-
-/// The next binary message, or why there is none.
-async fn next_binary(ws: &mut Ws, url: &str, expected: &str) -> Result<Vec<u8>> {
-    loop {
-        let message = match ws.next().await {
-            Some(Ok(message)) => message,
-            Some(Err(e)) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                    timeout: false,
-                })
-            }
-            None => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: format!("closed before {expected}"),
-                    timeout: false,
-                })
-            }
-        };
-        match message {
-            Message::Binary(bytes) => return Ok(bytes.to_vec()),
-            Message::Close(_) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: format!("closed before {expected}"),
-                    timeout: false,
-                })
-            }
-            _ => continue,
-        }
-    }
-}
-
-/// Reads the `input_ack` the server sends right after `hello` to an
-/// attachment with numbered input.
-async fn read_input_ack(ws: &mut Ws, url: &str) -> Result<u64> {
-    let bytes = next_binary(ws, url, "input_ack").await?;
-    match ServerFrame::decode(&bytes) {
-        Ok(ServerFrame::InputAck { applied }) => Ok(applied),
-        // The server refuses a resume of a stream it no longer knows after
-        // the upgrade (so that browsers learn it too): the same error as a
-        // refused upgrade would be, so that callers match on its code.
-        Ok(ServerFrame::Error { code, message }) if code == "input_expired" => Err(Error::Http {
-            status: 409,
-            code,
-            message,
-        }),
-        Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
-            "attach refused: {code}: {message}"
-        ))),
-        Ok(other) => Err(Error::Protocol(format!(
-            "expected input_ack after hello (numbered input), got {other:?}"
-        ))),
-        Err(e) => Err(Error::Protocol(format!("bad input_ack frame: {e}"))),
-    }
-}
-
-/// Reads `hello`.
-async fn read_hello(mut ws: Ws, url: &str) -> Result<(Ws, ProcessInfo, [u64; 2])> {
-    let bytes = next_binary(&mut ws, url, "hello").await?;
-    match ServerFrame::decode(&bytes) {
-        Ok(ServerFrame::Hello {
-            process,
-            stdout,
-            stderr,
-            ..
-        }) => Ok((ws, process, [stdout, stderr])),
-        Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
-            "attach refused: {code}: {message}"
-        ))),
-        Ok(other) => Err(Error::Protocol(format!("expected hello, got {other:?}"))),
-        Err(e) => Err(Error::Protocol(format!("bad hello frame: {e}"))),
-    }
 }
