@@ -26,14 +26,14 @@ fi
 
 step "kubectl (the Kubernetes tests run the real one)"
 if ! command -v kubectl >/dev/null 2>&1; then
-  echo "kubectl is not on the PATH. tests/tests/kube.rs runs the real kubectl against tetherd;" >&2
+  echo "kubectl is not on the PATH. tests/tests/kube/ runs the real kubectl against tetherd;" >&2
   echo "install it (https://kubernetes.io/docs/tasks/tools/) and run this script again." >&2
   exit 1
 fi
 kubectl version --client
 
 step "Kubernetes Python client in target/kube-venv"
-# tests/tests/kube.rs runs tests/kube/python_client.py with this venv.
+# tests/tests/kube/ runs tests/kube/python_client.py with this venv.
 KUBE_PYTHON_CLIENT="kubernetes==37.0.2"
 if ! target/kube-venv/bin/python -c 'import kubernetes, sys; sys.exit(kubernetes.__version__ != "37.0.2")' 2>/dev/null; then
   python3 -m venv target/kube-venv

@@ -281,7 +281,7 @@ pub fn raw_cat() -> tether_protocol::api::SpawnRequest {
 }
 
 /// A PTY `cat > /dev/null` in cooked mode: the line discipline echoes.
-fn cooked_cat() -> tether_protocol::api::SpawnRequest {
+pub fn cooked_cat() -> tether_protocol::api::SpawnRequest {
     let mut req = shell("printf R; exec cat > /dev/null");
     req.tty = true;
     req
@@ -413,7 +413,9 @@ pub async fn echo(ctx: &mut Ctx) -> Result<()> {
             1,
         )
         .target("≤ echo.rtt + 10 us (median, same run)", over_us <= 10.0)
-        .note(format!("median echo.rtt {over_us:+.1} us (rounds interleaved)")),
+        .note(format!(
+            "median echo.rtt {over_us:+.1} us (rounds interleaved)"
+        )),
     );
     ctx.report.push(Figure::from_dist(
         "echo.cooked_floor",

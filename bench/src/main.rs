@@ -25,6 +25,7 @@ mod storm;
 mod svg;
 mod tetherd;
 mod throughput;
+mod ttyd;
 mod waits;
 
 use std::path::PathBuf;
@@ -63,6 +64,11 @@ struct Cli {
     /// such as `--tetherd-arg=--max-data-frame-bytes=262144`.
     #[arg(long = "tetherd-arg", allow_hyphen_values = true)]
     tetherd_args: Vec<String>,
+    /// A ttyd binary (built from its public source, tsl0922/ttyd): section
+    /// 12 measures a keystroke through it beside tetherd; without it the
+    /// section says so and measures nothing.
+    #[arg(long)]
+    ttyd: Option<PathBuf>,
     /// Do not run `cargo build --release -p tether-server` first.
     #[arg(long)]
     no_build: bool,
@@ -120,6 +126,7 @@ enum What {
     Peers,
     Fanout,
     Waits,
+    Ttyd,
 }
 
 /// Sizes and repetitions.
@@ -209,6 +216,8 @@ pub struct Ctx {
     pub extra: Vec<String>,
     pub p: Params,
     pub report: Report,
+    /// `--ttyd`: the peer of section 12.
+    pub ttyd: Option<PathBuf>,
 }
 
 impl Ctx {
@@ -241,6 +250,7 @@ async fn main() -> Result<()> {
     let mut ctx = Ctx {
         bin: bin.clone(),
         extra: cli.tetherd_args.clone(),
+        ttyd: cli.ttyd.clone(),
         p: {
             let mut p = Params::new(cli.quick, cli.sessions);
             if let Some(hz) = cli.scale_rate {
@@ -296,6 +306,7 @@ async fn main() -> Result<()> {
         (What::Peers, "9. peers: websocketd on the same work"),
         (What::Fanout, "10. one PTY session, many viewers"),
         (What::Waits, "11. concurrent wait long-polls"),
+        (What::Ttyd, "12. a keystroke: tetherd beside ttyd"),
     ];
     let mut failed = Vec::new();
     for (what, title) in sections {
@@ -316,6 +327,7 @@ async fn main() -> Result<()> {
             What::Peers => peers::peers(&mut ctx).await,
             What::Fanout => fanout::fanout(&mut ctx).await,
             What::Waits => waits::waits(&mut ctx).await,
+            What::Ttyd => ttyd::ttyd(&mut ctx).await,
             What::All => Ok(()),
         };
         match result {

@@ -1,6 +1,6 @@
 """Drives a tetherd with the Kubernetes Python client (the `kubernetes`
 package from PyPI), as a program written for Kubernetes would, and prints
-what it observed as one JSON object; tests/tests/kube.rs asserts on it.
+what it observed as one JSON object; tests/tests/kube/ asserts on it.
 
 Usage: python_client.py SERVER_URL SCENARIO [TOKEN]
 Scenarios:

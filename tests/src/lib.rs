@@ -11,21 +11,22 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName};
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tether_protocol::ProcessInfo;
 
 pub use tether_protocol;
 
+mod attachment;
 pub mod cut;
 pub mod front;
 pub mod nginx;
+mod poll;
+mod procfs;
 pub mod scoped;
+
+pub use attachment::{refused_attach, Attachment, Received};
+pub use poll::{settle, settle_async, settle_blocking, settle_within};
+pub use procfs::*;
 
 /// The bound on every wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -446,269 +447,6 @@ pub fn fresh_dir() -> PathBuf {
     std::env::temp_dir().join(format!("tether-test-{}-{n}", std::process::id()))
 }
 
-/// Everything an attachment received until the exit frame.
-#[derive(Debug, Default)]
-pub struct Received {
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
-    /// (stream, offset, length) of every `dropped` frame.
-    pub dropped: Vec<(StreamName, u64, u64)>,
-    pub exit: Option<ProcessInfo>,
-}
-
-/// A `tether.v1` WebSocket client for tests.
-pub struct Attachment {
-    pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
-    /// The process object and offsets of the `hello` frame.
-    pub hello: (ProcessInfo, u64, u64),
-    /// The `Sec-WebSocket-Protocol` the server answered with.
-    pub protocol: Option<String>,
-    /// Next expected offset per stream (checks contiguity).
-    pub next: [u64; 2],
-}
-
-impl Attachment {
-    /// Connects, offering `tether.v1`, and reads the hello frame.
-    pub async fn connect(url: &str) -> Attachment {
-        Attachment::connect_offering(url, "tether.v1").await
-    }
-
-    /// Connects offering these subprotocols (such as
-    /// `tether.v1, tether.bearer.TOKEN`), and reads the hello frame.
-    pub async fn connect_offering(url: &str, protocols: &str) -> Attachment {
-        let mut request = url.into_client_request().unwrap();
-        request
-            .headers_mut()
-            .insert("Sec-WebSocket-Protocol", protocols.parse().unwrap());
-        let (ws, response) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
-            .await
-            .expect("connect timed out")
-            .expect("connect failed");
-        let protocol = response
-            .headers()
-            .get("sec-websocket-protocol")
-            .map(|v| v.to_str().unwrap().to_string());
-        let mut attachment = Attachment {
-            ws,
-            hello: (placeholder(), 0, 0),
-            protocol,
-            next: [0, 0],
-        };
-        match attachment.frame().await {
-            Some(ServerFrame::Hello {
-                process,
-                stdout,
-                stderr,
-                ..
-            }) => {
-                attachment.hello = (process, stdout, stderr);
-                attachment.next = [stdout, stderr];
-            }
-            other => panic!("expected hello, got {other:?}"),
-        }
-        attachment
-    }
-
-    /// The next frame (None when the server closed), bounded by [`WAIT`]
-    /// in all: the server's pings do not extend it.
-    pub async fn frame(&mut self) -> Option<ServerFrame> {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let message = tokio::time::timeout_at(deadline, self.ws.next())
-                .await
-                .expect("no frame within the bound")?;
-            match message.ok()? {
-                Message::Binary(bytes) => {
-                    return Some(ServerFrame::decode(&bytes).expect("server sent a bad frame"))
-                }
-                Message::Close(_) => return None,
-                _ => continue,
-            }
-        }
-    }
-
-    /// The next frame or the close code, whichever comes first.
-    pub async fn frame_or_close(&mut self) -> Result<ServerFrame, Option<u16>> {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let message = tokio::time::timeout_at(deadline, self.ws.next())
-                .await
-                .expect("no frame within the bound");
-            match message {
-                Some(Ok(Message::Binary(bytes))) => {
-                    return Ok(ServerFrame::decode(&bytes).expect("server sent a bad frame"))
-                }
-                Some(Ok(Message::Close(frame))) => {
-                    return Err(frame.map(|f: CloseFrame| u16::from(f.code)))
-                }
-                Some(Ok(_)) => continue,
-                _ => return Err(None),
-            }
-        }
-    }
-
-    /// Sends a client frame.
-    pub async fn send(&mut self, frame: ClientFrame) {
-        self.ws
-            .send(Message::Binary(frame.encode().into()))
-            .await
-            .unwrap();
-    }
-
-    /// Grants credit.
-    pub async fn credit(&mut self, stream: StreamName, bytes: u64) {
-        self.send(ClientFrame::Credit { stream, bytes }).await;
-    }
-
-    /// Records a frame into `received`, checking offsets are contiguous.
-    /// Returns true for the exit frame.
-    pub fn record(&mut self, frame: ServerFrame, received: &mut Received) -> bool {
-        match frame {
-            ServerFrame::Stdout { offset, data } => {
-                assert_eq!(offset, self.next[0], "stdout offsets must be contiguous");
-                self.next[0] += data.len() as u64;
-                received.stdout.extend_from_slice(&data);
-            }
-            ServerFrame::Stderr { offset, data } => {
-                assert_eq!(offset, self.next[1], "stderr offsets must be contiguous");
-                self.next[1] += data.len() as u64;
-                received.stderr.extend_from_slice(&data);
-            }
-            ServerFrame::Dropped {
-                stream,
-                offset,
-                length,
-            } => {
-                assert_eq!(
-                    offset,
-                    self.next[stream.index()],
-                    "dropped range starts at the cursor"
-                );
-                self.next[stream.index()] += length;
-                received.dropped.push((stream, offset, length));
-            }
-            ServerFrame::Exit { process } => {
-                received.exit = Some(process);
-                return true;
-            }
-            ServerFrame::Error { code, message } => panic!("error frame {code}: {message}"),
-            ServerFrame::Hello { .. } => panic!("second hello"),
-            ServerFrame::Screen { .. } => panic!("a screen frame after the first frames"),
-            // Numbered input's acknowledgements (attach with `input=`).
-            ServerFrame::InputAck { .. } => {}
-        }
-        false
-    }
-
-    /// Reads every frame until the exit frame.
-    pub async fn until_exit(&mut self) -> Received {
-        let mut received = Received::default();
-        loop {
-            let frame = self.frame().await.expect("closed before the exit frame");
-            if self.record(frame, &mut received) {
-                return received;
-            }
-        }
-    }
-
-    /// Reads frames until stdout contains `needle`; returns stdout so far.
-    pub async fn until_stdout_contains(&mut self, needle: &str, received: &mut Received) {
-        while !String::from_utf8_lossy(&received.stdout).contains(needle) {
-            let frame = self.frame().await.expect("closed before the text arrived");
-            assert!(
-                !self.record(frame, received),
-                "exited before {needle:?} arrived: {:?}",
-                String::from_utf8_lossy(&received.stdout)
-            );
-        }
-    }
-}
-
-fn placeholder() -> ProcessInfo {
-    serde_json::from_value(json!({
-        "id": "", "pid": 0, "argv": [], "tty": false, "overflow": "drop", "status": "running",
-        "started_at": "", "exit_code": null, "signal": null, "reason": null, "finished_at": null,
-        "duration_ms": null, "stdout_bytes": 0, "stderr_bytes": 0, "output_incomplete": false
-    }))
-    .unwrap()
-}
-
-/// The fields of /proc/PID/stat the tests look at.
-pub struct ProcStat {
-    pub pid: i32,
-    pub state: char,
-    pub ppid: u32,
-    pub session: u32,
-}
-
-/// Every process's stat line, parsed after the last `)` (the command name
-/// may contain spaces and parentheses).
-pub fn proc_stats() -> Vec<ProcStat> {
-    let mut stats = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        // state ppid pgrp session ...
-        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        let number = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u32>().ok())
-                .unwrap_or(0)
-        };
-        stats.push(ProcStat {
-            pid,
-            state: fields.first().and_then(|f| f.chars().next()).unwrap_or('?'),
-            ppid: number(1),
-            session: number(3),
-        });
-    }
-    stats
-}
-
-/// Pids of live processes in the session `sid` (see tetherd's session kill);
-/// zombies are already dead.
-pub fn session_members(sid: u32) -> Vec<i32> {
-    proc_stats()
-        .into_iter()
-        .filter(|s| s.session == sid && s.state != 'Z')
-        .map(|s| s.pid)
-        .collect()
-}
-
-/// Waits (bounded) until no live process remains in session `sid`.
-pub async fn wait_session_gone(sid: u32) -> bool {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while tokio::time::Instant::now() < deadline {
-        if session_members(sid).is_empty() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
-/// Kills whatever is left of a session (test cleanup).
-pub fn kill_session(sid: u32) {
-    for pid in session_members(sid) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-}
-
 impl TestServer {
     /// POST raw bytes to a process's stdin; returns status and JSON body.
     pub async fn post_raw_stdin(&self, id: &str, data: &[u8]) -> (u16, Value) {
@@ -729,18 +467,6 @@ impl TestServer {
     }
 }
 
-/// Resident memory of a process in bytes (VmRSS), for memory bounds.
-pub fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
-}
-
 impl TestServer {
     /// Sends SIGTERM and waits (bounded) for the server to exit; returns
     /// its exit code.
@@ -757,125 +483,7 @@ impl TestServer {
 
     /// Waits (bounded by [`WAIT`]) for the server to exit; its exit code.
     pub async fn exited(&mut self) -> Option<i32> {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "tetherd did not exit after SIGTERM"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let status = settle(|| self.child.try_wait().unwrap(), Option::is_some).await;
+        status.expect("tetherd did not exit after SIGTERM").code()
     }
-}
-
-/// Open file descriptors of a process (entries of /proc/PID/fd).
-pub fn fd_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|dir| dir.count())
-        .unwrap_or(0)
-}
-
-/// Threads of a process (entries of /proc/PID/task).
-pub fn thread_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|dir| dir.count())
-        .unwrap_or(0)
-}
-
-/// CPU time (user + system) a process has used so far, from
-/// /proc/PID/stat, in clock ticks (normally 10 ms each).
-pub fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let Some(close) = stat.rfind(')') else {
-        return 0;
-    };
-    // After the command name: state is field 3 of the line, utime 14 and
-    // stime 15, so 11 and 12 here.
-    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-    [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
-        .sum()
-}
-
-/// Pids of zombie children of `parent` (state Z, ppid == parent).
-pub fn zombie_children(parent: u32) -> Vec<i32> {
-    proc_stats()
-        .into_iter()
-        .filter(|s| s.state == 'Z' && s.ppid == parent)
-        .map(|s| s.pid)
-        .collect()
-}
-
-/// Polls `probe` (every 20 ms, bounded by [`WAIT`]) until `done` holds for
-/// its value; returns the last value either way. For quantities with no
-/// event to wait on, such as a server's fd count settling.
-pub async fn settle<T>(mut probe: impl FnMut() -> T, done: impl Fn(&T) -> bool) -> T {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let value = probe();
-        if done(&value) || tokio::time::Instant::now() >= deadline {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// [`settle`] for a probe that must await (an HTTP request): polls every
-/// 20 ms, bounded by [`WAIT`], until `done` holds; returns the last value
-/// either way, for the caller to assert on.
-pub async fn settle_async<T, F>(mut probe: impl FnMut() -> F, done: impl Fn(&T) -> bool) -> T
-where
-    F: std::future::Future<Output = T>,
-{
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let value = probe().await;
-        if done(&value) || tokio::time::Instant::now() >= deadline {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// Tries to attach and expects a refusal before the upgrade: returns the
-/// HTTP status and JSON body of the refusal.
-pub async fn refused_attach(url: &str) -> (u16, Value) {
-    use tokio_tungstenite::tungstenite::Error;
-    match tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(url))
-        .await
-        .expect("attach timed out")
-    {
-        Err(Error::Http(response)) => {
-            let status = response.status().as_u16();
-            let body = response
-                .body()
-                .as_ref()
-                .and_then(|b| serde_json::from_slice(b).ok())
-                .unwrap_or(Value::Null);
-            (status, body)
-        }
-        Err(other) => panic!("attach failed without an HTTP answer: {other}"),
-        Ok(_) => panic!("attach to {url} was accepted; expected a refusal"),
-    }
-}
-
-/// Where each open fd of a process points (for failure messages).
-pub fn fd_links(pid: u32) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .map(|e| {
-            let target = std::fs::read_link(e.path()).unwrap_or_default();
-            format!(
-                "{} -> {}",
-                e.file_name().to_string_lossy(),
-                target.display()
-            )
-        })
-        .collect()
 }

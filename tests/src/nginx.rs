@@ -4,9 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use crate::WAIT;
 
 /// A running nginx; killed on drop.
 pub struct Nginx {
@@ -61,25 +58,29 @@ impl Nginx {
         nginx
     }
 
-    /// Bounded retry of connect: the event is nginx accepting.
+    /// Bounded retry of connect: the event is nginx accepting (or exiting).
     async fn wait_accepting(&mut self) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-                .await
-                .is_ok()
-            {
-                return;
-            }
-            if let Some(status) = self.child.try_wait().expect("try_wait nginx") {
-                panic!("nginx exited with {status}: {}", self.error_log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "nginx never accepted: {}",
-                self.error_log()
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        let port = self.port;
+        let child = &mut self.child;
+        let state = crate::settle_async(
+            || {
+                let exited = child.try_wait().expect("try_wait nginx");
+                async move {
+                    match exited {
+                        Some(status) => Err(status),
+                        None => Ok(tokio::net::TcpStream::connect(("127.0.0.1", port))
+                            .await
+                            .is_ok()),
+                    }
+                }
+            },
+            |state| !matches!(state, Ok(false)),
+        )
+        .await;
+        match state {
+            Ok(true) => {}
+            Ok(false) => panic!("nginx never accepted: {}", self.error_log()),
+            Err(status) => panic!("nginx exited with {status}: {}", self.error_log()),
         }
     }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tether_protocol::{Containment, ExitReason};
-use tether_tests::{proc_stats, settle, TestServer, WAIT};
+use tether_tests::{proc_stats, settle, settle_within, TestServer, WAIT};
 
 /// The cgroup containments the project's machines offer (v2 and the v1
 /// freezer are both mounted; CI runs as root).
@@ -65,18 +65,18 @@ async fn wait_alive(marks: &[String]) {
 /// Waits at most `bound` until no mark has a live process; returns the
 /// survivors.
 async fn survivors(marks: &[String], bound: Duration) -> Vec<(String, Vec<i32>)> {
-    let deadline = tokio::time::Instant::now() + bound;
-    loop {
-        let left: Vec<(String, Vec<i32>)> = marks
-            .iter()
-            .map(|m| (m.clone(), alive(m)))
-            .filter(|(_, pids)| !pids.is_empty())
-            .collect();
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            return left;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    settle_within(
+        bound,
+        || {
+            marks
+                .iter()
+                .map(|m| (m.clone(), alive(m)))
+                .filter(|(_, pids)| !pids.is_empty())
+                .collect::<Vec<(String, Vec<i32>)>>()
+        },
+        |left| left.is_empty(),
+    )
+    .await
 }
 
 /// Kills leftovers of a failed test, so they do not outlive the run.

@@ -253,8 +253,14 @@ async fn sigterm_with_unfinished_requests_exits_within_the_shutdown_bound() {
         .as_bytes(),
     )
     .await;
-    // Let the server see the body's head (a request in flight), bounded.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Wait (bounded) until the server holds both half-sent connections
+    // open, beside the harness's own.
+    let open = settle_async(
+        || server.metrics(),
+        |m| counter(m, "tether_connections") >= 3,
+    )
+    .await;
+    assert!(counter(&open, "tether_connections") >= 3, "{open}");
     let started = Instant::now();
     assert_eq!(server.terminate().await, Some(0));
     // The bound is 1.6 s here (kill grace + drain + close + 1 s); the
@@ -280,11 +286,15 @@ async fn on_sigterm_slow_readers_get_all_their_output_the_exit_frame_and_a_close
             )
             .await;
         // All of it captured, so the reader is what is slow.
-        let deadline = Instant::now() + WAIT;
-        while server.status(&process.id).await.stdout_bytes < 2_000_000 {
-            assert!(Instant::now() < deadline, "output not captured in time");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let captured = settle_async(
+            || server.status(&process.id),
+            |info| info.stdout_bytes >= 2_000_000,
+        )
+        .await;
+        assert!(
+            captured.stdout_bytes >= 2_000_000,
+            "output not captured in time"
+        );
         let mut attachment = server.attach(&process.id, "").await;
         // Streaming has begun.
         let first = attachment.frame().await.expect("first frame");

@@ -409,19 +409,16 @@ async fn every_byte_is_delivered_or_reported_dropped_and_resources_return_to_bas
 /// Waits (bounded) until the server has forgotten every exited process
 /// (`--exited-ttl-ms`), so their retained output is freed.
 async fn forgotten(server: &TestServer) {
-    let deadline = Instant::now() + tether_tests::WAIT;
-    loop {
-        let (status, list) = server.get("/v1/processes").await;
-        assert_eq!(status, 200);
-        if list.as_array().is_some_and(|l| l.is_empty()) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "processes never forgotten: {list}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (status, list) = tether_tests::settle_async(
+        || server.get("/v1/processes"),
+        |(_, list)| list.as_array().is_some_and(|l| l.is_empty()),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        list.as_array().is_some_and(|l| l.is_empty()),
+        "processes never forgotten: {list}"
+    );
 }
 
 /// The server's fds, threads and resident memory.

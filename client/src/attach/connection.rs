@@ -8,22 +8,18 @@ use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
-use super::handshake::open;
+use super::handshake::{open, Ws};
 use super::input::Command;
 use super::outbox::Outbox;
 use super::state::{Applied, Shared};
 use super::AttachOptions;
 use crate::client::{path_segment, Backoff, Client};
 use crate::error::{Error, Result};
-
-pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How one connection ended.
 enum Outcome {

@@ -4,11 +4,12 @@
 
 use futures_util::StreamExt;
 use tether_protocol::{ProcessInfo, ServerFrame, SUBPROTOCOL};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use super::connection::Ws;
 use crate::error::{Error, Result};
 
 /// The WebSocket read buffer. tungstenite zero-fills this much before every
@@ -16,6 +17,9 @@ use crate::error::{Error, Result};
 /// microseconds per keystroke echo. Larger frames still arrive whole (the
 /// buffer grows for them), as the server's does (it uses the same size).
 const READ_BUFFER: usize = 8 << 10;
+
+/// One connection's WebSocket.
+pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// The result of opening an attachment: the socket and its hello.
 pub(crate) struct Opened {

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use tether_protocol::{ClientFrame, Signal};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use super::sequence::{InputClaim, Plan};
 use super::state::ReaderEvent;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
+use crate::process::input_streams::{InputClaim, Plan};
 use crate::process::Process;
 use crate::table::ProcessTable;
 

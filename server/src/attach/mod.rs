@@ -9,9 +9,7 @@
 //! at most the send timeout (block mode).
 
 pub mod input;
-pub mod once;
 pub mod reader;
-pub mod sequence;
 pub mod state;
 pub mod writer;
 
@@ -27,6 +25,7 @@ use tokio::time::timeout;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::Grant;
+use crate::process::input_streams::InputClaim;
 use crate::process::Process;
 use crate::retained::Cursor;
 use crate::slots::Slot;
@@ -34,7 +33,6 @@ use crate::table::ProcessTable;
 use crate::wire::framing::{Decoder, Framing};
 use input::{ProcessQueue, STDIN_BUDGET};
 use reader::SocketReader;
-use sequence::InputClaim;
 use state::{Credit, Liveness};
 use writer::{Keepalive, Writer};
 

@@ -109,7 +109,11 @@ impl Writer {
         if self.acknowledge().await.is_err() {
             return None;
         }
-        if let Some(screen) = self.screen.take().and_then(|s| self.framing.screen(s)) {
+        if let Some(screen) = self
+            .screen
+            .take()
+            .and_then(|s| self.framing.screen(s.offset, s.cols, s.rows, s.data))
+        {
             if self.send(screen).await.is_err() {
                 return None;
             }

@@ -177,13 +177,13 @@ fn websocket(
     })
 }
 
-/// `input=ID` (numbered input, [`attach::sequence`]) and `input_resume=1`
+/// `input=ID` (numbered input, [`crate::process::input_streams`]) and `input_resume=1`
 /// (the client has sent input under this id before).
 fn query_input(query: &HashMap<String, String>) -> ApiResult<Option<(String, bool)>> {
     let resume = query_bool(query, "input_resume")?.unwrap_or(false);
     match query.get("input") {
         Some(id) => {
-            attach::sequence::check_id(id)?;
+            crate::process::input_streams::check_id(id)?;
             Ok(Some((id.clone(), resume)))
         }
         None if resume => Err(ApiError::InvalidRequest(

@@ -20,10 +20,10 @@ use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal};
 
 use super::params::{idempotency_key, query_u64};
-use crate::attach::once::{FirstAttempt, Once};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
+use crate::process::input_once::{FirstAttempt, Once};
 use crate::process::Process;
 use crate::table::ProcessTable;
 

@@ -47,15 +47,16 @@ impl Framing {
     }
 
     /// The `screen` frame of `screen=1` (tether.v1 only: Kubernetes
-    /// attachments never ask for one).
-    pub fn screen(&self, snapshot: crate::screen::Snapshot) -> Option<Message> {
+    /// attachments never ask for one): `data` redraws a `cols x rows`
+    /// terminal as it was at output offset `offset`.
+    pub fn screen(&self, offset: u64, cols: u16, rows: u16, data: Vec<u8>) -> Option<Message> {
         match self {
             Framing::Tether => Some(Message::Binary(
                 ServerFrame::Screen {
-                    offset: snapshot.offset,
-                    cols: u32::from(snapshot.cols),
-                    rows: u32::from(snapshot.rows),
-                    data: snapshot.data,
+                    offset,
+                    cols: u32::from(cols),
+                    rows: u32::from(rows),
+                    data,
                 }
                 .encode()
                 .into(),

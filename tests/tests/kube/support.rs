@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tether_tests::nginx::Nginx;
-use tether_tests::WAIT;
+use tether_tests::{settle_blocking, WAIT};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
@@ -231,30 +231,13 @@ impl Tmux {
 
     /// Polls (bounded) until the pane satisfies `done`.
     pub fn until(&self, what: &str, done: impl Fn(&str) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let pane = self.pane();
-            if done(&pane) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what} never showed; pane:\n{pane}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let pane = settle_blocking(WAIT, || self.pane(), |p| done(p));
+        assert!(done(&pane), "{what} never showed; pane:\n{pane}");
     }
 
     /// Like [`Tmux::until`], but true within `within` or false.
     pub fn shows_within(&self, within: Duration, done: impl Fn(&str) -> bool) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if done(&self.pane()) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
+        done(&settle_blocking(within, || self.pane(), |p| done(p)))
     }
 
     pub fn type_line(&self, line: &str) {
@@ -265,19 +248,11 @@ impl Tmux {
     /// The exit status of the session's command, once written (bounded).
     pub fn exit_status(&self) -> String {
         let path = self.dir.join("rc");
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Ok(content) = std::fs::read_to_string(&path) {
-                if content.ends_with('\n') {
-                    return content.trim().to_string();
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the command never ended; pane:\n{}",
-                self.pane()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        let written = |c: &Option<String>| c.as_ref().is_some_and(|c| c.ends_with('\n'));
+        let content = settle_blocking(WAIT, || std::fs::read_to_string(&path).ok(), written);
+        match content {
+            Some(content) if content.ends_with('\n') => content.trim().to_string(),
+            _ => panic!("the command never ended; pane:\n{}", self.pane()),
         }
     }
 }

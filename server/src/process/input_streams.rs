@@ -24,7 +24,7 @@ pub struct InputStreams {
     streams: Mutex<HashMap<String, Arc<InputStream>>>,
     /// `Idempotency-Key`s of `POST .../stdin`, `stdin/close`, `signal`,
     /// `resize`.
-    pub http: super::once::OnceKeys,
+    pub http: super::input_once::OnceKeys,
 }
 
 /// One input stream: the position up to which it has been applied.

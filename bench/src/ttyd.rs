@@ -1,0 +1,285 @@
+//! Section 12: a keystroke through tetherd next to one through ttyd, the
+//! C terminal server with one thread (tsl0922/ttyd), on the same PTY
+//! programs in the same run: raw (`stty raw -echo; exec cat`) and cooked
+//! (the line discipline echoes), blocks of keystrokes alternating between
+//! the two servers, each server's CPU time per keystroke read from
+//! `/proc/PID/task/*/schedstat` (nanoseconds, every thread).
+//!
+//! ttyd is not in Debian: build it from its public source in a scratch
+//! folder and pass `--ttyd PATH`; without it the section says so and
+//! measures nothing. ttyd starts one program per WebSocket; the client
+//! sends `{"AuthToken":"","columns":C,"rows":R}` first, then `'0'` + input;
+//! output comes back as `'0'` + bytes (its `src/server.h`).
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::client::{Api, Conn, Ws};
+use crate::latency::{cooked_cat, echo_round, raw_cat, wait_for_output};
+use crate::report::Figure;
+use crate::stats::Dist;
+use crate::Ctx;
+
+const FRAME_WAIT: Duration = Duration::from_secs(10);
+
+/// A ttyd serving one shell command on loopback, stopped on drop.
+struct Ttyd {
+    child: Child,
+    url: String,
+}
+
+impl Ttyd {
+    fn start(bin: &Path, script: &str) -> Result<Ttyd> {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+            listener.local_addr()?.port()
+        };
+        let mut cmd = Command::new(bin);
+        cmd.args(["-p", &port.to_string(), "-i", "lo", "-W", "-d", "0"])
+            .args(["sh", "-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe and touches no parent memory.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("start {}", bin.display()))?;
+        let ttyd = Ttyd {
+            child,
+            url: format!("ws://127.0.0.1:{port}/ws"),
+        };
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if Instant::now() > deadline {
+                bail!("ttyd did not listen on {addr} within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(ttyd)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// One terminal: the `tty` subprotocol, the opening message, then the
+    /// program's first output (`marker`).
+    async fn connect(&self, marker: u8) -> Result<Ws> {
+        let mut request = self.url.as_str().into_client_request()?;
+        request
+            .headers_mut()
+            .insert("Sec-WebSocket-Protocol", "tty".parse()?);
+        let (mut ws, _) = tokio_tungstenite::connect_async(request).await?;
+        ws.send(Message::Binary(
+            br#"{"AuthToken":"","columns":80,"rows":24}"#.to_vec().into(),
+        ))
+        .await?;
+        until_output(&mut ws, marker).await?;
+        Ok(ws)
+    }
+}
+
+impl Drop for Ttyd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits for an output message of ttyd's that holds `byte`.
+async fn until_output(ws: &mut Ws, byte: u8) -> Result<()> {
+    loop {
+        let message = tokio::time::timeout(FRAME_WAIT, ws.next())
+            .await
+            .context("ttyd sent nothing within the bound")?
+            .context("ttyd closed the connection")??;
+        if let Message::Binary(data) = message {
+            if data.first() == Some(&b'0') && data[1..].contains(&byte) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// One keystroke through ttyd, in ms.
+async fn ttyd_round(ws: &mut Ws, key: u8) -> Result<f64> {
+    let t0 = Instant::now();
+    ws.send(Message::Binary(vec![b'0', key].into())).await?;
+    until_output(ws, key).await?;
+    Ok(t0.elapsed().as_secs_f64() * 1e3)
+}
+
+/// CPU time of every thread of `pid` so far, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        .sum::<u64>() as f64
+        / 1e9
+}
+
+/// Both servers' samples of one kind of echo.
+#[derive(Default)]
+struct Side {
+    rtt: Vec<f64>,
+    cpu_s: f64,
+    keys: usize,
+}
+
+impl Side {
+    fn cpu_us_per_key(&self) -> f64 {
+        self.cpu_s * 1e6 / self.keys.max(1) as f64
+    }
+}
+
+/// A keystroke, and in cooked mode a newline (untimed) every 32 keys, as
+/// the line discipline's floor does.
+const COOKED_LINE: usize = 32;
+
+async fn tetherd_block(
+    conn: &mut Conn,
+    pid: u32,
+    side: &mut Side,
+    keys: usize,
+    cooked: bool,
+) -> Result<()> {
+    let cpu = cpu_seconds(pid);
+    for i in 0..keys {
+        side.rtt
+            .push(echo_round(conn, b'a' + (i % 26) as u8).await?);
+        if cooked && (i + 1) % COOKED_LINE == 0 {
+            conn.send(&tether_protocol::ClientFrame::Stdin {
+                data: b"\r".to_vec(),
+            })
+            .await?;
+            wait_for_output(conn, b"\n").await?;
+        }
+    }
+    side.cpu_s += cpu_seconds(pid) - cpu;
+    side.keys += keys;
+    Ok(())
+}
+
+async fn ttyd_block(
+    ws: &mut Ws,
+    pid: u32,
+    side: &mut Side,
+    keys: usize,
+    cooked: bool,
+) -> Result<()> {
+    let cpu = cpu_seconds(pid);
+    for i in 0..keys {
+        side.rtt.push(ttyd_round(ws, b'a' + (i % 26) as u8).await?);
+        if cooked && (i + 1) % COOKED_LINE == 0 {
+            ws.send(Message::Binary(vec![b'0', b'\r'].into())).await?;
+            until_output(ws, b'\n').await?;
+        }
+    }
+    side.cpu_s += cpu_seconds(pid) - cpu;
+    side.keys += keys;
+    Ok(())
+}
+
+/// Section 12.
+pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
+    let Some(bin) = ctx.ttyd.clone() else {
+        eprintln!(
+            "   ttyd rows not measured: pass --ttyd PATH (a ttyd built from its public source)"
+        );
+        ctx.report.push(
+            Figure::single("ttyd.skipped", 12, "ttyd peer rows", "runs", 0.0)
+                .note("not measured: pass --ttyd PATH (ttyd is not in Debian; build it from tsl0922/ttyd)"),
+        );
+        return Ok(());
+    };
+    let quick = ctx.report.mode == "quick";
+    let (blocks, keys) = if quick { (4, 50) } else { (20, 200) };
+    let server = ctx.start_server(&[])?;
+    let api = Api::new(&server.base)?;
+    for (kind, cooked) in [("raw", false), ("cooked", true)] {
+        let request = if cooked { cooked_cat() } else { raw_cat() };
+        let Some(script) = request.command.clone() else {
+            bail!("the echo programs are shell commands");
+        };
+        let peer = Ttyd::start(&bin, &script)?;
+        let info = api.spawn(&request).await?;
+        let mut conn = api.attach(&info.id, "").await?;
+        wait_for_output(&mut conn, b"R").await?;
+        let mut ws = peer.connect(b'R').await?;
+        // Warm both up, then alternate blocks: tetherd, ttyd, tetherd, ...
+        let (mut ours, mut theirs) = (Side::default(), Side::default());
+        tetherd_block(&mut conn, server.pid, &mut Side::default(), keys, cooked).await?;
+        ttyd_block(&mut ws, peer.pid(), &mut Side::default(), keys, cooked).await?;
+        for _ in 0..blocks {
+            tetherd_block(&mut conn, server.pid, &mut ours, keys, cooked).await?;
+            ttyd_block(&mut ws, peer.pid(), &mut theirs, keys, cooked).await?;
+        }
+        api.delete(&info.id).await?;
+        drop(conn);
+        drop(peer);
+        let (ours_cpu, theirs_cpu) = (ours.cpu_us_per_key(), theirs.cpu_us_per_key());
+        let (ours, theirs) = (Dist::new(ours.rtt), Dist::new(theirs.rtt));
+        let median_ratio = ours.median() / theirs.median();
+        let p99_ratio = ours.p99() / theirs.p99();
+        ctx.report.push(Figure::from_dist(
+            &format!("ttyd.{kind}.peer"),
+            12,
+            &format!("{kind} keystroke echo via ttyd (PTY `cat`)"),
+            "ms",
+            &theirs,
+            1,
+        ));
+        ctx.report.push(
+            Figure::from_dist(
+                &format!("ttyd.{kind}.tetherd"),
+                12,
+                &format!("{kind} keystroke echo via tetherd, same run"),
+                "ms",
+                &ours,
+                1,
+            )
+            .target(
+                "median and p99 ≤ 0.9× ttyd's",
+                median_ratio <= 0.9 && p99_ratio <= 0.9,
+            )
+            .note(format!(
+                "tetherd/ttyd: median {median_ratio:.2}×, p99 {p99_ratio:.2}×"
+            )),
+        );
+        ctx.report.push(
+            Figure::single(
+                &format!("ttyd.{kind}.cpu"),
+                12,
+                &format!("{kind} echo: server CPU per keystroke, tetherd"),
+                "us",
+                ours_cpu,
+            )
+            .target("≤ ttyd's", ours_cpu <= theirs_cpu)
+            .note(format!(
+                "ttyd {theirs_cpu:.1} us; tetherd/ttyd {:.2}×",
+                ours_cpu / theirs_cpu.max(1e-9)
+            )),
+        );
+    }
+    server.stop();
+    Ok(())
+}
