@@ -226,6 +226,7 @@ pub async fn serve_framed(
         framing,
         acknowledged,
         refusal: admission.refusal.take(),
+        ack_due: None,
     };
     let keepalive = Keepalive {
         liveness,

@@ -27,6 +27,11 @@ use crate::wire::framing::Framing;
 /// syscalls and small ones promptly.
 const FLUSH_BYTES: usize = 256 * 1024;
 
+/// How long an `input_ack` may wait for output to ride with. A keystroke's
+/// echo comes within it, so its acknowledgement costs no write of its own;
+/// input that makes no output is acknowledged this much later.
+const ACK_DELAY: Duration = Duration::from_millis(5);
+
 /// The writer of one attachment.
 pub struct Writer {
     /// The socket's outgoing half.
@@ -56,6 +61,8 @@ pub struct Writer {
     pub acknowledged: Option<watch::Receiver<u64>>,
     /// Refused after `hello`: the error frame to send, then Close 1008.
     pub refusal: Option<ApiError>,
+    /// An `input_ack` is due by then (sent earlier with output).
+    pub ack_due: Option<tokio::time::Instant>,
 }
 
 /// What [`Writer::send_available`] left behind.
@@ -128,6 +135,9 @@ impl Writer {
             match sent {
                 Err(()) => return None,
                 Ok(Progress::Complete) if exited => {
+                    if self.ack_due.take().is_some() && self.acknowledge().await.is_err() {
+                        return None;
+                    }
                     if let Some(exit) = self.framing.exit(self.process.info()) {
                         if self.send(exit).await.is_err() {
                             return None;
@@ -161,6 +171,10 @@ impl Writer {
                     Some(ReaderEvent::Gone) | None => return None,
                 },
                 Some(()) = changed(&mut self.acknowledged) => {
+                    self.ack_due.get_or_insert_with(|| tokio::time::Instant::now() + ACK_DELAY);
+                }
+                _ = sleep_until(self.ack_due) => {
+                    self.ack_due = None;
                     if self.acknowledge().await.is_err() {
                         return None;
                     }
@@ -249,6 +263,16 @@ impl Writer {
                 };
                 done = false;
                 sent_any = true;
+                // A due acknowledgement rides with the output, in its flush.
+                if self.ack_due.take().is_some() {
+                    if let Some(applied) =
+                        self.acknowledged.as_mut().map(|a| *a.borrow_and_update())
+                    {
+                        let ack = ServerFrame::InputAck { applied }.encode();
+                        self.unflushed += ack.len();
+                        self.feed(Message::Binary(ack.into())).await?;
+                    }
+                }
                 self.unflushed += match &message {
                     Message::Binary(bytes) => bytes.len(),
                     Message::Text(text) => text.len(),
@@ -323,6 +347,14 @@ impl Writer {
 async fn changed(watched: &mut Option<watch::Receiver<u64>>) -> Option<()> {
     match watched {
         Some(receiver) => receiver.changed().await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves at `deadline`; never without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
 }
