@@ -5,8 +5,9 @@
 # and the screen judge, the Python client's test packages and the Kubernetes
 # Python client in venvs; kubectl must be on the PATH), checks formatting and
 # lints, runs the Rust tests,
-# the TypeScript and Python clients' tests, the browser tests, and the
-# benchmark harness once in quick mode. Fails when anything fails.
+# the TypeScript and Python clients' tests, the browser tests, every example
+# of the docs (tests/docs/run_docs.py), and the benchmark harness once in
+# quick mode. Fails when anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -90,9 +91,16 @@ target/py-venv/bin/pip install --quiet --disable-pip-version-check --root-user-a
 step "web demo: typecheck and browser tests (Chromium)"
 (cd web-demo && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)
 
+step "docs: every shell, Python and TypeScript example of README.md, docs/ and the client READMEs, against a real tetherd"
+# Listed by file and line; needs the binaries, the TypeScript client and the
+# web demo built, and ./python in target/py-venv (all done above).
+target/py-venv/bin/python tests/docs/run_docs.py
+
 if [[ -d bench ]]; then
   step "benchmark harness, quick mode (proves it runs; no timed assertions)"
   cargo run --release -p tether-bench -- all --quick --json target/bench-quick.json --svg-dir target/bench-quick
+  step "client exec throughput, quick (proves bench/clients/exec_rate.py runs; no timed assertions)"
+  target/py-venv/bin/python bench/clients/exec_rate.py --rounds 1 --serial 20 --parallel 100
 fi
 
 step "all tests passed"

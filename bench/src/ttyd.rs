@@ -265,6 +265,13 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
                 "tetherd/ttyd: median {median_ratio:.2}×, p99 {p99_ratio:.2}×"
             )),
         );
+        ctx.report.push(Figure::single(
+            &format!("ttyd.{kind}.peer_cpu"),
+            12,
+            &format!("{kind} echo: server CPU per keystroke, ttyd"),
+            "us",
+            theirs_cpu,
+        ));
         ctx.report.push(
             Figure::single(
                 &format!("ttyd.{kind}.cpu"),

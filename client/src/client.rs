@@ -9,6 +9,8 @@ use tether_protocol::api::{SignalRequest, SpawnRequest};
 use tether_protocol::ProcessInfo;
 
 use crate::error::{Error, Result};
+use crate::tls::Trust;
+use tokio_tungstenite::Connector;
 
 /// How transient failures are retried: exponential backoff from
 /// `initial_backoff`, doubling up to `max_backoff`, until `budget` has
@@ -113,6 +115,29 @@ fn jitter(pause: Duration) -> Duration {
     pause - quarter.mul_f64(f64::from(nanos % 1000) / 1000.0)
 }
 
+/// The HTTP client for `base`, and for an `https://` base the rustls
+/// config it uses (which the WebSockets share). A plain `http://` client
+/// never reads the system's certificate store.
+fn http_client(
+    base: &str,
+    trust: &Trust,
+) -> Result<(reqwest::Client, Option<Arc<rustls::ClientConfig>>)> {
+    let builder = reqwest::Client::builder().connect_timeout(Duration::from_secs(10));
+    let (builder, tls) = if base.starts_with("https://") {
+        let config = trust.config()?;
+        (
+            builder.use_preconfigured_tls((*config).clone()),
+            Some(config),
+        )
+    } else {
+        (builder, None)
+    };
+    let http = builder
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("cannot build an HTTP client: {e}")))?;
+    Ok((http, tls))
+}
+
 /// How long `wait` asks the server to hold each long-poll.
 const LONG_POLL: Duration = Duration::from_secs(25);
 
@@ -138,7 +163,14 @@ pub struct Client {
 struct Inner {
     base: String,
     token: Option<String>,
+    /// Where the token was guessed from (or looked for in vain) when the
+    /// caller gave none: said with a 401.
+    guessed: Option<String>,
     http: reqwest::Client,
+    /// What an `https://` server's certificate is checked against.
+    trust: Trust,
+    /// The rustls config built from `trust`, for `https://` only.
+    tls: Option<Arc<rustls::ClientConfig>>,
     retry: RetryPolicy,
     request_timeout: Duration,
 }
@@ -177,22 +209,21 @@ impl Client {
                 "server URL {base_url:?} has no host"
             )));
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| Error::InvalidArgument(format!("cannot build an HTTP client: {e}")))?;
+        let trust = Trust::default();
+        let (http, tls) = http_client(&base, &trust)?;
         // A server on this machine that generated its token wrote it where
         // we can read it; never sent to any other host.
-        let token = if crate::local_token::is_local_url(&base) {
-            crate::local_token::local_token()
-        } else {
-            None
-        };
+        let found = crate::local_token::local_token_for(&base);
+        let token = found.as_ref().and_then(|f| f.token.clone());
+        let guessed = found.map(|f| f.looked);
         Ok(Client {
             inner: Arc::new(Inner {
                 base,
                 token,
+                guessed,
                 http,
+                trust,
+                tls,
                 retry: RetryPolicy::default(),
                 request_timeout: Duration::from_secs(30),
             }),
@@ -201,14 +232,50 @@ impl Client {
 
     /// Sends `Authorization: Bearer TOKEN` on every request. Without it, a
     /// client of a server on this machine uses the token that server
-    /// generated, from [`local_token_path`](crate::local_token_path).
+    /// generated, from its runtime entry (see [`local_token_for`](crate::local_token_for)).
     pub fn with_token(self, token: impl Into<String>) -> Client {
-        self.map(|inner| inner.token = Some(token.into()))
+        self.map(|inner| {
+            inner.token = Some(token.into());
+            inner.guessed = None;
+        })
     }
 
-    /// Sends no token, not even one found in the local token file.
+    /// Also trusts the CA certificates in the PEM file `path` for an
+    /// `https://` server (beside the system's roots), as `curl --cacert`:
+    /// for a server whose certificate a private CA signed, or a
+    /// self-signed one (then the file is the certificate itself). Fails
+    /// when the file cannot be read or holds no certificate.
+    pub fn with_ca_file(self, path: impl AsRef<std::path::Path>) -> Result<Client> {
+        let mut trust = self.inner.trust.clone();
+        trust.add_pem_file(path.as_ref())?;
+        self.with_trust(trust)
+    }
+
+    /// Accepts any certificate from an `https://` server: the connection
+    /// is encrypted but the server is not authenticated, so anyone on the
+    /// path can read and change it. For tests against a self-signed
+    /// certificate; prefer [`Client::with_ca_file`].
+    pub fn with_insecure_tls(self) -> Result<Client> {
+        let mut trust = self.inner.trust.clone();
+        trust.set_insecure();
+        self.with_trust(trust)
+    }
+
+    fn with_trust(self, trust: Trust) -> Result<Client> {
+        let (http, tls) = http_client(&self.inner.base, &trust)?;
+        Ok(self.map(|inner| {
+            inner.http = http;
+            inner.tls = tls;
+            inner.trust = trust;
+        }))
+    }
+
+    /// Sends no token, not even one found in a runtime entry.
     pub fn without_token(self) -> Client {
-        self.map(|inner| inner.token = None)
+        self.map(|inner| {
+            inner.token = None;
+            inner.guessed = None;
+        })
     }
 
     /// `POST /v1/processes/{id}/tokens`: mints a token for this one process
@@ -251,7 +318,10 @@ impl Client {
         let mut inner = Inner {
             base: self.inner.base.clone(),
             token: self.inner.token.clone(),
+            guessed: self.inner.guessed.clone(),
             http: self.inner.http.clone(),
+            trust: self.inner.trust.clone(),
+            tls: self.inner.tls.clone(),
             retry: self.inner.retry,
             request_timeout: self.inner.request_timeout,
         };
@@ -273,6 +343,15 @@ impl Client {
 
     pub(crate) fn token(&self) -> Option<&str> {
         self.inner.token.as_deref()
+    }
+
+    /// How the WebSocket connects: TLS with the same trust as the HTTP
+    /// requests for `https://`, plain otherwise.
+    pub(crate) fn ws_connector(&self) -> Connector {
+        match &self.inner.tls {
+            Some(config) => Connector::Rustls(config.clone()),
+            None => Connector::Plain,
+        }
     }
 
     /// `ws://` or `wss://` URL of an API path.
@@ -326,6 +405,22 @@ impl Client {
             .send(Method::GET, &path, None, None, self.inner.request_timeout)
             .await?;
         Ok(body.to_vec())
+    }
+
+    /// `GET /healthz` within `timeout`, once: the HTTP status (200 while
+    /// the server serves, 503 while it shuts down). Over the client's own
+    /// TLS trust, so an `https://` server is asked like any other call.
+    pub async fn health(&self, timeout: Duration) -> Result<u16> {
+        let url = format!("{}/healthz", self.inner.base);
+        let response = self
+            .inner
+            .http
+            .get(&url)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| Error::transport(&url, &e))?;
+        Ok(response.status().as_u16())
     }
 
     /// `GET /v1/processes`: every process the server knows (retried when
@@ -532,8 +627,26 @@ impl Client {
         if status.is_success() {
             Ok((url, bytes))
         } else {
-            Err(http_error(status, &bytes))
+            Err(self.explained(http_error(status, &bytes)))
         }
+    }
+}
+
+impl Client {
+    /// A 401 when the token was guessed says where it was looked for.
+    fn explained(&self, mut error: Error) -> Error {
+        if let (
+            Error::Http {
+                status: 401,
+                message,
+                ..
+            },
+            Some(looked),
+        ) = (&mut error, &self.inner.guessed)
+        {
+            message.push_str(&format!(" (token guessed from {looked})"));
+        }
+        error
     }
 }
 

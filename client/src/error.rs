@@ -30,15 +30,16 @@ pub enum Error {
         message: String,
     },
     /// The server could not be reached or the connection broke: connection
-    /// refused or reset, DNS failure, a timeout. Usually transient.
-    #[error("cannot reach tetherd at {url}: {message}")]
+    /// refused or reset, DNS failure, a failed TLS handshake, a timeout.
+    /// Usually transient. `kind` says which.
+    #[error("cannot reach tetherd at {url}: {kind}: {message}")]
     Transport {
         /// The URL that was being requested.
         url: String,
-        /// What went wrong.
+        /// What went wrong, in the words of the layer that failed.
         message: String,
-        /// True when the failure was a timeout.
-        timeout: bool,
+        /// Which step failed.
+        kind: TransportKind,
     },
     /// The server sent something that does not follow the protocol (a bad
     /// frame, an offset out of order, more data than the credit window, a
@@ -64,6 +65,70 @@ pub enum Error {
     /// failed), so the operation cannot be carried out.
     #[error("attachment closed: {0}")]
     Closed(String),
+}
+
+/// Which step of reaching the server failed, so that a message can say
+/// what happened rather than guess.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// The host name has no address (DNS).
+    Dns,
+    /// Nothing listens at the address: connection refused.
+    Refused,
+    /// The TLS handshake failed: a certificate not trusted or not for
+    /// this name, or a server that does not speak TLS there.
+    Tls,
+    /// No answer within the time allowed.
+    Timeout,
+    /// The connection failed or broke in another way (reset, closed).
+    Connection,
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TransportKind::Dns => "DNS lookup failed",
+            TransportKind::Refused => "connection refused",
+            TransportKind::Tls => "TLS handshake failed",
+            TransportKind::Timeout => "timed out",
+            TransportKind::Connection => "connection failed",
+        })
+    }
+}
+
+impl TransportKind {
+    /// Classifies an error by its chain of causes: a rustls error
+    /// anywhere is TLS; an I/O error says refused or timed out; the
+    /// resolver's words ("failed to lookup address", hyper's "dns error")
+    /// say DNS. An I/O error's `source()` skips the error it wraps (TLS
+    /// connectors wrap rustls's error in one, or two), so those are
+    /// unwrapped by hand.
+    pub(crate) fn of(error: &(dyn std::error::Error + 'static)) -> TransportKind {
+        let mut kind = TransportKind::Connection;
+        let mut next = Some(error);
+        while let Some(e) = next {
+            if e.downcast_ref::<rustls::Error>().is_some() {
+                return TransportKind::Tls;
+            }
+            let text = e.to_string();
+            if text.starts_with("dns error") || text.starts_with("failed to lookup address") {
+                return TransportKind::Dns;
+            }
+            next = e.source();
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                match io.kind() {
+                    std::io::ErrorKind::ConnectionRefused => return TransportKind::Refused,
+                    std::io::ErrorKind::TimedOut => kind = TransportKind::Timeout,
+                    _ => {}
+                }
+                if let Some(inner) = io.get_ref() {
+                    next = Some(inner as &(dyn std::error::Error + 'static));
+                }
+            }
+        }
+        kind
+    }
 }
 
 /// `Result` with [`Error`].
@@ -119,7 +184,21 @@ impl Error {
         Error::Transport {
             url: url.to_string(),
             message: describe_reqwest(error),
-            timeout: error.is_timeout(),
+            kind: if error.is_timeout() {
+                TransportKind::Timeout
+            } else {
+                TransportKind::of(error)
+            },
+        }
+    }
+
+    /// What failed, for [`Error::Transport`] (and the last failure of
+    /// [`Error::BudgetExhausted`]).
+    pub fn transport_kind(&self) -> Option<TransportKind> {
+        match self {
+            Error::Transport { kind, .. } => Some(*kind),
+            Error::BudgetExhausted { last, .. } => last.transport_kind(),
+            _ => None,
         }
     }
 

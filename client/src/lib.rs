@@ -37,15 +37,16 @@ mod error;
 mod exec;
 mod local_token;
 mod spec;
+mod tls;
 mod utf8;
 
 pub use attach::{
     AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter,
 };
 pub use client::{Client, MintedToken, RetryPolicy};
-pub use error::{Error, Result};
+pub use error::{Error, Result, TransportKind};
 pub use exec::ExecOutput;
-pub use local_token::{is_local_url, local_token, local_token_path};
+pub use local_token::{is_local_url, local_token_for, local_token_path, runtime_dir, LocalToken};
 pub use spec::SpawnSpec;
 pub use utf8::Utf8Decoder;
 

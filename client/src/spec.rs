@@ -48,6 +48,9 @@ pub trait SpawnSpec: Sized {
     /// Ends the process (reason `unattached`) once it has had no
     /// attachment for `limit`.
     fn unattached_timeout(self, limit: Duration) -> Self;
+    /// Runs the process as this user (name or uid) on a server running as
+    /// root; any other server refuses it (403 `user_unavailable`).
+    fn user(self, user: impl Into<String>) -> Self;
 }
 
 impl SpawnSpec for SpawnRequest {
@@ -110,6 +113,11 @@ impl SpawnSpec for SpawnRequest {
 
     fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    fn user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
         self
     }
 

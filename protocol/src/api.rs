@@ -54,10 +54,25 @@ pub struct SpawnRequest {
     /// attached process is never ended by it. 0 or absent means never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unattached_timeout_ms: Option<u64>,
+    /// Run as this user (name or uid; its primary group), not root. Only
+    /// a server running as root can switch user: any other refuses it with
+    /// 403 `user_unavailable`. Overrides the server's `--user` for this
+    /// process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// Longest process name.
 pub const MAX_NAME_LEN: usize = 64;
+
+/// True for anything that reads as a process id: 32 hex digits, alone or
+/// after a `.` (`NODE.HEX32`). A process name never does (the server
+/// refuses it), so names and ids are two namespaces a lookup never
+/// confuses.
+pub fn looks_like_process_id(s: &str) -> bool {
+    let random = s.rsplit_once('.').map_or(s, |(_, random)| random);
+    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit())
+}
 
 fn is_false(value: &bool) -> bool {
     !*value

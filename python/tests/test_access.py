@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import ssl
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tether_client import AsyncClient, TransportError, Unauthorized, local_token_path
+from tether_client import AsyncClient, TransportError, Unauthorized, local_token_path, runtime_dir
 
 from .conftest import FAST_RETRY, Tetherd
 
@@ -20,15 +21,20 @@ async def test_a_client_on_this_machine_finds_the_generated_token(
     try:
         monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
         monkeypatch.delenv("TETHER_TOKEN_FILE", raising=False)
-        assert local_token_path() == tmp_path / "tether" / "token"
+        assert local_token_path() is None
+        assert runtime_dir() == tmp_path / "tether" / "servers"
+        (entry,) = (tmp_path / "tether" / "servers").glob("tetherd-*.json")
         async with AsyncClient(daemon.base, retry=FAST_RETRY) as client:
-            assert client.token == (tmp_path / "tether" / "token").read_text().strip()
+            assert client.token == json.loads(entry.read_text())["token"]
             result = await client.exec("echo found")
             assert result.stdout == b"found\n"
-        # Elsewhere there is no token file: the server refuses.
+        # Reached as localhost: the same server's entry.
+        async with AsyncClient(daemon.base.replace("127.0.0.1", "localhost"), retry=FAST_RETRY) as client:
+            assert client.token == json.loads(entry.read_text())["token"]
+        # Elsewhere there is no runtime entry: the server refuses, and says where the client looked.
         monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "elsewhere"))
         async with AsyncClient(daemon.base, retry=FAST_RETRY) as client:
-            with pytest.raises(Unauthorized):
+            with pytest.raises(Unauthorized, match="no runtime entry for"):
                 await client.list()
     finally:
         daemon.stop()

@@ -6,7 +6,15 @@ import asyncio
 
 import pytest
 
-from tether_client import AsyncClient, Data, Dropped, InvalidArgument, RetryPolicy
+from tether_client import (
+    AsyncClient,
+    Data,
+    Dropped,
+    InvalidArgument,
+    NotFound,
+    RetryPolicy,
+    StillRunning,
+)
 
 from .conftest import FAST_RETRY, WAIT, Tetherd
 from .proxies import CuttingProxy
@@ -144,6 +152,21 @@ async def test_signals_reach_the_process_and_kill_reports_killed(client: AsyncCl
     assert sleeper.id in {p.id for p in await client.list()}
     info = await asyncio.wait_for(client.kill(sleeper.id), WAIT)
     assert (info.reason, info.status) == ("killed", "exited")
+    # kill keeps the process, as `tether kill` does; remove forgets it.
+    assert (await client.get(sleeper.id)).reason == "killed"
+    await client.remove(sleeper.id)
+    with pytest.raises(NotFound):
+        await client.get(sleeper.id)
+
+
+async def test_remove_refuses_a_running_process_unless_forced(client: AsyncClient) -> None:
+    sleeper = await client.spawn(["sleep", "30"])
+    with pytest.raises(StillRunning) as refused:
+        await client.remove(sleeper.id)
+    assert refused.value.code == "still_running"
+    info = await asyncio.wait_for(client.remove(sleeper.id, force=True), WAIT)
+    assert info.reason == "killed"
+    assert sleeper.id not in {p.id for p in await client.list()}
 
 
 async def test_a_read_only_attachment_refuses_input_locally(client: AsyncClient) -> None:

@@ -18,6 +18,7 @@ from tether_client import (
     InvalidArgument,
     InvalidRequest,
     NameTaken,
+    NotFound,
     SpawnFailed,
     Unauthorized,
     Unreachable,
@@ -201,6 +202,36 @@ def test_the_blocking_client_runs_too(server: Tetherd) -> None:
             assert attachment.wait().exit_code == 0
         with pytest.raises(SpawnFailed):
             client.run(["/nonexistent/tether-run-test"])
+
+
+async def test_leaving_a_runs_block_before_the_exit_kills_its_process_and_an_attach_leaves_it(
+    client: AsyncClient,
+) -> None:
+    async with client.run(["sleep", "600"]) as attachment:
+        run_id = attachment.id
+        assert attachment.process is not None and attachment.process.id == run_id
+    # kill forgets the process once it has exited: it is gone, not running.
+    with pytest.raises(NotFound):
+        await client.get(run_id)
+    spawned = await client.spawn(["sleep", "600"])
+    async with client.attach(spawned.id):
+        pass
+    assert (await client.get(spawned.id)).status == "running"
+    await client.kill(spawned.id)
+
+
+def test_the_blocking_run_has_an_id_and_its_block_kills_an_unexited_process(server: Tetherd) -> None:
+    with Client(server.base) as client:
+        with client.run(["sleep", "600"]) as attachment:
+            run_id = attachment.id
+            assert attachment.process is not None and attachment.process.id == run_id
+            assert client.get(run_id).status == "running"
+        with pytest.raises(NotFound):
+            client.get(run_id)
+        with client.run(["echo", "done"]) as finished:
+            assert finished.stdout.read() == b"done\n"
+            finished.wait()
+        assert client.get(finished.id).reason == "exit"
 
 
 async def test_a_run_that_cannot_connect_is_unreachable_without_its_request_in_the_message() -> None:

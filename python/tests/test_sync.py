@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 
 import pytest
 
@@ -64,3 +66,22 @@ def test_sync_attach_wait_and_terminal(server: Tetherd) -> None:
             term.expect(rb"42\r\n")  # the typed line shows 6*7, not 42
             term.write("exit 2\r")
             assert term.wait().exit_code == 2
+
+
+def test_closing_the_blocking_client_leaves_no_task_pending(server: Tetherd) -> None:
+    """Leaving ``with Client()`` right after an exec ends the connections' own tasks too.
+
+    The loop used to be stopped under websockets' keepalive task, and a
+    script printed "Task was destroyed but it is pending!" at exit about
+    one run in five (found by the docs runner on python/README.md's quick
+    start); twelve scripts all exit silently.
+    """
+    script = f"""
+from tether_client import Client
+with Client({server.base!r}) as client:
+    result = client.exec("echo out; echo err >&2; exit 3", timeout=60)
+print(result.exit_code)
+"""
+    for _ in range(12):
+        ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+        assert (ran.returncode, ran.stdout, ran.stderr) == (0, "3\n", "")

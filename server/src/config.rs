@@ -1,5 +1,5 @@
 //! Command-line flags and the limits they set. Every bound the server
-//! enforces lives here with its default; README.md lists them. The flags
+//! enforces lives here with its default; docs/CONFIGURATION.md lists them. The flags
 //! are never changed after parsing: what the server runs with is built
 //! from them once (`options.rs`).
 
@@ -104,8 +104,9 @@ pub struct Config {
     pub token_file: Option<PathBuf>,
 
     /// Where a generated token is written (mode 0600) and where clients
-    /// look for it. Default: $TETHER_TOKEN_FILE, else
-    /// $XDG_RUNTIME_DIR/tether/token, else ~/.local/state/tether/token.
+    /// look for it. Default: $TETHER_TOKEN_FILE, else this server's own
+    /// runtime entry (its URL and token) in $XDG_RUNTIME_DIR/tether/servers/,
+    /// else ~/.local/state/tether/servers/.
     #[arg(long)]
     pub generated_token_file: Option<PathBuf>,
 
@@ -143,8 +144,9 @@ pub struct Config {
     #[arg(long, default_value_t = 7 * 24 * 3_600_000)]
     pub max_token_ttl_ms: u64,
 
-    /// Extra origins allowed to open WebSockets (the server's own origin
-    /// always is; clients that send no Origin are allowed). Repeatable.
+    /// Extra browser origins allowed (the server's own origin always is;
+    /// clients that send no Origin are allowed): any other origin gets 403
+    /// `forbidden_origin` on every /v1 request, WebSocket or not. Repeatable.
     #[arg(long = "allow-origin")]
     pub allow_origins: Vec<String>,
 
@@ -257,6 +259,13 @@ pub struct Config {
     #[arg(long, default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
 
+    /// Largest `max_output_bytes` a `POST /v1/exec` may ask for (per
+    /// stream), in bytes. An exec reserves three times its cap per stream
+    /// against --retain-total while it runs (the bytes kept, their
+    /// encoding, the answer's body).
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_exec_output_bytes: u64,
+
     /// Interval of WebSocket pings to each attachment, in milliseconds.
     #[arg(long, default_value_t = 20_000)]
     pub ping_interval_ms: u64,
@@ -279,7 +288,7 @@ pub struct Config {
     /// Open TCP connections at once, WebSocket attachments included. Past
     /// it a new connection displaces the connection that has waited longest
     /// for a request head; when none is waiting, it is answered 503 and
-    /// closed. Sized from the fd limit when not given (see README).
+    /// closed. Sized from the fd limit when not given (see docs/CONFIGURATION.md).
     #[arg(long, default_value_t = 5120)]
     max_connections: usize,
 

@@ -11,16 +11,22 @@
 //!
 //! Without `--data-dir` the server makes a private directory (mode 0700) in
 //! the system's temporary directory and removes it when it exits cleanly.
+//! Either way the server holds the directory's lock for its life
+//! ([`lock`]): a second server refuses it, and the cleanup of directories
+//! killed servers left removes only unlocked ones. Every file is opened
+//! through the directory's descriptor without following links ([`dir`]),
+//! and an existing `--data-dir` writable by group or others is refused.
 //! With `--data-dir` a clean exit keeps the files, and the next run reads
 //! them back ([`DataDir::recover`]): the processes of the previous run are
 //! listed as exited (reason `lost` for those that were still running) with
 //! their output readable until the exited TTL. Nothing else of the old run
-//! is trusted: no pid is signalled, nothing is resumed.
+//! is trusted: no pid is signalled, nothing is resumed, and every record
+//! and log header is validated (a corrupt log is reported once and its
+//! bytes served as `dropped`). Logs are opened when read, so recovered
+//! processes hold no descriptors at rest.
 
-use std::fs::DirBuilder;
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -28,17 +34,30 @@ use std::time::SystemTime;
 use tether_protocol::{ExitReason, ProcessInfo, ProcessStatus, StreamName};
 
 use crate::config::Config;
-use crate::retained::disk::{Record, RingFile};
+use crate::retained::disk::{Record, RingFile, MAX_RECORD_BYTES};
 use crate::retained::log::StreamLog;
+use crate::retained::RetainedOutput;
+
+mod lock;
+
+pub use crate::retained::dir::DataDirError;
+use crate::retained::dir::Dir;
+use lock::DirLock;
 
 /// The directory of disk logs and records.
 #[derive(Debug)]
 pub struct DataDir {
-    path: PathBuf,
+    dir: Arc<Dir>,
+    /// Held for the server's life: no other server uses this directory,
+    /// and no cleanup removes it.
+    _lock: DirLock,
     /// Made by this run, removed at its clean exit.
     private: bool,
     /// Set at a clean exit with `--data-dir`: files outlive their handles.
     keep: Arc<AtomicBool>,
+    /// The largest ring a log of this run may have: a log read back that
+    /// claims more is corrupt.
+    max_ring: u64,
 }
 
 /// A process of an earlier run, read back.
@@ -55,41 +74,47 @@ pub struct Recovered {
 
 impl DataDir {
     /// Opens `--data-dir` (creating it 0700 if missing), or makes the
-    /// private default. None with `--memory-only`.
-    pub fn open(config: &Config) -> io::Result<Option<Arc<DataDir>>> {
+    /// private default; either way locked for this server's life. None
+    /// with `--memory-only`.
+    pub fn open(config: &Config) -> Result<Option<Arc<DataDir>>, DataDirError> {
         if config.memory_only {
             return Ok(None);
         }
-        let (path, private) = match &config.data_dir {
+        let (dir, lock, private) = match &config.data_dir {
             Some(path) => {
-                DirBuilder::new().recursive(true).mode(0o700).create(path)?;
-                (path.clone(), false)
+                let dir = Dir::open(path, true)?;
+                let lock = DirLock::take(&dir)?;
+                (dir, lock, false)
             }
             None => {
-                remove_stale_private_dirs();
-                let path = std::env::temp_dir().join(format!(
-                    "tetherd-{}-{}",
-                    std::process::id(),
-                    uuid::Uuid::new_v4().simple()
-                ));
-                DirBuilder::new().mode(0o700).create(&path)?;
-                (path, true)
+                let parent = std::env::temp_dir();
+                for removed in lock::remove_stale_private_dirs(&parent) {
+                    tracing::info!(path = %removed.display(), "removed the data directory of a server that is gone");
+                }
+                let (dir, lock) = lock::make_private(&parent)?;
+                (dir, lock, true)
             }
         };
         Ok(Some(Arc::new(DataDir {
-            path,
+            dir: Arc::new(dir),
+            _lock: lock,
             private,
             keep: Arc::new(AtomicBool::new(false)),
+            max_ring: RetainedOutput::reservation(
+                usize::try_from(config.max_retain_bytes).unwrap_or(usize::MAX),
+                tether_protocol::Overflow::Block,
+                1,
+            ),
         })))
     }
 
     /// Where it is.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.dir.path()
     }
 
-    fn stream_path(&self, id: &str, stream: StreamName) -> PathBuf {
-        self.path.join(format!("{id}.{}", stream.as_str()))
+    fn stream_name(id: &str, stream: StreamName) -> String {
+        format!("{id}.{}", stream.as_str())
     }
 
     /// The logs of a new process: `streams` of them on disk (a PTY has
@@ -109,8 +134,8 @@ impl DataDir {
             if stream.index() >= streams {
                 return StreamLog::memory(window);
             }
-            let path = self.stream_path(id, stream);
-            let file = RingFile::deferred(&path, physical, self.keep.clone());
+            let name = Self::stream_name(id, stream);
+            let file = RingFile::deferred(&self.dir, &name, physical, self.keep.clone());
             // A private directory is never read back: no header upkeep.
             let file = if self.private { file.transient() } else { file };
             StreamLog::on_disk(window, capacity, file)
@@ -126,77 +151,107 @@ impl DataDir {
     }
 
     fn record_at(&self, id: &str) -> Record {
-        Record::new(self.path.join(format!("{id}.json")), self.keep.clone())
+        Record::new(&self.dir, id, self.keep.clone())
     }
 
-    /// Reads back the processes an earlier run left here.
+    /// Reads back the processes an earlier run left here. Each record and
+    /// log is validated and closed again: a recovered log is opened when it
+    /// is read, so what is found costs no descriptors at rest. A record
+    /// that cannot be read now (too few descriptors) keeps its files for a
+    /// later run; only those of corrupt or missing records are removed.
     pub fn recover(&self) -> Vec<Recovered> {
-        let Ok(entries) = std::fs::read_dir(&self.path) else {
-            return Vec::new();
-        };
         let mut found = Vec::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Some(id) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(split_name)
-                .and_then(|(id, suffix)| (suffix == "json").then_some(id))
+        let mut unreadable = Vec::new();
+        let mut short_of_descriptors = false;
+        for name in self.dir.names() {
+            let Some(id) =
+                split_name(&name).and_then(|(id, suffix)| (suffix == "json").then_some(id))
             else {
                 continue;
             };
-            match self.recover_one(id, &path) {
+            match self.recover_one(id, &name, &mut short_of_descriptors) {
                 Ok(recovered) => found.push(recovered),
                 Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "unreadable record ignored")
+                    if e.kind() != io::ErrorKind::InvalidData && e.kind() != io::ErrorKind::NotFound
+                    {
+                        short_of_descriptors |= is_descriptor_shortage(&e);
+                        unreadable.push(id.to_string());
+                    }
+                    tracing::warn!(record = %name, error = %e, "process record not read back");
                 }
             }
         }
-        self.remove_strays(&found);
+        if short_of_descriptors {
+            tracing::error!(
+                limit = descriptor_limit(),
+                "too few file descriptors to read back every process of the data directory: \
+                 their files are kept for a restart with a higher limit (ulimit -n)"
+            );
+        }
+        self.remove_strays(&found, &unreadable);
         found
     }
 
     /// Removes files of processes with no readable record (a crash between
     /// creating a log and writing its record, a temporary record). Only
-    /// names of the form `ID.stdout`, `ID.stderr`, `ID.json`, `ID.json.tmp`.
-    fn remove_strays(&self, found: &[Recovered]) {
-        let Ok(entries) = std::fs::read_dir(&self.path) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let Some((id, _)) = split_name(name) else {
+    /// names of the form `ID.stdout`, `ID.stderr`, `ID.json`, `ID.json.tmp`,
+    /// and never those of a record that could not be read for want of a
+    /// resource (`keep`).
+    fn remove_strays(&self, found: &[Recovered], keep: &[String]) {
+        for name in self.dir.names() {
+            let Some((id, _)) = split_name(&name) else {
                 continue;
             };
-            if !found.iter().any(|r| r.info.id == id) {
-                let _ = std::fs::remove_file(entry.path());
+            let known = found.iter().any(|r| r.info.id == id) || keep.iter().any(|k| k == id);
+            if !known {
+                let _ = self.dir.remove(&name);
             }
         }
     }
 
-    fn recover_one(&self, id: &str, path: &Path) -> io::Result<Recovered> {
-        let mut info: ProcessInfo = serde_json::from_slice(&std::fs::read(path)?)
+    fn recover_one(&self, id: &str, name: &str, short: &mut bool) -> io::Result<Recovered> {
+        let bytes = self.dir.read_bounded(name, MAX_RECORD_BYTES)?;
+        let mut info: ProcessInfo = serde_json::from_slice(&bytes)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         if info.id != id {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "id mismatch"));
         }
         let mut disk_bytes = 0;
         let mut ends = [0u64; 2];
+        let mut faults = Vec::new();
         let logs = StreamName::ALL.map(|stream| {
-            let opened = RingFile::open_existing(&self.stream_path(id, stream), self.keep.clone());
-            let Ok((file, start, end)) = opened else {
-                let mut empty = StreamLog::memory(0);
-                empty.complete();
-                return empty;
-            };
-            disk_bytes += file.capacity();
-            // An exited record knows the real total; bytes past what the
-            // file holds (a disk fault) are reported as dropped.
             let recorded = match stream {
                 StreamName::Stdout => info.stdout_bytes,
                 StreamName::Stderr => info.stderr_bytes,
             };
+            let name = Self::stream_name(id, stream);
+            let opened =
+                RingFile::open_existing(&self.dir, &name, self.max_ring, self.keep.clone());
+            let (file, start, end) = match opened {
+                Ok(opened) => opened,
+                Err(e) => {
+                    // Nothing of it is served: its bytes are reported as
+                    // dropped. The file stays until the process is
+                    // forgotten (the record removes it then).
+                    let total = if info.is_exited() { recorded } else { 0 };
+                    ends[stream.index()] = total;
+                    if e.kind() == io::ErrorKind::NotFound {
+                        return StreamLog::lost(total, None);
+                    }
+                    *short |= is_descriptor_shortage(&e);
+                    let fault = if e.kind() == io::ErrorKind::InvalidData {
+                        format!("log corrupt: {e}")
+                    } else {
+                        format!("log not readable: {e}")
+                    };
+                    tracing::warn!(id, stream = stream.as_str(), error = %e, "log not read back");
+                    faults.push(fault.clone());
+                    return StreamLog::lost(total, Some(fault));
+                }
+            };
+            disk_bytes += file.capacity();
+            // An exited record knows the real total; bytes past what the
+            // file holds (a disk fault) are reported as dropped.
             let total = if info.is_exited() {
                 recorded.max(end)
             } else {
@@ -221,6 +276,12 @@ impl DataDir {
         }
         let record = self.record_at(id);
         record.write(&info);
+        // Said in this run's process object, not in the record: a log not
+        // readable now (too few descriptors) may be read by the next run.
+        if let Some(fault) = faults.into_iter().next() {
+            info.output_incomplete = true;
+            info.retention_error = Some(fault);
+        }
         Ok(Recovered {
             info,
             logs,
@@ -233,8 +294,8 @@ impl DataDir {
     /// `--data-dir` keeps its files for the next run.
     pub fn close(&self) {
         if self.private {
-            if let Err(e) = std::fs::remove_dir_all(&self.path) {
-                tracing::warn!(path = %self.path.display(), error = %e, "could not remove the data directory");
+            if let Err(e) = std::fs::remove_dir_all(self.dir.path()) {
+                tracing::warn!(path = %self.dir.path().display(), error = %e, "could not remove the data directory");
             }
         } else {
             self.keep.store(true, Ordering::SeqCst);
@@ -242,11 +303,19 @@ impl DataDir {
     }
 }
 
+fn is_descriptor_shortage(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+fn descriptor_limit() -> u64 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(0, |(soft, _)| soft)
+}
+
 /// Process ids are 32 hex digits, after `NODE.` with `--node`: files
 /// named otherwise in `--data-dir` are never read or removed.
 fn is_process_id(id: &str) -> bool {
-    let random = id.rsplit_once('.').map_or(id, |(_, random)| random);
-    random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit())
+    tether_protocol::api::looks_like_process_id(id)
 }
 
 /// The process id and suffix of a file of ours (`ID.stdout`, `ID.stderr`,
@@ -258,30 +327,6 @@ fn split_name(name: &str) -> Option<(&str, &str)> {
             let id = name.strip_suffix(suffix)?.strip_suffix('.')?;
             is_process_id(id).then_some((id, suffix))
         })
-}
-
-/// A server killed (SIGKILL, a crash) cannot remove its private
-/// directory: the next one removes those whose server is gone, recognised
-/// by their exact name, `tetherd-PID-` and 32 hex digits.
-fn remove_stale_private_dirs() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("tetherd-")) else {
-            continue;
-        };
-        let Some((pid, suffix)) = rest.split_once('-') else {
-            continue;
-        };
-        let ours = pid.parse::<u32>().is_ok()
-            && suffix.len() == 32
-            && suffix.bytes().all(|b| b.is_ascii_hexdigit());
-        if ours && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 #[cfg(test)]
@@ -315,14 +360,33 @@ mod tests {
         // What a crash leaves: files nobody removed.
         dir.close();
         drop((stdout, record));
+        // Corrupt: reported, served as dropped, removed only with its
+        // process.
+        let corrupt = uuid::Uuid::new_v4().simple().to_string();
+        let mut record = info(&corrupt, "exited");
+        record.stdout_bytes = 7;
+        std::fs::write(
+            path.join(format!("{corrupt}.json")),
+            serde_json::to_vec(&record).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(path.join(format!("{corrupt}.stdout")), vec![0xee; 4096]).unwrap();
         let stray = format!("node-1.{}", uuid::Uuid::new_v4().simple());
+        let error = DataDir::open(&config).unwrap_err().to_string();
+        assert!(error.contains("in use by another tetherd"), "{error}");
+        drop(dir);
         std::fs::write(path.join(format!("{stray}.stdout")), b"half made").unwrap();
         std::fs::write(path.join("notes.json"), b"{}").unwrap();
 
         let dir = DataDir::open(&config).unwrap().unwrap();
         let found = dir.recover();
-        assert_eq!(found.len(), 1);
-        let recovered = &found[0];
+        assert_eq!(found.len(), 2);
+        let bad = found.iter().find(|r| r.info.id == corrupt).unwrap();
+        let fault = bad.logs[0].fault().unwrap_or_default();
+        assert!(fault.starts_with("log corrupt"), "{fault}");
+        assert_eq!(bad.logs[0].end(), 7);
+        assert!(path.join(format!("{corrupt}.stdout")).exists());
+        let recovered = found.iter().find(|r| r.info.id == id).unwrap();
         assert_eq!(recovered.info.reason, Some(ExitReason::Lost));
         assert_eq!(recovered.info.stdout_bytes, 5);
         assert!(recovered.info.is_exited());
@@ -333,6 +397,7 @@ mod tests {
             !path.join(format!("{id}.stdout")).exists(),
             "forgotten: removed"
         );
+        assert!(!path.join(format!("{corrupt}.stdout")).exists());
         std::fs::remove_dir_all(&path).unwrap();
     }
 }

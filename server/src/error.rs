@@ -101,6 +101,10 @@ pub enum ApiError {
     /// list or minting.
     #[error("{0}")]
     OutOfScope(String),
+    /// A spawn asked for a `user` and the server cannot switch user (it
+    /// does not run as root).
+    #[error("{0}")]
+    UserUnavailable(String),
     /// A valid scoped token without the right the request needs.
     #[error("this token lacks the {0} right")]
     MissingRight(&'static str),
@@ -180,6 +184,7 @@ impl ApiError {
             ApiError::TokenExpired => (StatusCode::UNAUTHORIZED, "token_expired"),
             ApiError::TokenProcessGone => (StatusCode::UNAUTHORIZED, "token_process_gone"),
             ApiError::OutOfScope(_) => (StatusCode::FORBIDDEN, "out_of_scope"),
+            ApiError::UserUnavailable(_) => (StatusCode::FORBIDDEN, "user_unavailable"),
             ApiError::MissingRight(_) => (StatusCode::FORBIDDEN, "missing_right"),
             ApiError::ForbiddenOrigin(_) => (StatusCode::FORBIDDEN, "forbidden_origin"),
             ApiError::ForbiddenHost(_) => (StatusCode::FORBIDDEN, "forbidden_host"),

@@ -2,7 +2,7 @@
 //! the defaults that cost file descriptors sized to fit what was got.
 //!
 //! What a descriptor budget must cover (counted in `/proc/PID/fd`, see
-//! README.md and `tests/tests/budgets.rs`): a running process on pipes
+//! docs/CONFIGURATION.md and `tests/tests/budgets.rs`): a running process on pipes
 //! holds stdout, stderr, a pidfd, with `"stdin": true` stdin, and a disk
 //! log per stream; on a PTY the master, a pidfd and one disk log. Its
 //! cgroup costs a descriptor only while it is launched. An exited process

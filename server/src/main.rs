@@ -11,7 +11,9 @@ use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 use tether_server::config::Capacity;
 use tether_server::contain::guard::{self, GUARD_ARG};
-use tether_server::token::{default_token_path, generate_operator_token, write_token_file};
+use tether_server::token::{
+    generate_operator_token, named_token_path, runtime_dir, write_token_file, RuntimeEntry,
+};
 use tether_server::transport::{load_tls, Transport};
 use tether_server::{limits, secret, Config, ServerOptions};
 use tokio::signal::unix::{signal, SignalKind};
@@ -171,22 +173,19 @@ fn settle_token(
         return Ok((given, None));
     }
     let token = generate_operator_token();
+    // A file the user named holds the token; otherwise this server's own
+    // runtime entry does, written once the address is known.
     let path = config
         .generated_token_file
         .clone()
-        .or_else(default_token_path);
-    match &path {
-        Some(path) => {
-            if let Err(error) = write_token_file(path, &token) {
-                bail!(
-                    "cannot write the generated token to {}: {error} (pass --generated-token-file, --token-file or --no-token)",
-                    path.display()
-                );
-            }
+        .or_else(named_token_path);
+    if let Some(path) = &path {
+        if let Err(error) = write_token_file(path, &token) {
+            bail!(
+                "cannot write the generated token to {}: {error} (pass --generated-token-file, --token-file or --no-token)",
+                path.display()
+            );
         }
-        None => tracing::warn!(
-            "no token file location (no $TETHER_TOKEN_FILE, $XDG_RUNTIME_DIR or $HOME): the token is only in the URL printed below"
-        ),
     }
     Ok((Some(token.clone()), Some(Generated { token, path })))
 }
@@ -242,13 +241,35 @@ async fn serve_until_shutdown(
     }
     let transport = Transport::bind(&config.listen, tls, config.listen_group.as_deref()).await?;
     let url = transport.url()?;
+    // Removed when this returns (the server is done), by this server only.
+    let entry = match generated {
+        Some(Generated { token, path: None }) => match runtime_dir() {
+            Some(dir) => Some(RuntimeEntry::write(&dir, &url, token).with_context(|| {
+                format!(
+                    "cannot write this server's runtime entry (its URL and token) in {} (pass --generated-token-file, --token-file or --no-token)",
+                    dir.display()
+                )
+            })?),
+            None => {
+                tracing::warn!(
+                    "no runtime directory ($XDG_RUNTIME_DIR or $HOME): the token is only in the URL printed below"
+                );
+                None
+            }
+        },
+        _ => None,
+    };
     // Tests and scripts read this line to learn the address. Whoever
     // started us may stop reading stdout after it: a closed pipe is no
     // error.
     let mut stdout = std::io::stdout();
     let _ = writeln!(stdout, "tetherd listening on {url}");
     if let Some(generated) = generated {
-        if let Some(path) = &generated.path {
+        if let Some(path) = generated
+            .path
+            .as_deref()
+            .or(entry.as_ref().map(RuntimeEntry::path))
+        {
             let _ = writeln!(
                 stdout,
                 "token: generated, in {} (readable only by this user); clients on this machine read it from there",
@@ -273,5 +294,6 @@ async fn serve_until_shutdown(
         }
     };
     tether_server::run(transport, config, shutdown).await?;
+    drop(entry);
     Ok(())
 }

@@ -39,7 +39,7 @@ pub async fn run(
         crate::contain::reaper::enable();
         tokio::spawn(crate::contain::reaper::run());
     }
-    let data_dir = DataDir::open(&config)?;
+    let data_dir = DataDir::open(&config).map_err(std::io::Error::other)?;
     let table = ProcessTable::with_data_dir(config.clone(), data_dir.clone());
     table.recover();
     let app = crate::http::router(table.clone());

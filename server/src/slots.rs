@@ -50,6 +50,14 @@ impl Slots {
         })
     }
 
+    /// Takes a slot only if `keep` more stay free after it (fewer when the
+    /// limit is too small to keep them and still admit one), else `None`.
+    pub fn take_leaving(&self, keep: usize) -> Option<Slot> {
+        let keep = keep.min(self.limit.saturating_sub(1));
+        let slot = self.take()?;
+        (self.free.available_permits() >= keep).then_some(slot)
+    }
+
     /// Slots in use now.
     pub fn in_use(&self) -> usize {
         self.limit - self.free.available_permits()

@@ -213,19 +213,120 @@ pub fn instance_of(started_at: SystemTime) -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// Where the generated operator token is written and where clients look
-/// for it: `$TETHER_TOKEN_FILE`, else `$XDG_RUNTIME_DIR/tether/token` (a
-/// per-user tmpfs directory, gone at logout), else
-/// `$HOME/.local/state/tether/token`.
-pub fn default_token_path() -> Option<PathBuf> {
+/// The one token file a user named (`$TETHER_TOKEN_FILE`): a generated
+/// token is written there, and clients read it from there, instead of the
+/// per-server runtime entries of [`runtime_dir`].
+pub fn named_token_path() -> Option<PathBuf> {
+    std::env::var_os(TOKEN_FILE_ENV)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Where each server with a generated token writes its runtime entry (one
+/// file per server with its URL and token, as Jupyter's runtime files):
+/// `$XDG_RUNTIME_DIR/tether/servers` (a per-user tmpfs directory, gone at
+/// logout), else `$HOME/.local/state/tether/servers`. Clients read the
+/// entry of the server URL they talk to.
+pub fn runtime_dir() -> Option<PathBuf> {
     let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(path) = env(TOKEN_FILE_ENV) {
-        return Some(PathBuf::from(path));
-    }
     if let Some(dir) = env("XDG_RUNTIME_DIR") {
-        return Some(PathBuf::from(dir).join("tether").join("token"));
+        return Some(PathBuf::from(dir).join("tether").join("servers"));
     }
-    env("HOME").map(|home| PathBuf::from(home).join(".local/state/tether/token"))
+    env("HOME").map(|home| PathBuf::from(home).join(".local/state/tether/servers"))
+}
+
+/// One server's runtime entry, `tetherd-PID-HEX.json` in [`runtime_dir`]:
+/// `{"url", "token", "pid"}`, mode 0600 in a 0700 directory. The server
+/// holds a `flock` on it for its life and removes it when it exits; the
+/// entry of a server killed before it could is removed by the next server
+/// that can take its lock (never by pid: a pid means nothing across pid
+/// namespaces). Only its own server removes a live entry.
+#[derive(Debug)]
+pub struct RuntimeEntry {
+    path: PathBuf,
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl RuntimeEntry {
+    /// Writes the entry of the server at `url` with `token` into `dir`
+    /// (created 0700), after removing the entries of servers that are gone.
+    pub fn write(dir: &Path, url: &str, token: &str) -> std::io::Result<RuntimeEntry> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        remove_stale_entries(dir);
+        let stem = format!("tetherd-{}-{}", std::process::id(), new_token_id());
+        let temporary = dir.join(format!(".{stem}.tmp"));
+        let path = dir.join(format!("{stem}.json"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&temporary)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        let body = serde_json::json!({"url": url, "token": token, "pid": std::process::id()});
+        let written = file
+            .write_all(format!("{body}\n").as_bytes())
+            .and_then(|()| file.sync_all());
+        // Locked before it has its name: a cleanup never sees it unlocked.
+        let locked = written.and_then(|()| {
+            nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+                .map_err(|(_, e)| std::io::Error::from(e))
+        });
+        let locked = locked.and_then(|locked| {
+            std::fs::rename(&temporary, &path)?;
+            Ok(locked)
+        });
+        match locked {
+            Ok(lock) => Ok(RuntimeEntry { path, _lock: lock }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&temporary);
+                Err(e)
+            }
+        }
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RuntimeEntry {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Removes the entries (`tetherd-*.json`) in `dir` whose lock can be taken:
+/// their servers are gone.
+fn remove_stale_entries(dir: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !(name.starts_with("tetherd-") && name.ends_with(".json")) {
+            continue;
+        }
+        let Ok(file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(entry.path())
+        else {
+            continue;
+        };
+        if let Ok(_held) =
+            nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Writes the token to `path`, readable and writable only by this user:

@@ -17,12 +17,16 @@ use tether_protocol::ProcessInfo;
 pub use tether_protocol;
 
 mod attachment;
+pub mod cli;
 pub mod cut;
 pub mod front;
 pub mod nginx;
+pub mod pki;
 mod poll;
 mod procfs;
+pub mod rust_client;
 pub mod scoped;
+pub mod tmux;
 
 pub use attachment::{refused_attach, Attachment, Received};
 pub use poll::{settle, settle_async, settle_blocking, settle_within};
@@ -193,6 +197,21 @@ impl TestServer {
     /// private default directory (under `TMPDIR`, which `env` may set).
     pub fn start_private(args: &[&str], env: &[(&str, &str)]) -> TestServer {
         let how = Launch {
+            private: true,
+            ..Launch::default()
+        };
+        TestServer::launch(&how, args, env)
+    }
+
+    /// [`TestServer::start_private`] as the last argument of `wrapper`
+    /// (such as `unshare --pid --fork`).
+    pub fn start_private_wrapped(
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
+        let how = Launch {
+            wrapper,
             private: true,
             ..Launch::default()
         };

@@ -166,6 +166,24 @@ async fn attachment_and_body_limits_answer_with_clear_errors() {
 }
 
 #[tokio::test]
+async fn read_only_viewers_never_take_the_last_slot_from_a_writer() {
+    let server = TestServer::start_with(&["--max-attachments-per-process", "3"]);
+    let process = server.sh("sleep 30", json!({"stdin": true})).await;
+    let _viewers = [
+        server.attach(&process.id, "readonly=1").await,
+        server.attach(&process.id, "readonly=1").await,
+    ];
+    let (status, body) =
+        tether_tests::refused_attach(&server.ws_url(&process.id, "readonly=1")).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body.to_string().contains("kept for a writer"), "{body}");
+    // The operator still gets in.
+    let _operator = server.attach(&process.id, "").await;
+    let (status, _) = tether_tests::refused_attach(&server.ws_url(&process.id, "")).await;
+    assert_eq!(status, 429, "full now");
+}
+
+#[tokio::test]
 async fn wait_is_clamped_to_the_documented_maximum() {
     let server = TestServer::start_with(&["--max-wait-ms", "300"]);
     let process = server.sh("sleep 30", json!({})).await;

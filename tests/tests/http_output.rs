@@ -287,7 +287,13 @@ async fn output_refuses_bad_queries_with_a_json_error() {
     let server = TestServer::start();
     let process = server.sh("echo hi", json!({})).await;
     server.wait_exit(&process.id).await;
-    for query in ["stream=both", "stream=nope", "offset=x", "offset=99"] {
+    for query in [
+        "stream=both",
+        "stream=nope",
+        "offset=x",
+        "offset=99",
+        "follow=yes",
+    ] {
         let (status, answer) = server
             .get(&format!("/v1/processes/{}/output?{query}", process.id))
             .await;
@@ -307,29 +313,30 @@ async fn only_process(server: &TestServer) -> String {
 }
 
 #[tokio::test]
-async fn an_exec_client_that_goes_away_leaves_the_command_running_unless_it_asked() {
+async fn an_exec_client_that_goes_away_kills_the_command_unless_it_asked_to_keep_it() {
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(300))
         .build()
         .unwrap();
+    // The default: an interrupted client leaves nothing running.
     let server = TestServer::start();
     let gone = impatient
         .post(server.url("/v1/exec"))
-        .json(&json!({"command": "sleep 1; echo done"}))
+        .json(&json!({"command": "exec sleep 30"}))
         .send()
         .await;
     assert!(gone.is_err(), "the client gave up first");
     let exited = server.wait_exit(&only_process(&server).await).await;
-    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Exit));
-    assert_eq!(exited.stdout_bytes, 5);
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
 
     let server = TestServer::start();
     let gone = impatient
         .post(server.url("/v1/exec"))
-        .json(&json!({"command": "exec sleep 30", "kill_on_disconnect": true}))
+        .json(&json!({"command": "sleep 1; echo done", "kill_on_disconnect": false}))
         .send()
         .await;
     assert!(gone.is_err());
     let exited = server.wait_exit(&only_process(&server).await).await;
-    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Exit));
+    assert_eq!(exited.stdout_bytes, 5);
 }

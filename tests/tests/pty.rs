@@ -335,3 +335,30 @@ async fn a_readonly_attachment_sees_output_but_may_not_type_or_resize() {
     );
     assert_eq!(typist.until_exit().await.exit.unwrap().stderr_bytes, 0);
 }
+
+/// A PTY's terminal is tetherd's emulator and the clients' xterm.js, not
+/// whatever terminal tetherd was started from: `TERM` is
+/// `xterm-256color` even when tetherd's own is something else, unless the
+/// spawn's env sets it. Pipes keep the server's environment as it is.
+#[tokio::test]
+async fn a_pty_gets_term_xterm_256color_unless_its_env_sets_term() {
+    let server = TestServer::start_with_env(&[], &[("TERM", "dumb")]);
+    let print_term = |extra: serde_json::Value| {
+        let mut body = json!({"argv": ["sh", "-c", "printf '<%s>' \"$TERM\""]});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let cases = [
+        (json!({"tty": true}), "<xterm-256color>"),
+        (json!({"tty": true, "env": {"TERM": "vt100"}}), "<vt100>"),
+        (json!({}), "<dumb>"),
+    ];
+    for (extra, want) in cases {
+        let process = server.spawn(print_term(extra.clone())).await;
+        let received = server.attach(&process.id, "").await.until_exit().await;
+        let out = String::from_utf8_lossy(&received.stdout);
+        assert!(out.contains(want), "{extra}: got {out:?}, want {want}");
+    }
+}

@@ -60,10 +60,13 @@ export interface MintedToken {
   expires_at_ms: number;
 }
 
-let localTokenLookup: (() => string | undefined) | undefined;
+let localTokenLookup: ((baseUrl: string) => string | undefined) | undefined;
 
-/** Sets how a client finds the token of a server on this machine (the Node entry reads tetherd's token file). */
-export function setLocalTokenLookup(lookup: (() => string | undefined) | undefined): void {
+/**
+ * Sets how a client finds the token of the server on this machine at
+ * `baseUrl` (the Node entry reads that server's runtime entry).
+ */
+export function setLocalTokenLookup(lookup: ((baseUrl: string) => string | undefined) | undefined): void {
   localTokenLookup = lookup;
 }
 
@@ -108,9 +111,9 @@ export class TetherClient {
       throw new InvalidArgumentError(`server URL ${JSON.stringify(o.baseUrl)} must start with http:// or https://`);
     }
     this.baseUrl = base;
-    // A server on this machine that generated its token wrote it to a file
-    // (Node only: see node.ts); never used for any other host.
-    this.token = o.token ?? (isLoopbackUrl(url) ? localTokenLookup?.() : undefined);
+    // A server on this machine that generated its token wrote it in its
+    // runtime entry (Node only: see node.ts); never used for any other host.
+    this.token = o.token ?? (isLoopbackUrl(url) ? localTokenLookup?.(base) : undefined);
     this.retry = { ...DEFAULT_RETRY, ...o.retry };
     this.requestTimeoutMs = o.requestTimeoutMs ?? 30_000;
     this.longPollMs = o.longPollMs ?? 25_000;

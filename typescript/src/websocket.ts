@@ -6,14 +6,22 @@
 // can always pass its own with `ClientOptions.WebSocket`.
 
 /** The part of the standard WebSocket API the client uses (browsers, Node 22+ and `ws` all have it). */
+/**
+ * An event handler property, compared bivariantly (as a method is): an
+ * implementation's handlers take its own event types (`ws`'s `Event`,
+ * `MessageEvent`, `CloseEvent`), which carry more than this interface reads,
+ * so `new TetherClient({ WebSocket })` with `ws` type-checks.
+ */
+type Handler<E> = { bivarianceHack(event: E): void }["bivarianceHack"];
+
 export interface WebSocketLike {
   binaryType: string;
   readonly readyState: number;
   readonly protocol: string;
-  onopen: ((event: unknown) => void) | null;
-  onmessage: ((event: { data: unknown }) => void) | null;
-  onclose: ((event: { code: number; reason: string }) => void) | null;
-  onerror: ((event: unknown) => void) | null;
+  onopen: Handler<unknown> | null;
+  onmessage: Handler<{ data: unknown }> | null;
+  onclose: Handler<{ code: number; reason: string }> | null;
+  onerror: Handler<unknown> | null;
   send(data: Uint8Array<ArrayBuffer>): void;
   close(code?: number, reason?: string): void;
 }

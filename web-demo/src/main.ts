@@ -402,16 +402,19 @@ term.onResize(({ cols, rows }) => {
   if (attachment?.process?.tty && mayType()) void attachment.resize(cols, rows).catch(() => {});
 });
 
-// Refit at most once per frame while the window is being resized.
+// Refit at most once per frame whenever the terminal's box changes: a
+// window resize, and also the header wrapping or fonts and styles arriving
+// after the first fit (which left the terminal taller than its box, and
+// the page scrolling under its header).
 let fitPending = false;
-window.addEventListener("resize", () => {
+new ResizeObserver(() => {
   if (fitPending) return;
   fitPending = true;
   requestAnimationFrame(() => {
     fitPending = false;
     fit.fit();
   });
-});
+}).observe($("terminal"));
 
 $<HTMLFormElement>("spawn").addEventListener("submit", (event) => {
   event.preventDefault();

@@ -174,6 +174,40 @@ test("the PTY follows the viewport size", { timeout: 60_000 }, async () => {
   await page.close();
 });
 
+test("the page fits its window: the header never scrolls away, the terminal fits its box", { timeout: 60_000 }, async () => {
+  // Two sizes, the smaller one making the header wrap onto two lines.
+  for (const viewport of [{ width: 1100, height: 700 }, { width: 600, height: 400 }]) {
+    const page = await openTerminal(undefined, { viewport });
+    await run(page, "seq 1 300");
+    await waitForText(page, /^300$/);
+    // Wheel over the header and over the terminal, and ask the window to scroll.
+    await page.mouse.move(20, 10);
+    await page.mouse.wheel(0, 2000);
+    await page.mouse.move(viewport.width / 3, viewport.height - 40);
+    await page.mouse.wheel(0, 2000);
+    await page.evaluate(() => window.scrollTo(0, 10_000));
+    const box = await page.evaluate(() => {
+      const rect = (selector) => document.querySelector(selector).getBoundingClientRect();
+      return {
+        innerHeight: window.innerHeight,
+        scrollHeight: document.documentElement.scrollHeight,
+        scrollY: window.scrollY,
+        headerTop: rect("header").top,
+        terminalBottom: rect("#terminal").bottom,
+        xtermBottom: rect(".xterm-screen").bottom,
+      };
+    });
+    const where = JSON.stringify({ viewport, box });
+    assert.equal(box.scrollHeight, box.innerHeight, `the page is taller than its window: ${where}`);
+    assert.equal(box.scrollY, 0, where);
+    assert.equal(box.headerTop, 0, where);
+    assert.ok(box.xtermBottom <= box.terminalBottom + 0.5, `the terminal overflows its box: ${where}`);
+    assert.ok(box.terminalBottom <= box.innerHeight, where);
+    assert.deepEqual(page.problems, []);
+    await page.close();
+  }
+});
+
 test("a flood of output arrives whole while the tab stays responsive", { timeout: 120_000 }, async (t) => {
   const page = await openTerminal();
   await run(page, "seq 1 200000");

@@ -19,7 +19,7 @@ use super::outbox::Outbox;
 use super::state::{Applied, Shared};
 use super::AttachOptions;
 use crate::client::{path_segment, Backoff, Client};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TransportKind};
 
 /// How one connection ended.
 enum Outcome {
@@ -157,7 +157,13 @@ impl Conn {
             });
         }
         let key = self.run.as_ref().map(|(_, key)| key.as_str());
-        let fut = open(&url, self.client.token(), key, self.input.is_some());
+        let fut = open(
+            &url,
+            self.client.token(),
+            self.client.ws_connector(),
+            key,
+            self.input.is_some(),
+        );
         let (mut ws, process, hello_stdout, applied) =
             match tokio::time::timeout(self.options.connect_timeout, fut).await {
                 Ok(result) => result?,
@@ -165,7 +171,7 @@ impl Conn {
                     return Err(Error::Transport {
                         url,
                         message: "attach timed out".into(),
-                        timeout: true,
+                        kind: TransportKind::Timeout,
                     })
                 }
             }
@@ -404,7 +410,7 @@ impl Conn {
         Error::Transport {
             url: format!("{}/v1/processes/{}/attach", self.client.base_url(), self.id),
             message,
-            timeout: false,
+            kind: TransportKind::Connection,
         }
     }
 }
@@ -434,7 +440,7 @@ async fn send(ws: &mut Ws, frame: ClientFrame) -> Result<()> {
         .map_err(|e| Error::Transport {
             url: String::new(),
             message: format!("sending to the attachment failed: {e}"),
-            timeout: false,
+            kind: TransportKind::Connection,
         })
 }
 

@@ -8,9 +8,9 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, TransportKind};
 
 /// The WebSocket read buffer. tungstenite zero-fills this much before every
 /// socket read, even one that finds nothing; its 128 KiB default cost a few
@@ -59,6 +59,7 @@ impl Opened {
 pub(crate) async fn open(
     url: &str,
     token: Option<&str>,
+    connector: Connector,
     idempotency_key: Option<&str>,
     numbered: bool,
 ) -> Result<Opened> {
@@ -90,35 +91,48 @@ pub(crate) async fn open(
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
     // TCP_NODELAY: a keystroke typed while the previous one is unacknowledged
     // would otherwise wait for the server's delayed ACK (up to 40 ms).
-    let (ws, response) =
-        match tokio_tungstenite::connect_async_with_config(request, Some(config), true).await {
-            Ok(pair) => pair,
-            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-                let status = response.status().as_u16();
-                let code = response
-                    .headers()
-                    .get(tether_protocol::api::ERROR_CODE_HEADER)
-                    .and_then(|v| v.to_str().ok());
-                let body = response.body().as_deref().unwrap_or_default();
-                return Err(Error::from_response(status, code, body));
-            }
-            // The OS's words ("Connection refused (os error 111)"), as an
-            // HTTP call reports them.
-            Err(tokio_tungstenite::tungstenite::Error::Io(e)) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                    timeout: false,
-                })
-            }
-            Err(e) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                    timeout: false,
-                })
-            }
-        };
+    let (ws, response) = match tokio_tungstenite::connect_async_tls_with_config(
+        request,
+        Some(config),
+        true,
+        Some(connector),
+    )
+    .await
+    {
+        Ok(pair) => pair,
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            let status = response.status().as_u16();
+            let code = response
+                .headers()
+                .get(tether_protocol::api::ERROR_CODE_HEADER)
+                .and_then(|v| v.to_str().ok());
+            let body = response.body().as_deref().unwrap_or_default();
+            return Err(Error::from_response(status, code, body));
+        }
+        // The OS's words ("Connection refused (os error 111)"), as an
+        // HTTP call reports them.
+        Err(tokio_tungstenite::tungstenite::Error::Io(e)) => {
+            return Err(Error::Transport {
+                url: url.to_string(),
+                message: e.to_string(),
+                kind: TransportKind::of(&e),
+            })
+        }
+        Err(tokio_tungstenite::tungstenite::Error::Tls(e)) => {
+            return Err(Error::Transport {
+                url: url.to_string(),
+                message: e.to_string(),
+                kind: TransportKind::Tls,
+            })
+        }
+        Err(e) => {
+            return Err(Error::Transport {
+                url: url.to_string(),
+                message: e.to_string(),
+                kind: TransportKind::of(&e),
+            })
+        }
+    };
     if let Some(protocol) = response.headers().get("sec-websocket-protocol") {
         if protocol.as_bytes() != SUBPROTOCOL.as_bytes() {
             return Err(Error::Protocol(format!(
@@ -148,14 +162,14 @@ async fn next_binary(ws: &mut Ws, url: &str, expected: &str) -> Result<Vec<u8>> 
                 return Err(Error::Transport {
                     url: url.to_string(),
                     message: e.to_string(),
-                    timeout: false,
+                    kind: TransportKind::Connection,
                 })
             }
             None => {
                 return Err(Error::Transport {
                     url: url.to_string(),
                     message: format!("closed before {expected}"),
-                    timeout: false,
+                    kind: TransportKind::Connection,
                 })
             }
         };
@@ -165,7 +179,7 @@ async fn next_binary(ws: &mut Ws, url: &str, expected: &str) -> Result<Vec<u8>> 
                 return Err(Error::Transport {
                     url: url.to_string(),
                     message: format!("closed before {expected}"),
-                    timeout: false,
+                    kind: TransportKind::Connection,
                 })
             }
             _ => continue,

@@ -11,7 +11,7 @@ never losing the tail::
 
 - :class:`AsyncClient` (asyncio) and :class:`Client` (blocking, for scripts
   and notebooks): spawn, get, list, wait (across long-poll expiries and
-  transient errors), signal, kill, stdin, resize.
+  transient errors), signal, kill (keeps the process), remove (forgets it), stdin, resize.
 - ``exec`` runs to completion; ``exec_stream`` streams the output chunk by
   chunk with bounded memory; ``attach`` gives an :class:`Attachment` with a
   reader per stream, credit flow control, automatic resume from the saved
@@ -25,7 +25,7 @@ from .attach import AttachContext, Attachment, AttachOptions, Chunk, OutputReade
 from .output import Utf8Decoder
 from .client import DEFAULT_SERVER, AsyncClient
 from .http_api import MintedToken
-from .local_token import local_token_path
+from .local_token import local_token_for, local_token_path, runtime_dir
 from .spawn import spawn_body
 from .errors import (
     AttachmentClosed,
@@ -44,6 +44,7 @@ from .errors import (
     ProtocolError,
     RetriesExhausted,
     ServerError,
+    StillRunning,
     SpawnFailed,
     StdinUnavailable,
     TetherError,
@@ -95,6 +96,7 @@ __all__ = [
     "Run",
     "RunContext",
     "ServerError",
+    "StillRunning",
     "SpawnFailed",
     "StdinUnavailable",
     "StreamName",
@@ -108,7 +110,9 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unreachable",
+    "local_token_for",
     "local_token_path",
+    "runtime_dir",
     "Utf8Decoder",
     "spawn_body",
 ]

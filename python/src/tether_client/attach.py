@@ -7,12 +7,13 @@ The connection that carries it, resumes it and grants credit is
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from types import TracebackType
 
 from .connection import AttachOptions, Connection, WaitExit
 from .endpoint import Endpoint
-from .errors import AttachmentClosed, InvalidArgument
+from .errors import AttachmentClosed, InvalidArgument, TetherError
 from .output import Chunk, OutputReader
 from .protocol import MAX_TERMINAL_SIZE, ProcessInfo, Resize, Signal, Stdin, StdinEof, parse_signal
 
@@ -159,8 +160,12 @@ class Attachment:
         await self.close()
 
 
+KillProcess = Callable[[str], Awaitable[object]]
+"""Kills and forgets a process by id (:meth:`AsyncClient.remove` with ``force``)."""
+
+
 class AttachContext:
-    """What :meth:`AsyncClient.attach` returns: ``await`` it for an :class:`Attachment`, or ``async with`` it to have the attachment closed on exit."""
+    """What :meth:`AsyncClient.attach` and :meth:`AsyncClient.run` return: ``await`` it for an :class:`Attachment`, or ``async with`` it to have the attachment closed on exit (and, for a run, the process killed if it has not exited)."""
 
     def __init__(
         self,
@@ -169,12 +174,14 @@ class AttachContext:
         process_id: str,
         options: AttachOptions,
         run: tuple[str, str] | None = None,
+        kill: KillProcess | None = None,
     ) -> None:
         self._endpoint = endpoint
         self._wait_exit = wait_exit
         self._id = process_id
         self._options = options
         self._run = run
+        self._kill = kill
         self._attachment: Attachment | None = None
 
     async def _open(self) -> Attachment:
@@ -195,8 +202,16 @@ class AttachContext:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._attachment is not None:
-            await self._attachment.close()
+        attachment = self._attachment
+        if attachment is None:
+            return
+        # A run's process is this block's, as exec_stream's is: leaving the
+        # block before its exit kills it (an attach leaves it running).
+        exited = attachment.exit_info is not None
+        await attachment.close()
+        if self._kill is not None and not exited and attachment.id:
+            with contextlib.suppress(TetherError):
+                await self._kill(attachment.id)
 
 
 __all__ = ["AttachContext", "AttachOptions", "Attachment", "Chunk", "OutputReader"]

@@ -8,6 +8,7 @@ calls they make), never this class, so that nothing below imports it.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from typing import Any
 from .attach import AttachContext, AttachOptions
 from .errors import InvalidArgument
 from .http_api import DEFAULT_SERVER, LONG_POLL, HttpApi, MintedToken
-from .local_token import is_local_url, local_token, local_token_path
+from .local_token import is_local_url, local_token_for, local_token_path, runtime_dir
 from .protocol import Overflow
 from .retry import RetryPolicy
 from .run import ExecResult, RunContext, exec_command
@@ -30,8 +31,9 @@ __all__ = [
     "AsyncClient",
     "MintedToken",
     "is_local_url",
-    "local_token",
+    "local_token_for",
     "local_token_path",
+    "runtime_dir",
     "spawn_body",
 ]
 
@@ -42,7 +44,7 @@ class AsyncClient(HttpApi):
     ``url`` defaults to ``TETHER_SERVER`` or ``http://127.0.0.1:7420``;
     ``token`` to ``TETHER_TOKEN`` (sent as ``Authorization: Bearer``), else,
     for a server on this machine (a loopback address or ``localhost``), the
-    token it generated, from :func:`local_token_path`. ``ssl`` is the TLS
+    token it generated, from its runtime entry (:func:`local_token_for`). ``ssl`` is the TLS
     context for an ``https://`` server (a private CA, say).
     ``retry`` governs the calls that are safe to retry (spawn, get, list,
     wait, attach); ``request_timeout`` bounds each ordinary request in
@@ -165,7 +167,16 @@ class AsyncClient(HttpApi):
             reconnect=reconnect or self.retry,
             connect_timeout=connect_timeout,
         )
-        return AttachContext(self.endpoint, self.wait, "", options, run=(json.dumps(dict(body)), str(uuid.uuid4())))
+        return AttachContext(
+            self.endpoint,
+            self.wait,
+            "",
+            options,
+            run=(json.dumps(dict(body)), str(uuid.uuid4())),
+            # Leaving the block before the exit kills and forgets, as
+            # exec_stream's and terminal's do.
+            kill=functools.partial(self.remove, force=True),
+        )
 
     async def exec(
         self,

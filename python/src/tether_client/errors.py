@@ -62,6 +62,10 @@ class NotRunning(ServerError):
     """409 ``not_running``: the process has already exited."""
 
 
+class StillRunning(ServerError):
+    """409 ``still_running``: ``remove`` of a running process; ``remove(id, force=True)`` kills and forgets it (``tether rm -f``), ``kill`` only kills it."""
+
+
 class StdinUnavailable(ServerError):
     """409 ``stdin_unavailable``: the process was spawned without ``stdin=True``, or its stdin is closed."""
 
@@ -97,10 +101,12 @@ _BY_CODE: dict[str, type[ServerError]] = {
     "token_process_gone": Unauthorized,
     "out_of_scope": Forbidden,
     "missing_right": Forbidden,
+    "user_unavailable": Forbidden,
     "forbidden_origin": Forbidden,
     "forbidden_host": Forbidden,
     "not_found": NotFound,
     "not_running": NotRunning,
+    "still_running": StillRunning,
     "stdin_unavailable": StdinUnavailable,
     "body_too_large": BodyTooLarge,
     "spawn_failed": SpawnFailed,

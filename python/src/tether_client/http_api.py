@@ -1,4 +1,4 @@
-""":class:`HttpApi`: tetherd's HTTP calls (spawn, get, list, wait, signal, kill, stdin, resize, tokens), with retries where they are safe.
+""":class:`HttpApi`: tetherd's HTTP calls (spawn, get, list, wait, signal, kill, remove, stdin, resize, tokens), with retries where they are safe.
 
 :class:`~tether_client.AsyncClient` is this plus the calls that attach
 (``attach``, ``run``, ``exec``, ``terminal``); the split keeps each file to
@@ -21,7 +21,7 @@ import httpx
 
 from .endpoint import Endpoint, segment
 from .errors import InvalidArgument, ProtocolError, TetherError, TransportError, error_from_response
-from .local_token import is_local_url, local_token
+from .local_token import local_token_for
 from .protocol import Overflow, ProcessInfo, parse_signal
 from .retry import Backoff, RetryPolicy
 from .spawn import check_size, spawn_body
@@ -92,8 +92,12 @@ class HttpApi:
         else:
             raise InvalidArgument(f"server URL {base!r} must start with http:// or https://")
         env_token = os.environ.get("TETHER_TOKEN")
-        if token is None and not env_token and is_local_url(base):
-            env_token = local_token()
+        self._token_guessed: str | None = None
+        """Where the token was guessed from (or looked for in vain): said with a 401."""
+        if token is None and not env_token:
+            found = local_token_for(base)
+            if found is not None:
+                env_token, self._token_guessed = found
         self.token: str | None = token if token is not None else (env_token or None)
         """The bearer token sent with every request, if any."""
         self.retry = retry or RetryPolicy()
@@ -222,18 +226,24 @@ class HttpApi:
         )
 
     async def kill(self, process_id: str) -> ProcessInfo:
-        """Kills the whole session of the process (SIGTERM, SIGKILL after the server's grace), waits for its exit, forgets it on the server and returns its final object (reason ``killed`` if it was running). Not retried.
+        """Kills the whole session of the process (SIGTERM, SIGKILL after the server's grace), waits for its exit and returns its final object (reason ``killed`` if it was running); the server keeps it, with its output and exit, until :meth:`remove` or its TTL (``tether kill``, ``docker kill``). Not retried."""
+        return ProcessInfo.from_wire(
+            await self._json(
+                "POST",
+                f"/v1/processes/{segment(process_id)}/kill",
+                # The server answers once the process has exited: allow for
+                # its kill grace and drain bound.
+                timeout=self.request_timeout + 10.0,
+            )
+        )
 
-        This is the one place that knows how the server kills: today
-        ``DELETE /v1/processes/{id}?force=1`` (a plain DELETE refuses a running
-        process with 409 ``still_running``; ``POST .../kill`` kills and keeps).
-        """
+    async def remove(self, process_id: str, *, force: bool = False) -> ProcessInfo:
+        """Forgets an exited process, its output and its exit, and returns its last object (``tether rm``). A running one raises :class:`Conflict` (``still_running``) unless ``force``, which kills it first and forgets it once it has exited (``tether rm -f``). Not retried."""
+        query = "?force=1" if force else ""
         return ProcessInfo.from_wire(
             await self._json(
                 "DELETE",
-                f"/v1/processes/{segment(process_id)}?force=1",
-                # The server answers once the process has exited: allow for
-                # its kill grace and drain bound.
+                f"/v1/processes/{segment(process_id)}{query}",
                 timeout=self.request_timeout + 10.0,
             )
         )
@@ -371,7 +381,11 @@ class HttpApi:
         self._note_contact()
         if response.is_success:
             return response.content
-        raise error_from_response(response.status_code, response.content)
+        error = error_from_response(response.status_code, response.content)
+        if response.status_code == 401 and self._token_guessed is not None:
+            # A guessed token says where it was looked for.
+            raise type(error)(error.status, error.code, f"{error.message} (token guessed from {self._token_guessed})")
+        raise error
 
 
 def _describe(error: BaseException) -> str:

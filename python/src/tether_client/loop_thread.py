@@ -54,9 +54,29 @@ class LoopThread:
                 self.run(close())
 
     def close(self) -> None:
-        """Stops the loop and its thread."""
+        """Ends what is left on the loop (as ``asyncio.run`` does), then stops the loop and its thread."""
+        if self.loop.is_running() and threading.current_thread() is not self._thread:
+            # A connection's own tasks (websockets' keepalive, a closing
+            # handshake) may outlive the close that started their end: a
+            # loop stopped under them reports "Task was destroyed but it is
+            # pending!" at exit.
+            finishing = asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self.loop)
+            try:
+                finishing.result(timeout=5)
+            except Exception:  # noqa: BLE001: closing goes on whatever the tasks did
+                finishing.cancel()
         if self.loop.is_running():
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=5)
         if not self.loop.is_running():
             self.loop.close()
+
+
+async def _cancel_the_rest() -> None:
+    """Cancels every other task of the running loop and waits for them, then finalises async generators."""
+    current = asyncio.current_task()
+    rest = [task for task in asyncio.all_tasks() if task is not current]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()

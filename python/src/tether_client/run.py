@@ -29,7 +29,7 @@ class ProcessHost(Protocol):
 
     def attach(self, process_id: str, *, window: int = ...) -> AttachContext: ...
 
-    async def kill(self, process_id: str) -> ProcessInfo: ...
+    async def remove(self, process_id: str, *, force: bool = False) -> ProcessInfo: ...
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,7 @@ class RunContext:
             attachment = await self._client.attach(process.id, window=self._window)
         except BaseException:
             with contextlib.suppress(TetherError):
-                await self._client.kill(process.id)
+                await self._client.remove(process.id, force=True)
             raise
         self._run = Run(process, attachment)
         return self._run
@@ -250,4 +250,4 @@ class RunContext:
         await run.attachment.close()
         if not exited:
             with contextlib.suppress(TetherError):
-                await self._client.kill(run.process.id)
+                await self._client.remove(run.process.id, force=True)

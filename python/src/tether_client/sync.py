@@ -129,8 +129,12 @@ class Client:
         return self._runner.run(self.aio.signal(process_id, signal))
 
     def kill(self, process_id: str) -> ProcessInfo:
-        """Kills the whole session and forgets the process (:meth:`AsyncClient.kill`)."""
+        """Kills the whole session and keeps the process until :meth:`remove` (:meth:`AsyncClient.kill`)."""
         return self._runner.run(self.aio.kill(process_id))
+
+    def remove(self, process_id: str, *, force: bool = False) -> ProcessInfo:
+        """Forgets the process; ``force`` kills a running one first (:meth:`AsyncClient.remove`)."""
+        return self._runner.run(self.aio.remove(process_id, force=force))
 
     def write_stdin(self, process_id: str, data: bytes | str) -> None:
         """Writes to stdin over HTTP (:meth:`AsyncClient.write_stdin`)."""
@@ -236,10 +240,7 @@ class Client:
             connect_timeout=connect_timeout,
         )
 
-        async def open_() -> Attachment:
-            return await context
-
-        return SyncAttachment(self._runner, self._runner.run(open_()))
+        return SyncAttachment(self._runner, self._runner.run(context.__aenter__()), context)
 
     def exec_stream(
         self,

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from types import TracebackType
 
-from .attach import Attachment, Chunk, OutputReader
+from .attach import AttachContext, Attachment, Chunk, OutputReader
 from .loop_thread import LoopThread
 from .protocol import ProcessInfo
 from .run import ExitStatus, Run, RunContext
@@ -58,14 +58,36 @@ class SyncReader:
 class SyncAttachment:
     """The blocking form of :class:`Attachment`."""
 
-    def __init__(self, runner: LoopThread, attachment: Attachment) -> None:
+    def __init__(self, runner: LoopThread, attachment: Attachment, context: AttachContext | None = None) -> None:
         self._runner = runner
+        # The context that opened it, whose exit also kills an unexited run.
+        self._context = context
         self.aio = attachment
         """The :class:`Attachment` behind this one."""
         self.stdout = SyncReader(runner, attachment.stdout)
         """The stdout reader."""
         self.stderr = SyncReader(runner, attachment.stderr)
         """The stderr reader."""
+
+    @property
+    def id(self) -> str:
+        """The process id (for a run, the new process's)."""
+        return self.aio.id
+
+    @property
+    def process(self) -> ProcessInfo | None:
+        """The process object of the first ``hello`` frame."""
+        return self.aio.process
+
+    @property
+    def exit_info(self) -> ProcessInfo | None:
+        """The exited process object, if the exit is already known."""
+        return self.aio.exit_info
+
+    @property
+    def last_rejection(self) -> tuple[str, str] | None:
+        """Code and message of the last request the server refused without ending the attachment."""
+        return self.aio.last_rejection
 
     @property
     def connections(self) -> int:
@@ -109,7 +131,10 @@ class SyncAttachment:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if self._context is None:
+            self.close()
+        else:
+            self._runner.run(self._context.__aexit__(exc_type, exc, tb))
 
 
 class SyncRun:

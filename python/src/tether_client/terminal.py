@@ -183,7 +183,7 @@ class TerminalContext:
             attachment = await self._client.attach(process.id)
         except BaseException:
             with contextlib.suppress(TetherError):
-                await self._client.kill(process.id)
+                await self._client.remove(process.id, force=True)
             raise
         self._terminal = Terminal(process, attachment)
         return self._terminal
@@ -201,4 +201,4 @@ class TerminalContext:
         await terminal.attachment.close()
         if not exited:
             with contextlib.suppress(TetherError):
-                await self._client.kill(terminal.process.id)
+                await self._client.remove(terminal.process.id, force=True)

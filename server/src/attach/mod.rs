@@ -108,18 +108,31 @@ pub fn configure_upgrade(
         .on_failed_upgrade(|e| tracing::info!(error = %e, "websocket upgrade failed"))
 }
 
-/// Takes an attachment slot (per process and in total).
-pub fn admit(table: &Arc<ProcessTable>, process: &Arc<Process>) -> Result<Admission, ApiError> {
-    let per_process = process.attachment_slots.take().ok_or_else(|| {
+/// Takes an attachment slot (per process and in total). A viewer (an
+/// attachment that cannot write: read-only, or an output reader) leaves
+/// the last slot free for a writer, so viewers can never lock the operator
+/// out of a process (unless the limit is 1).
+pub fn admit(
+    table: &Arc<ProcessTable>,
+    process: &Arc<Process>,
+    writer: bool,
+) -> Result<Admission, ApiError> {
+    let keep = usize::from(!writer);
+    let viewers = if writer {
+        ""
+    } else {
+        "; the last is kept for a writer"
+    };
+    let per_process = process.attachment_slots.take_leaving(keep).ok_or_else(|| {
         ApiError::TooManyAttachments(format!(
-            "process {} has {} (limit --max-attachments-per-process)",
+            "process {} has {} (limit --max-attachments-per-process{viewers})",
             process.id,
             process.attachment_slots.limit()
         ))
     })?;
-    let total = table.attachment_slots.take().ok_or_else(|| {
+    let total = table.attachment_slots.take_leaving(keep).ok_or_else(|| {
         ApiError::TooManyAttachments(format!(
-            "{} in total (limit --max-attachments)",
+            "{} in total (limit --max-attachments{viewers})",
             table.attachment_slots.limit()
         ))
     })?;

@@ -128,7 +128,8 @@ fn upgrade_to_attachment(
     input: Option<(String, bool)>,
     upgrade: WebSocketUpgrade,
 ) -> ApiResult<Response> {
-    let mut admission = attach::admit(table, &process)?;
+    let writer = !options.readonly && grant.may_write();
+    let mut admission = attach::admit(table, &process, writer)?;
     if let Some((id, resume)) = input {
         let config = table.config();
         let claim = process.inputs.claim(
@@ -145,11 +146,7 @@ fn upgrade_to_attachment(
             Err(error) => return Err(error),
         };
     }
-    let mode = if options.readonly || !grant.may_write() {
-        "read"
-    } else {
-        "read,write"
-    };
+    let mode = if !writer { "read" } else { "read,write" };
     Ok(attach::configure_upgrade(upgrade, table.config(), SUBPROTOCOL)
         .on_upgrade(move |socket| {
             use tracing::Instrument;

@@ -8,9 +8,22 @@
 //! Output is read while the process runs (from offset 0, as an attachment
 //! would), so the first bytes are kept however much follows. A deadline
 //! (`timeout_ms`) answers reason `timeout` with what was printed before it.
-//! A client that goes away leaves the command running (it stays listed,
-//! readable through `output` until the exited TTL) unless it asked for
-//! `kill_on_disconnect`.
+//!
+//! Inside the budgets: `max_output_bytes` is at most
+//! `--max-exec-output-bytes`, and three times it per stream (the bytes
+//! kept, their encoding, the answer's body) is reserved against
+//! `--retain-total` before the command starts (503 `retention_exhausted`
+//! when it does not fit). Output that is not clean text (invalid UTF-8, or
+//! a control character JSON would spell as a six-byte `\u00XX`) is sent as
+//! base64, so the answer is at most 4/3 of the bytes.
+//!
+//! `input` (text) or `input_base64` is written to the command's stdin, which
+//! is then closed (bounded by `--max-body-bytes`, as the whole body is).
+//!
+//! A client that goes away kills the command (`kill_on_disconnect`, default
+//! true): an interrupted `curl` or a cancelled tool call should not leave
+//! work running that nobody will read. `kill_on_disconnect: false` leaves it
+//! running (listed, readable through `output` until the exited TTL).
 
 use std::sync::Arc;
 
@@ -77,22 +90,46 @@ pub async fn exec(
     })?;
     let mut fields: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&body)
         .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))?;
+    let most = table.config().max_exec_output_bytes;
     let cap = match fields.remove("max_output_bytes") {
-        None => DEFAULT_MAX_OUTPUT,
+        None => DEFAULT_MAX_OUTPUT.min(most),
         Some(value) => value.as_u64().ok_or_else(|| {
             ApiError::InvalidRequest("max_output_bytes must be a non-negative integer".into())
         })?,
     };
+    if cap > most {
+        return Err(ApiError::InvalidRequest(format!(
+            "max_output_bytes {cap} is more than this server's --max-exec-output-bytes {most}"
+        )));
+    }
+    let input = take_input(&mut fields)?;
     let kill_on_disconnect = match fields.remove("kill_on_disconnect") {
-        None => false,
+        None => true,
         Some(value) => value.as_bool().ok_or_else(|| {
             ApiError::InvalidRequest("kill_on_disconnect must be true or false".into())
         })?,
     };
-    let request: SpawnRequest = serde_json::from_value(serde_json::Value::Object(fields))
+    let mut request: SpawnRequest = serde_json::from_value(serde_json::Value::Object(fields))
         .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))?;
+    if input.is_some() {
+        request.stdin = true;
+    }
+    let _budget = table.reserve_memory(cap.saturating_mul(3 * StreamName::ALL.len() as u64))?;
     let (process, _) = table.spawn(request, None).await?;
     grant.audit("spawn", &process.id);
+    if let Some(input) = input {
+        // Beside the reading below: a command that prints before it reads
+        // never waits on us.
+        let process = process.clone();
+        tokio::spawn(async move {
+            if !input.is_empty() {
+                if let Err(e) = process.write_stdin(input).await {
+                    tracing::debug!(id = %process.id, error = %e, "exec input not written whole");
+                }
+            }
+            let _ = process.close_stdin().await;
+        });
+    }
     let guard = KillOnDrop {
         process: kill_on_disconnect.then(|| process.clone()),
     };
@@ -133,14 +170,49 @@ pub async fn exec(
     }))
 }
 
+/// `input` (text) or `input_base64` (not both): the bytes for stdin.
+fn take_input(
+    fields: &mut serde_json::Map<String, serde_json::Value>,
+) -> Result<Option<Vec<u8>>, ApiError> {
+    let text = fields.remove("input");
+    let encoded = fields.remove("input_base64");
+    let bad = |what: &str| ApiError::InvalidRequest(format!("{what} must be a string"));
+    match (text, encoded) {
+        (Some(_), Some(_)) => Err(ApiError::InvalidRequest(
+            "give input or input_base64, not both".into(),
+        )),
+        (Some(text), None) => Ok(Some(
+            text.as_str()
+                .ok_or_else(|| bad("input"))?
+                .as_bytes()
+                .to_vec(),
+        )),
+        (None, Some(encoded)) => {
+            let encoded = encoded.as_str().ok_or_else(|| bad("input_base64"))?;
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map(Some)
+                .map_err(|e| ApiError::InvalidRequest(format!("input_base64 is not base64: {e}")))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// Text JSON carries at no more than twice its size: valid UTF-8 without
+/// the control characters JSON spells as six bytes (`\u0000`); tab,
+/// newline, carriage return, backspace and form feed have two-byte escapes.
+fn is_clean_text(text: &str) -> bool {
+    text.bytes()
+        .all(|b| b >= 0x20 || matches!(b, b'\t' | b'\n' | b'\r' | 0x08 | 0x0c))
+}
+
 fn captured(bytes: Vec<u8>, truncated: bool, dropped: u64) -> CapturedOutput {
     let length = bytes.len() as u64;
+    let base64 = |bytes: Vec<u8>| base64::engine::general_purpose::STANDARD.encode(bytes);
     let (data, encoding) = match String::from_utf8(bytes) {
-        Ok(text) => (text, "utf8"),
-        Err(e) => (
-            base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
-            "base64",
-        ),
+        Ok(text) if is_clean_text(&text) => (text, "utf8"),
+        Ok(text) => (base64(text.into_bytes()), "base64"),
+        Err(e) => (base64(e.into_bytes()), "base64"),
     };
     CapturedOutput {
         data,

@@ -30,7 +30,7 @@ use http_body::Frame;
 use tether_protocol::{ProcessInfo, StreamName};
 
 use super::follow::{Chunk, Follower};
-use super::params::query_u64;
+use super::params::{query_bool, query_u64};
 use crate::attach;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
@@ -60,7 +60,8 @@ pub async fn output(
         .get(ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
-    let follow = matches!(query.get("follow").map(String::as_str), Some("1" | "true"));
+    // Strict like every boolean: `follow=yes` is a 400, not a silent 0.
+    let follow = query_bool(&query, "follow")?.unwrap_or(false);
     let streams = match query.get("stream").map(String::as_str) {
         Some("stdout") => vec![StreamName::Stdout],
         Some("stderr") => vec![StreamName::Stderr],
@@ -108,7 +109,7 @@ pub async fn output(
             )));
         }
     }
-    let admission = attach::admit(&table, &process)?;
+    let admission = attach::admit(&table, &process, false)?;
     let max = table.config().max_data_frame_bytes;
     let keepalive = table.config().ping_interval();
     let follower = Follower::new(process, streams, starts, max, Some(admission));

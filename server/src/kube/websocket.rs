@@ -90,7 +90,7 @@ pub async fn exec(
         crate::attach::configure_upgrade(upgrade, &config, protocol.name()).on_upgrade(
             move |socket| async move {
                 let admitted = match table.spawn_named(request, None, Some(names)).await {
-                    Ok((process, _)) => match attach::admit(&table, &process) {
+                    Ok((process, _)) => match attach::admit(&table, &process, true) {
                         Ok(admission) => Ok((process, admission)),
                         Err(error) => {
                             process.kill(ExitReason::Killed).await;
@@ -125,7 +125,7 @@ pub async fn attach(
     let process = grant.process(&table, Need::Read, &pod)?;
     let upgrade = upgrade_of(upgrade, "attach")?;
     let protocol = negotiate(&headers)?;
-    let admission = attach::admit(&table, &process)?;
+    let admission = attach::admit(&table, &process, true)?;
     let config = table.config().clone();
     let framing = KubeFraming::new(protocol, query.stdout, query.stderr, process.tty);
     let readonly = !query.stdin;

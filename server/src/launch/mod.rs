@@ -105,8 +105,12 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
     let io = match plan.tty {
         Some(size) => {
             let (master, slave) = crate::pty::open(size).map_err(|e| internal("openpty", e))?;
-            env.entry("TERM".into())
-                .or_insert_with(|| "xterm-256color".into());
+            // The terminal is tetherd's emulator (and the clients'), never
+            // the terminal tetherd itself was started from: its own TERM
+            // (inherited above) gives way unless the spawn's env sets one.
+            if !plan.env.contains_key("TERM") {
+                env.insert("TERM".into(), "xterm-256color".into());
+            }
             stdio = [slave.as_raw_fd(); 3];
             child_side = vec![slave];
             StartedIo::Pty(master)

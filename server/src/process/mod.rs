@@ -105,8 +105,14 @@ impl Process {
     /// The process object as of now: once exited, the one the supervisor
     /// published, so every view carries the same final totals.
     pub fn info(&self) -> ProcessInfo {
-        if let Some(exited) = &*self.exit.borrow() {
-            return exited.info.clone();
+        let exited = self.exit.borrow().as_ref().map(|e| e.info.clone());
+        if let Some(mut info) = exited {
+            // A log found unreadable after the exit (a recovered one) is
+            // said here too.
+            if info.retention_error.is_none() {
+                info.retention_error = self.output.retention_error();
+            }
+            return info;
         }
         let [stdout_bytes, stderr_bytes] = self.output.totals();
         ProcessInfo {

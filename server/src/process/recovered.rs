@@ -56,9 +56,9 @@ impl Process {
         }));
         Arc::new(Process {
             id: info.id,
-            // Names are not carried across a restart: the new run's
-            // processes may take them.
-            name: None,
+            // Kept across a restart (checked and unique: the table's
+            // recovery), so a name never points at two processes.
+            name: info.name.clone(),
             pid: info.pid,
             argv: info.argv,
             tty: info.tty,

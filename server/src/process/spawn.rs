@@ -60,6 +60,9 @@ pub struct SpawnPlan {
     pub name: Option<String>,
     /// `unattached_timeout_ms`, if any.
     pub unattached_timeout: Option<Duration>,
+    /// The spawn's own `user`: the uid and gid it runs as, resolved when
+    /// planned (else the server's `--user`, if any).
+    pub identity: Option<(u32, u32)>,
 }
 
 /// What a known process costs besides its argv and output: the process
@@ -145,7 +148,9 @@ pub fn spawn(
             tty: plan.tty,
             stdin: plan.stdin,
             secret_env: SECRET_ENV,
-            identity: config.spawn_identity.as_ref().map(|i| (i.uid, i.gid)),
+            identity: plan
+                .identity
+                .or_else(|| config.spawn_identity.as_ref().map(|i| (i.uid, i.gid))),
             open_file_limit: crate::limits::inherited_limit(),
         },
         crate::contain::current(),

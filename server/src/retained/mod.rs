@@ -12,6 +12,7 @@
 //! the "Block mode" section below; disk writes and reads happen outside
 //! its lock.
 
+pub mod dir;
 pub mod disk;
 pub mod log;
 mod ring;
@@ -358,8 +359,11 @@ impl RetainedOutput {
                 }
                 let bytes = &mut bytes[..length as usize];
                 if let Err(e) = file.read(offset, bytes) {
-                    tracing::warn!(error = %e, offset, length, "reading the disk log failed");
-                    return Some(Next::Dropped { offset, length });
+                    // The rest of the file is reported as dropped in one
+                    // range by the next answer: no reader loops over a
+                    // broken file chunk by chunk.
+                    self.lock().buffers[stream.index()].unreadable(offset, &e);
+                    return None;
                 }
                 self.lock().buffers[stream.index()]
                     .still_on_disk(offset)

@@ -226,3 +226,33 @@ impl ProcessTable {
         Ok(())
     }
 }
+
+/// Memory an exec holds outside retention while it runs (its buffered
+/// output and the answer made from it), counted against `--retain-total`
+/// like a process's retention; released on drop.
+pub struct MemoryReservation {
+    table: Arc<ProcessTable>,
+    bytes: u64,
+}
+
+impl ProcessTable {
+    /// Reserves `bytes` of the memory budget, forgetting the oldest exited
+    /// processes early if that is what it takes; 503 `retention_exhausted`
+    /// when it does not fit.
+    pub fn reserve_memory(self: &Arc<Self>, bytes: u64) -> Result<MemoryReservation, ApiError> {
+        let mut entries = self.entries();
+        self.make_room(&mut entries, bytes, 0)?;
+        entries.reserved += bytes;
+        Ok(MemoryReservation {
+            table: self.clone(),
+            bytes,
+        })
+    }
+}
+
+impl Drop for MemoryReservation {
+    fn drop(&mut self) {
+        let mut entries = self.table.entries();
+        entries.reserved = entries.reserved.saturating_sub(self.bytes);
+    }
+}

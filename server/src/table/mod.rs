@@ -23,6 +23,7 @@ use crate::process::Process;
 use crate::slots::Slots;
 
 mod admit;
+pub use admit::MemoryReservation;
 mod plan;
 
 #[derive(Default)]
@@ -91,17 +92,18 @@ impl ProcessTable {
         &self.config
     }
 
-    /// Looks a process up by id, or by the name it was given. An id of
-    /// another node is a misrouted request (421), not a process that does
-    /// not exist.
+    /// Looks a process up by id, or by the name it was given. Names never
+    /// look like ids, so what looks like one is looked up only among ids,
+    /// anything else only among names. An id of another node is a
+    /// misrouted request (421), not a process that does not exist.
     pub fn get(&self, id_or_name: &str) -> Result<Arc<Process>, ApiError> {
         let entries = self.entries();
-        let id = entries
-            .names
-            .get(id_or_name)
-            .map(String::as_str)
-            .unwrap_or(id_or_name);
-        if let Some(process) = entries.processes.get(id) {
+        let id = if tether_protocol::api::looks_like_process_id(id_or_name) {
+            Some(id_or_name)
+        } else {
+            entries.names.get(id_or_name).map(String::as_str)
+        };
+        if let Some(process) = id.and_then(|id| entries.processes.get(id)) {
             return Ok(process.clone());
         }
         match crate::process::node_of(id_or_name) {
@@ -226,7 +228,19 @@ impl ProcessTable {
     /// exited, and forgets them after the exited TTL.
     pub fn recover(self: &Arc<Self>) {
         let Some(dir) = &self.data_dir else { return };
-        for recovered in dir.recover() {
+        for mut recovered in dir.recover() {
+            // A name read back is checked like a new one, and kept only
+            // while unique (records are files anyone with the directory
+            // could have edited).
+            if let Some(name) = recovered.info.name.take() {
+                let taken = self.entries().names.contains_key(&name);
+                match plan::check_name(&name) {
+                    Ok(()) if !taken => recovered.info.name = Some(name),
+                    _ => {
+                        tracing::warn!(id = %recovered.info.id, name, "a recovered process's name is invalid or taken: dropped")
+                    }
+                }
+            }
             let process = Process::recovered(recovered, &self.config, self.metrics.clone());
             let age = process
                 .finished_at()
@@ -240,6 +254,9 @@ impl ProcessTable {
             tracing::info!(id = %process.id, reason = ?process.info().reason, "recovered from the data directory");
             {
                 let mut entries = self.entries();
+                if let Some(name) = &process.name {
+                    entries.names.insert(name.clone(), process.id.clone());
+                }
                 entries.reserved_disk += process.reserved_disk_bytes;
                 entries
                     .processes

@@ -62,6 +62,7 @@ impl ProcessTable {
         if let Some(name) = &request.name {
             check_name(name)?;
         }
+        let identity = request.user.as_deref().map(spawn_user).transpose()?;
         Ok(SpawnPlan {
             metadata_bytes,
             argv,
@@ -83,23 +84,41 @@ impl ProcessTable {
                 .unattached_timeout_ms
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
+            identity,
         })
     }
 }
 
+/// A spawn's `user`: its uid and gid, when the server runs as root (only
+/// root can switch user); never root itself, whose children could read the
+/// server's memory and token.
+fn spawn_user(user: &str) -> Result<(u32, u32), ApiError> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Err(ApiError::UserUnavailable(format!(
+            "user {user:?}: tetherd runs as uid {} and can only start processes as itself; \
+             switching user needs tetherd to run as root",
+            nix::unistd::Uid::effective()
+        )));
+    }
+    crate::secret::resolve_identity(user, None)
+        .map(|identity| (identity.uid, identity.gid))
+        .map_err(|e| ApiError::InvalidRequest(format!("user {user:?}: {e}")))
+}
+
 /// A process name: 1 to [`MAX_NAME_LEN`] of `A-Z a-z 0-9 . _ -`, and not
-/// something that reads as an id (32 hex digits), so a lookup is never
-/// ambiguous.
-fn check_name(name: &str) -> Result<(), ApiError> {
+/// something that reads as an id (32 hex digits, alone or after a `.` as
+/// in `NODE.HEX32`), so names and ids are two namespaces a lookup never
+/// confuses. Also checks names read back from a record.
+pub(super) fn check_name(name: &str) -> Result<(), ApiError> {
     let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-');
     if name.is_empty() || name.len() > MAX_NAME_LEN || !name.bytes().all(allowed) {
         return Err(ApiError::InvalidRequest(format!(
             "name {name:?} must be 1 to {MAX_NAME_LEN} of A-Z a-z 0-9 . _ -"
         )));
     }
-    if name.len() == 32 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if tether_protocol::api::looks_like_process_id(name) {
         return Err(ApiError::InvalidRequest(format!(
-            "name {name:?} looks like a process id; choose another"
+            "name {name:?} looks like a process id (32 hex digits, alone or after a '.'); choose another"
         )));
     }
     Ok(())

@@ -262,6 +262,73 @@ async fn after_its_expiry_every_request_with_the_token_is_refused() {
 }
 
 #[tokio::test]
+async fn streams_opened_before_the_expiry_stay_open_on_websocket_and_sse_alike() {
+    let server = server();
+    let flag = TempDir::new("expiry");
+    let go = flag.0.join("go");
+    let command = format!(
+        "echo early; while [ ! -e {} ]; do sleep 0.05; done; echo late",
+        go.display()
+    );
+    let a = spawn_as_operator(&server, json!({"command": command})).await;
+    let token = mint(&server, &a, &["read"], 1500).await;
+    let mut attachment =
+        Attachment::connect(&server.ws_url(&a, &format!("access_token={token}"))).await;
+    let sse = reqwest::Client::new()
+        .get(server.url(&format!("/v1/processes/{a}/output?follow=1")))
+        .header("Accept", "text/event-stream")
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sse.status(), 200);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (status, _) = call(
+            &server,
+            "GET",
+            &format!("/v1/processes/{a}"),
+            Some(&token),
+            None,
+        )
+        .await;
+        if status == 401 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the token never expired"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Printed after the expiry: both streams still deliver it, then the end.
+    std::fs::write(&go, b"").unwrap();
+    let received = attachment.until_exit().await;
+    assert_eq!(received.stdout, b"early\nlate\n");
+    let body = tokio::time::timeout(WAIT, sse.text())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut stdout = Vec::new();
+    for event in body.split("\n\n") {
+        if event.starts_with("event: stdout\n") {
+            let data = event
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap();
+            use base64::Engine;
+            stdout.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap(),
+            );
+        }
+    }
+    assert_eq!(stdout, b"early\nlate\n", "{body}");
+    assert!(body.contains("event: exit"), "{body}");
+}
+
+#[tokio::test]
 async fn a_token_dies_with_the_process_it_names() {
     let server = server();
     let a = spawn_as_operator(&server, json!({"argv": ["sleep", "30"]})).await;

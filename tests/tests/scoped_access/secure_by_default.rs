@@ -21,7 +21,10 @@ fn a_start_that_fails_leaves_no_generated_token_file_behind() {
         String::from_utf8_lossy(&output.stderr).contains("no-such-cert.pem"),
         "{output:?}"
     );
-    assert!(!runtime.0.join("tether").join("token").exists());
+    let entries = std::fs::read_dir(runtime.0.join("tether").join("servers"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(entries, 0, "no runtime entry left behind");
 }
 
 #[tokio::test]
@@ -31,7 +34,13 @@ async fn without_a_token_flag_tetherd_generates_one_requires_it_and_the_cli_find
     let server = TestServer::start_exact(&[], &[("XDG_RUNTIME_DIR", xdg)], None);
     let file_line = server.next_stdout_line();
     let url_line = server.next_stdout_line();
-    let token_path = runtime.0.join("tether").join("token");
+    let servers = runtime.0.join("tether").join("servers");
+    let token_path = std::fs::read_dir(&servers)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("the server's runtime entry");
     assert!(
         file_line.contains(token_path.to_str().unwrap()),
         "{file_line}"
@@ -48,8 +57,10 @@ async fn without_a_token_flag_tetherd_generates_one_requires_it_and_the_cli_find
     let (status, _) = call(&server, "GET", "/v1/processes", Some(&token), None).await;
     assert_eq!(status, 200);
 
-    // The file holds it, readable by this user only.
-    assert_eq!(std::fs::read_to_string(&token_path).unwrap().trim(), token);
+    // Its runtime entry holds it and its URL, readable by this user only.
+    let entry: Value = serde_json::from_slice(&std::fs::read(&token_path).unwrap()).unwrap();
+    assert_eq!(entry["token"], token.as_str());
+    assert_eq!(entry["url"], server.base.as_str());
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&token_path), 0o600);
     assert_eq!(mode(token_path.parent().unwrap()), 0o700);
@@ -89,7 +100,47 @@ async fn without_a_token_flag_tetherd_generates_one_requires_it_and_the_cli_find
     ];
     let refused = cli(&env, &["ps"]);
     assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("TETHER_TOKEN"));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("TETHER_TOKEN"), "{said}");
+    assert!(
+        said.contains("no runtime entry for"),
+        "says where it looked: {said}"
+    );
+}
+
+#[tokio::test]
+async fn two_servers_with_generated_tokens_each_reached_without_a_token() {
+    let runtime = TempDir::new("xdg-two");
+    let xdg = runtime.0.to_str().unwrap();
+    let first = TestServer::start_exact(&[], &[("XDG_RUNTIME_DIR", xdg)], None);
+    let mut second = TestServer::start_exact(&[], &[("XDG_RUNTIME_DIR", xdg)], None);
+    let run_on = |server: &TestServer, word: &str| {
+        // Reached as localhost: the entry says 127.0.0.1, the same server.
+        let url = server.base.replace("127.0.0.1", "localhost");
+        let env = [("XDG_RUNTIME_DIR", xdg), ("TETHER_SERVER", url.as_str())];
+        cli(&env, &["run", "--", "echo", word])
+    };
+    for (server, word) in [(&first, "first"), (&second, "second")] {
+        let run = run_on(server, word);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&run.stdout), format!("{word}\n"));
+    }
+    second.terminate().await;
+    let run = run_on(&first, "still");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&run.stdout), "still\n");
+    let left = std::fs::read_dir(runtime.0.join("tether").join("servers"))
+        .unwrap()
+        .count();
+    assert_eq!(left, 1, "the second removed its own entry only");
 }
 
 #[tokio::test]

@@ -50,6 +50,17 @@ pub struct Cli {
     #[arg(long, env = "TETHER_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
 
+    /// Also trust the CA certificate(s) in this PEM file for an https://
+    /// server (beside the system's roots), as `curl --cacert`; for a
+    /// self-signed server, its certificate.
+    #[arg(long, env = "TETHER_CACERT", value_name = "FILE", global = true)]
+    pub cacert: Option<std::path::PathBuf>,
+
+    /// Accept any certificate from an https:// server: encrypted, but not
+    /// authenticated. For test servers only; prefer --cacert.
+    #[arg(long, global = true)]
+    pub insecure: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -69,6 +80,11 @@ pub enum Command {
         /// Start at the current end of the output instead of replaying it.
         #[arg(long)]
         no_replay: bool,
+        /// Watch only: signals to tether (Ctrl-C, TERM, HUP, QUIT) detach
+        /// it instead of reaching the process, which runs on (docker's
+        /// --sig-proxy=false).
+        #[arg(long)]
+        no_signals: bool,
         #[command(flatten)]
         detach_keys: DetachKeysArg,
     },
@@ -82,6 +98,13 @@ pub enum Command {
         /// Print the process objects as JSON.
         #[arg(long)]
         json: bool,
+        /// Print only the ids, one a line (for `xargs`, as `docker ps -q`).
+        #[arg(short, long, conflicts_with = "json")]
+        quiet: bool,
+        /// Only the processes that match: `status=running` or
+        /// `status=exited`.
+        #[arg(long, value_name = "KEY=VALUE", value_parser = parse_filter)]
+        filter: Option<StatusFilter>,
     },
     /// Print one process object as JSON.
     Status {
@@ -144,6 +167,10 @@ pub enum Command {
         /// Keep printing until the process exits.
         #[arg(short, long)]
         follow: bool,
+        /// Only the last N lines of each stream (then, with --follow, what
+        /// comes next).
+        #[arg(short = 'n', long, value_name = "N")]
+        tail: Option<usize>,
     },
 }
 
@@ -161,17 +188,31 @@ pub struct RunArgs {
     /// Environment variable for the process (repeatable).
     #[arg(short, long = "env", value_name = "K=V", value_parser = parse_env)]
     pub env: Vec<(String, String)>,
+    /// Run the process as this user (name or uid), as `docker exec -u`:
+    /// only a server running as root can switch user.
+    #[arg(short, long)]
+    pub user: Option<String>,
     /// Working directory of the process.
-    #[arg(long)]
+    #[arg(short = 'w', long, visible_alias = "workdir")]
     pub cwd: Option<String>,
     /// Drop output the client is too slow for (reported as gaps) instead
-    /// of pacing the program (the default, `overflow: block`).
-    #[arg(long)]
+    /// of pacing the program (an attached run's default, `overflow:
+    /// block`). A detached run (-d) drops by default.
+    #[arg(long, conflicts_with = "block")]
     pub drop: bool,
+    /// Pace the program to its readers (`overflow: block`) even when
+    /// detached: with nobody attached it stops once its retention is full,
+    /// until someone attaches and reads.
+    #[arg(long)]
+    pub block: bool,
     /// Per-stream retention on the server, in bytes.
     #[arg(long, value_name = "BYTES")]
     pub retain: Option<u64>,
-    /// Print the process id and return at once, without attaching.
+    /// Print the process id and return at once, without attaching. The
+    /// program never waits for a reader: the server keeps the newest
+    /// --retain bytes of each stream (its --retain-bytes default, 64 MiB,
+    /// on disk) and drops the oldest past that (`logs`, `attach` show the
+    /// gap); --block to pace it instead.
     #[arg(short, long)]
     pub detach: bool,
     /// A name for the process, unique on the server, usable wherever its
@@ -198,8 +239,9 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct DetachKeysArg {
     /// Key sequence that detaches from the process and leaves it running,
-    /// when stdin is a terminal and is forwarded (docker's syntax: letters
-    /// and `ctrl-X`, comma-separated; empty to disable).
+    /// when stdin is a terminal (forwarded, or for `attach` watched for
+    /// these keys alone; docker's syntax: letters and `ctrl-X`,
+    /// comma-separated; empty to disable).
     #[arg(
         long = "detach-keys",
         value_name = "KEYS",
@@ -213,5 +255,23 @@ fn parse_env(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("expected K=V, got {text:?}")),
+    }
+}
+
+/// `ps --filter status=...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    Running,
+    Exited,
+}
+
+fn parse_filter(text: &str) -> Result<StatusFilter, String> {
+    match text.split_once('=') {
+        Some(("status", "running")) => Ok(StatusFilter::Running),
+        Some(("status", "exited")) => Ok(StatusFilter::Exited),
+        Some(("status", other)) => Err(format!("unknown status {other:?} (running or exited)")),
+        _ => Err(format!(
+            "unknown filter {text:?} (status=running or status=exited)"
+        )),
     }
 }

@@ -6,10 +6,11 @@
 //! unreachable, unknown id); 126 when `run`'s program was found but cannot
 //! run (not executable, bad cwd); 127 when it was not found.
 //!
-//! Files: `args.rs` the command line, `session.rs` run / attach / logs,
+//! Files: `args.rs` the command line, `run_attach.rs` run / attach / logs,
 //! `relay.rs` the copy loops, `replies.rs` dropping the terminal's
 //! replies to replayed output, `detach.rs` the detach keys, `term.rs` the
-//! local terminal, `resolve.rs` id prefixes.
+//! local terminal, `resolve.rs` id prefixes, `tail.rs`
+//! the last lines for `logs --tail`.
 
 mod args;
 mod detach;
@@ -17,7 +18,8 @@ mod modes;
 mod relay;
 mod replies;
 mod resolve;
-mod session;
+mod run_attach;
+mod tail;
 mod term;
 
 use std::process::ExitCode;
@@ -25,11 +27,11 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::Parser;
-use tether_client::{Client, Error, ProcessInfo, RetryPolicy};
+use tether_client::{Client, Error, ProcessInfo, RetryPolicy, TransportKind};
 
-use args::{Cli, Command};
+use args::{Cli, Command, StatusFilter};
 use resolve::resolve;
-use session::Caught;
+use run_attach::Caught;
 
 /// Exit status when tether itself fails, as `docker run` does.
 const TETHER_FAILED: i32 = 125;
@@ -116,24 +118,44 @@ fn describe(error: &Error, server: &str) -> String {
             Error::BudgetExhausted { last, .. } => last.as_ref(),
             other => other,
         };
-        let cause = match last {
-            Error::Transport { message, .. } => message.clone(),
-            other => other.to_string(),
+        return match last {
+            Error::Transport { message, kind, .. } => {
+                let advice = match kind {
+                    TransportKind::Refused => {
+                        "; is tetherd running? (set --server or TETHER_SERVER)"
+                    }
+                    TransportKind::Dns => "; check the host in --server or TETHER_SERVER",
+                    TransportKind::Tls if server.starts_with("https://") => {
+                        "; to trust a private CA or a self-signed certificate, pass it with --cacert FILE (or TETHER_CACERT)"
+                    }
+                    _ => "",
+                };
+                format!("cannot reach the server at {server}: {kind} ({message}){advice}")
+            }
+            other => format!("cannot reach the server at {server}: {other}"),
         };
-        return format!(
-            "cannot reach the server at {server} ({cause}); is tetherd running? (set --server or TETHER_SERVER)"
-        );
     }
     match error {
         Error::Http { status: 401, .. } => {
             format!("{error} (set --token or TETHER_TOKEN)")
         }
+        // The server's message names its API (`?force=1`); a CLI user
+        // wants the command.
+        Error::Http { status, code, .. } if code == "still_running" => format!(
+            "server answered {status} {code}: the process is still running; `tether rm -f ID` kills and forgets it, `tether kill ID` only kills it"
+        ),
         _ => error.to_string(),
     }
 }
 
 async fn run_cli(cli: Cli) -> Result<i32, Error> {
     let mut client = Client::new(&cli.server)?;
+    if let Some(path) = &cli.cacert {
+        client = client.with_ca_file(path)?;
+    }
+    if cli.insecure {
+        client = client.with_insecure_tls()?;
+    }
     if let Some(token) = cli.token.as_deref().filter(|t| !t.is_empty()) {
         client = client.with_token(token);
     }
@@ -151,17 +173,22 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             } else {
                 Caught::catch()
             };
-            session::run(signals, &client, &quick, args).await
+            run_attach::run(signals, &client, &quick, args).await
         }
         Command::Attach {
             id,
             interactive,
             no_replay,
+            no_signals,
             detach_keys,
         } => {
-            let signals = Caught::catch();
+            let signals = if no_signals {
+                Caught::detaching()
+            } else {
+                Caught::catch()
+            };
             let info = quick.get(&resolve(&quick, &id).await?).await?;
-            session::attach(
+            run_attach::attach(
                 signals,
                 &client,
                 &info,
@@ -174,13 +201,25 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         Command::Wait { id } => {
             let info = client.wait(&resolve(&quick, &id).await?).await?;
             let code = exit_code(&info);
-            println!("{code}");
+            print_line(&code.to_string());
             Ok(code)
         }
-        Command::Ps { json } => {
-            let list = quick.list().await?;
-            if json {
-                println!("{}", to_json(&list)?);
+        Command::Ps {
+            json,
+            quiet,
+            filter,
+        } => {
+            let mut list = quick.list().await?;
+            if let Some(filter) = filter {
+                list.retain(|p| p.is_exited() == (filter == StatusFilter::Exited));
+            }
+            if quiet {
+                let ids: Vec<&str> = list.iter().map(|p| p.id.as_str()).collect();
+                if !ids.is_empty() {
+                    print_line(&ids.join("\n"));
+                }
+            } else if json {
+                print_line(&to_json(&list)?);
             } else {
                 print_table(&list);
             }
@@ -188,7 +227,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         }
         Command::Status { id } => {
             let info = quick.get(&resolve(&quick, &id).await?).await?;
-            println!("{}", to_json(&info)?);
+            print_line(&to_json(&info)?);
             Ok(0)
         }
         Command::Kill { id, grace } => {
@@ -218,9 +257,9 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             let _ = stdout.write_all(&screen).and_then(|()| stdout.flush());
             Ok(0)
         }
-        Command::Logs { id, follow } => {
+        Command::Logs { id, follow, tail } => {
             let id = resolve(&quick, &id).await?;
-            session::logs(&client, &quick, &id, follow).await
+            run_attach::logs(&client, &quick, &id, follow, tail).await
         }
         Command::Share { id, write, ttl } => {
             let id = resolve(&quick, &id).await?;
@@ -228,12 +267,12 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             let minted = client.mint_token(&id, rights, ttl).await?;
             // The token rides in the fragment: a browser never sends it to
             // the server with the page, so no access log records it.
-            println!(
+            print_line(&format!(
                 "{}/#session={}&token={}",
                 client.base_url(),
                 minted.process,
                 minted.token
-            );
+            ));
             Ok(0)
         }
     }
@@ -250,9 +289,10 @@ pub(crate) fn exit_code(info: &ProcessInfo) -> i32 {
 }
 
 fn print_table(list: &[ProcessInfo]) {
-    println!(
-        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} COMMAND",
-        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "STARTED"
+    use std::fmt::Write as _;
+    let mut table = format!(
+        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} COMMAND",
+        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "TTY", "STARTED"
     );
     for p in list {
         let status = if p.is_exited() { "exited" } else { "running" };
@@ -266,16 +306,32 @@ fn print_table(list: &[ProcessInfo]) {
         if command.chars().count() > 60 {
             command = command.chars().take(57).collect::<String>() + "...";
         }
-        println!(
-            "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<24} {}",
+        let _ = write!(
+            table,
+            "\n{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} {}",
             p.id,
             p.name.as_deref().unwrap_or(""),
             p.pid,
             status,
             exit,
             reason,
+            if p.tty { "yes" } else { "no" },
             p.started_at,
             command
         );
+    }
+    print_line(&table);
+}
+
+/// Writes `text` and a newline to stdout. A closed stdout (`tether ps |
+/// head -1`) is no failure: the reader has what it wanted, and the rest is
+/// dropped quietly (no panic, the command's own exit status).
+pub(crate) fn print_line(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("tether: cannot write to stdout: {e}");
+        }
     }
 }

@@ -64,7 +64,11 @@ pub async fn copy_output(
                     "\r\n[tether: {length} bytes of {} lost at offset {offset}: the server dropped them before they were read]\r\n",
                     reader.stream().as_str()
                 );
-                let _ = tokio::io::stderr().write_all(message.as_bytes()).await;
+                // Flushed on the same handle: tokio writes stdio from a
+                // blocking thread, and the CLI may exit right after.
+                let mut err = tokio::io::stderr();
+                let _ = err.write_all(message.as_bytes()).await;
+                let _ = err.flush().await;
             }
             Chunk::Screen { offset, data, .. } => {
                 if let Some(fence) = fence.as_mut() {
@@ -134,4 +138,25 @@ pub async fn forward_input(
         }
     }
     let _ = stdin.close().await;
+}
+
+/// Watches a terminal that is not forwarded for the detach keys alone:
+/// every other key is dropped (the process reads nothing from it). Tells
+/// `detached` once they are typed; returns at end of file.
+pub async fn watch_keys(
+    mut local: impl AsyncRead + Unpin,
+    mut watcher: DetachWatcher,
+    detached: oneshot::Sender<()>,
+) {
+    let mut buf = [0u8; 256];
+    loop {
+        let n = match local.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if let Typed::Detach(_) = watcher.feed(&buf[..n]) {
+            let _ = detached.send(());
+            return;
+        }
+    }
 }

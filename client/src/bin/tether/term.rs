@@ -36,8 +36,23 @@ pub fn restore() {
 /// Raw mode, restored on drop, on panic and before `exit`.
 pub struct RawMode(());
 
+/// How far the terminal leaves its cooked mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// Every byte as typed, nothing echoed or interpreted (a PTY session).
+    Raw,
+    /// Each key as typed (no line editing, no echo, Ctrl-S/Ctrl-Q not
+    /// flow control) but Ctrl-C still a signal and output unchanged: for
+    /// watching the detach keys while stdin is not forwarded.
+    Watch,
+}
+
 impl RawMode {
     pub fn enter() -> Result<RawMode, Error> {
+        RawMode::enter_as(Keys::Raw)
+    }
+
+    pub fn enter_as(keys: Keys) -> Result<RawMode, Error> {
         let stdin = std::io::stdin();
         if !stdin.is_terminal() {
             return Err(Error::InvalidArgument("stdin is not a terminal".into()));
@@ -45,7 +60,17 @@ impl RawMode {
         let original = termios::tcgetattr(stdin.as_fd())
             .map_err(|e| Error::InvalidArgument(format!("cannot read the terminal mode: {e}")))?;
         let mut raw = original.clone();
-        termios::cfmakeraw(&mut raw);
+        match keys {
+            Keys::Raw => termios::cfmakeraw(&mut raw),
+            Keys::Watch => {
+                use termios::{InputFlags, LocalFlags, SpecialCharacterIndices};
+                raw.local_flags
+                    .remove(LocalFlags::ICANON | LocalFlags::ECHO | LocalFlags::IEXTEN);
+                raw.input_flags.remove(InputFlags::IXON);
+                raw.control_chars[SpecialCharacterIndices::VMIN as usize] = 1;
+                raw.control_chars[SpecialCharacterIndices::VTIME as usize] = 0;
+            }
+        }
         *SAVED.lock().unwrap_or_else(|p| p.into_inner()) = Some(original);
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {

@@ -192,6 +192,34 @@ impl StreamLog {
         log
     }
 
+    /// A stream of an earlier run whose log could not be read back: its
+    /// `total` bytes are reported as dropped, and `fault` (if any) says why.
+    pub fn lost(total: u64, fault: Option<String>) -> StreamLog {
+        let mut log = StreamLog {
+            window: StreamBuffer::resume_at(0, total),
+            window_capacity: 0,
+            fault,
+            idle_floor: total,
+            ..StreamLog::memory(0)
+        };
+        log.complete();
+        log
+    }
+
+    /// A read of the file at `offset` failed (the file was truncated,
+    /// replaced, or the disk fails): nothing more is read from it, and
+    /// everything it held is reported as dropped, in one range. Logged
+    /// once per stream, and said in the process object.
+    pub fn unreadable(&mut self, offset: u64, error: &std::io::Error) {
+        let Some(d) = self.disk.as_mut() else { return };
+        d.start = d.end.max(offset);
+        d.failed = true;
+        if self.fault.is_none() {
+            tracing::warn!(error = %error, offset, "reading the disk log failed: its bytes are reported as dropped");
+            self.fault = Some(format!("log not readable: {error}"));
+        }
+    }
+
     /// Total bytes written to this stream since spawn.
     pub fn end(&self) -> u64 {
         self.window.end()

@@ -8,21 +8,22 @@ fn concat(_: u64, parts: &[&[u8]]) -> Vec<u8> {
     parts.concat()
 }
 
-struct Dir(PathBuf);
+struct Dir(Arc<crate::retained::dir::Dir>, PathBuf);
 impl Drop for Dir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.1);
     }
 }
 fn dir() -> Dir {
     let dir = std::env::temp_dir().join(format!("tether-log-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir(&dir).unwrap();
-    Dir(dir)
+    Dir(
+        Arc::new(crate::retained::dir::Dir::open(&dir, true).unwrap()),
+        dir,
+    )
 }
 
 fn log(dir: &Dir, window: usize, capacity: u64) -> StreamLog {
-    let file =
-        RingFile::create(&dir.0.join("s"), capacity, Arc::new(AtomicBool::new(false))).unwrap();
+    let file = RingFile::create(&dir.0, "s", capacity, Arc::new(AtomicBool::new(false))).unwrap();
     StreamLog::on_disk(window, capacity, file)
 }
 
@@ -102,7 +103,7 @@ fn the_disk_log_keeps_its_capacity_and_reports_the_evicted_range() {
     // One write longer than the whole ring keeps its tail.
     push(&mut log, &[9; 20]);
     assert_eq!(read_all(&log, 40), (vec![9; 16], vec![(40, 4)]));
-    let on_disk = std::fs::metadata(dir.0.join("s")).unwrap().len();
+    let on_disk = std::fs::metadata(dir.1.join("s")).unwrap().len();
     assert!(on_disk <= super::super::disk::HEADER + 16);
 }
 
@@ -143,10 +144,9 @@ fn bytes_on_their_way_to_disk_are_pending_not_dropped() {
 #[test]
 fn a_wrapped_ring_file_tells_a_restart_only_bytes_it_really_holds() {
     let dir = dir();
-    let path = dir.0.join("s");
     let keep = Arc::new(AtomicBool::new(true));
     let capacity = 3 * HEADER_START_STEP;
-    let file = RingFile::create(&path, capacity, keep.clone()).unwrap();
+    let file = RingFile::create(&dir.0, "s", capacity, keep.clone()).unwrap();
     let mut log = StreamLog::on_disk(1024, capacity, file);
     let all: Vec<u8> = (0..(7 * HEADER_START_STEP + 12345) as usize)
         .map(|i| (i % 251) as u8)
@@ -155,7 +155,7 @@ fn a_wrapped_ring_file_tells_a_restart_only_bytes_it_really_holds() {
         push(&mut log, chunk);
     }
     drop(log);
-    let (file, start, end) = RingFile::open_existing(&path, keep).unwrap();
+    let (file, start, end) = RingFile::open_existing(&dir.0, "s", capacity, keep).unwrap();
     assert_eq!(end, all.len() as u64);
     assert!(start >= end - capacity && start <= end - capacity + HEADER_START_STEP);
     let mut bytes = vec![0; (end - start) as usize];
@@ -164,8 +164,8 @@ fn a_wrapped_ring_file_tells_a_restart_only_bytes_it_really_holds() {
 }
 
 fn transient_log(dir: &Dir, window: usize, capacity: u64) -> StreamLog {
-    let file = RingFile::deferred(&dir.0.join("s"), capacity, Arc::new(AtomicBool::new(false)))
-        .transient();
+    let file =
+        RingFile::deferred(&dir.0, "s", capacity, Arc::new(AtomicBool::new(false))).transient();
     StreamLog::on_disk(window, capacity, file)
 }
 
@@ -175,13 +175,13 @@ fn a_transient_log_writes_nothing_until_its_window_overflows_then_everything() {
     let mut log = transient_log(&dir, 8, 64);
     assert!(log.push(b"abc").is_none());
     assert!(log.push(b"defgh").is_none(), "the window is just full");
-    assert!(!dir.0.join("s").exists(), "no file while it all fits");
+    assert!(!dir.1.join("s").exists(), "no file while it all fits");
     assert_eq!(read_all(&log, 0), (b"abcdefgh".to_vec(), vec![]));
     // The first overflow writes what the window held, then the new bytes.
     let write = log.push(b"ijk").unwrap();
     assert_eq!(read(&log, 0, 10), Next::Pending, "on their way to the file");
     log.written(&write, write.perform(b"ijk"));
-    assert!(dir.0.join("s").exists());
+    assert!(dir.1.join("s").exists());
     assert!(matches!(log.next(0, 10, concat), Read::Disk { .. }));
     assert_eq!(read_all(&log, 0), (b"abcdefghijk".to_vec(), vec![]));
     // From then on every append is written through, as for any log.
@@ -280,8 +280,9 @@ fn memory_only_is_the_ring_as_before() {
 
 #[test]
 fn a_log_file_that_cannot_be_created_leaves_the_stream_memory_only_with_the_reason() {
-    let path = std::path::Path::new("/nonexistent-tether-dir/s");
-    let file = RingFile::deferred(path, 64, Arc::new(AtomicBool::new(false)));
+    let dir = dir();
+    std::fs::create_dir(dir.1.join("s")).unwrap();
+    let file = RingFile::deferred(&dir.0, "s", 64, Arc::new(AtomicBool::new(false)));
     let mut log = StreamLog::on_disk(4, 64, file);
     push(&mut log, b"abcdef");
     let fault = log.fault().unwrap_or_default();
@@ -296,15 +297,15 @@ fn a_recovered_log_reads_its_file_and_is_complete() {
     let mut log = log(&dir, 4, 16);
     push(&mut log, b"hello world");
     drop(log);
-    let path = dir.0.join("s");
+    let path = dir.1.join("s");
     // Dropped without being kept: the file is gone.
     assert!(!path.exists());
     let keep = Arc::new(AtomicBool::new(true));
-    let file = RingFile::create(&path, 16, keep.clone()).unwrap();
+    let file = RingFile::create(&dir.0, "s", 16, keep.clone()).unwrap();
     let mut log = StreamLog::on_disk(4, 16, file);
     push(&mut log, b"hello world");
     drop(log);
-    let (file, start, end) = RingFile::open_existing(&path, keep).unwrap();
+    let (file, start, end) = RingFile::open_existing(&dir.0, "s", 16, keep).unwrap();
     let log = StreamLog::recovered(file, start, end, end + 3);
     assert_eq!(read_all(&log, 0), (b"hello world".to_vec(), vec![(11, 3)]));
     assert_eq!(read(&log, 14, 10), Next::End);

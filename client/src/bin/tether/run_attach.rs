@@ -16,8 +16,9 @@ use tokio::sync::oneshot;
 use crate::args::RunArgs;
 use crate::detach::DetachKeys;
 use crate::modes::ModeWatch;
-use crate::relay::{copy_output, forward_input};
+use crate::relay::{copy_output, forward_input, watch_keys as watch_keys_only};
 use crate::replies::{InputFilter, OutputFence, Replies};
+use crate::tail::TailLines;
 use crate::{exit_code, term, NOT_EXECUTABLE, NOT_FOUND};
 
 /// Longest a detach waits for the local terminal to take the reset of its
@@ -26,11 +27,27 @@ const GIVE_BACK_WAIT: Duration = Duration::from_secs(1);
 
 /// Signals caught from the start of `run` or `attach` (so that one that
 /// comes early is not fatal to tether), to be forwarded once attached.
-pub struct Caught(Vec<(tokio::signal::unix::Signal, &'static str)>);
+pub struct Caught {
+    streams: Vec<(tokio::signal::unix::Signal, &'static str)>,
+    /// Forwarded to the process; else the first one detaches (`attach
+    /// --no-signals`).
+    forward: bool,
+}
 
 impl Caught {
     pub fn none() -> Caught {
-        Caught(Vec::new())
+        Caught {
+            streams: Vec::new(),
+            forward: true,
+        }
+    }
+
+    /// Signals that detach instead of reaching the process.
+    pub fn detaching() -> Caught {
+        Caught {
+            forward: false,
+            ..Caught::catch()
+        }
     }
 
     pub fn catch() -> Caught {
@@ -45,7 +62,10 @@ impl Caught {
                 caught.push((stream, name));
             }
         }
-        Caught(caught)
+        Caught {
+            streams: caught,
+            forward: true,
+        }
     }
 }
 
@@ -68,6 +88,9 @@ pub struct Local {
     /// Output written before the attachment goes to a local terminal
     /// whose replies to it must not reach the process (`tether attach`).
     pub drop_replies: bool,
+    /// Stdin is a terminal that is not forwarded: it is watched for the
+    /// detach keys alone (`tether attach` of a process without `-i`).
+    pub watch_keys: bool,
 }
 
 /// `tether run`: starts the process and attaches to it in one WebSocket
@@ -82,7 +105,9 @@ pub async fn run(
     args: RunArgs,
 ) -> Result<i32, Error> {
     let tty = args.tty;
-    if tty && !std::io::stdin().is_terminal() {
+    // A detached run needs no terminal here: its PTY takes this one's size
+    // if there is one (else 80x24) and is resized by whoever attaches.
+    if tty && !args.detach && !std::io::stdin().is_terminal() {
         return Err(Error::InvalidArgument(
             "-t needs a terminal on stdin (drop -t, or run it from a terminal)".into(),
         ));
@@ -103,10 +128,17 @@ pub async fn run(
     if let Some(name) = args.name {
         spec = spec.name(name);
     }
+    if let Some(user) = args.user {
+        spec = spec.user(user);
+    }
     if let Some(limit) = args.unattached_timeout {
         spec = spec.unattached_timeout(limit);
     }
-    spec = spec.overflow(if args.drop {
+    // A detached program has no reader to pace it: in block mode it would
+    // stop once its retention filled (`yes` at 64 MiB), so a detached
+    // run drops the oldest output unless asked to block.
+    let drop = args.drop || (args.detach && !args.block);
+    spec = spec.overflow(if drop {
         Overflow::Drop
     } else {
         Overflow::Block
@@ -125,7 +157,7 @@ pub async fn run(
     if args.detach {
         return match quick.spawn(spec).await {
             Ok(info) => {
-                println!("{}", info.id);
+                crate::print_line(&info.id);
                 Ok(0)
             }
             Err(e) => cannot_start(e),
@@ -152,6 +184,7 @@ pub async fn run(
         // Nobody answered what the program wrote before `run` attached:
         // its first queries are live.
         drop_replies: false,
+        watch_keys: false,
     };
     let ending = session(signals, attachment, false, local).await?;
     Ok(conclude(ending, &info, client).await)
@@ -193,6 +226,7 @@ pub async fn attach(
     let local = Local {
         tty,
         forward_stdin: interactive || tty,
+        watch_keys: !(interactive || tty) && std::io::stdin().is_terminal(),
         detach_keys,
         drop_replies: tty && to_terminal && !no_replay,
     };
@@ -256,15 +290,9 @@ async fn why_it_ended(info: &ProcessInfo, client: &Client) -> Option<String> {
 /// Whether the server is shutting down or gone: `/healthz` answers
 /// anything but 200 (503 while shutting down) or nothing.
 async fn server_stopping(client: &Client) -> bool {
-    let Ok(http) = reqwest::Client::builder()
-        .timeout(Duration::from_secs(1))
-        .build()
-    else {
-        return false;
-    };
-    let url = format!("{}/healthz", client.base_url().trim_end_matches('/'));
-    match http.get(url).send().await {
-        Ok(response) => response.status() != reqwest::StatusCode::OK,
+    // The client's own HTTP settings: its TLS trust (--cacert) included.
+    match client.health(Duration::from_secs(1)).await {
+        Ok(status) => status != 200,
         Err(_) => true,
     }
 }
@@ -295,6 +323,12 @@ async fn session(
         exit,
         ..
     } = attachment;
+    let watch_keys = local.watch_keys && local.detach_keys != DetachKeys::none();
+    let _watching = if watch_keys {
+        Some(term::RawMode::enter_as(term::Keys::Watch)?)
+    } else {
+        None
+    };
     let _raw = if local.tty {
         let raw = term::RawMode::enter()?;
         // Test hook: proves that a panic in raw mode restores the terminal.
@@ -346,6 +380,13 @@ async fn session(
             replies.map(InputFilter::new),
             detached_tx,
         ));
+    } else if watch_keys {
+        drop(stdin);
+        tokio::spawn(watch_keys_only(
+            tokio::io::stdin(),
+            local.detach_keys.watcher(),
+            detached_tx,
+        ));
     } else {
         drop(stdin);
         drop(detached_tx);
@@ -370,14 +411,23 @@ async fn session(
     }
     // Signals to tether go to the remote process (in raw mode Ctrl-C is a
     // byte on stdin instead).
-    for (mut stream, name) in signals.0 {
+    // With --no-signals the first of them detaches instead.
+    let (signal_detach_tx, mut signal_detach) = tokio::sync::mpsc::channel::<()>(1);
+    for (mut stream, name) in signals.streams {
         let control = control.clone();
+        let detach = signal_detach_tx.clone();
+        let forward = signals.forward;
         tokio::spawn(async move {
             while stream.recv().await.is_some() {
+                if !forward {
+                    let _ = detach.send(()).await;
+                    return;
+                }
                 let _ = control.signal(name).await;
             }
         });
     }
+    drop(signal_detach_tx);
     let finished = async {
         let (out, err) = (out.await, err.await);
         let info = exit.await?;
@@ -390,9 +440,12 @@ async fn session(
         Ok(info)
     };
     let detached = async {
-        // A dropped sender (stdin ended, or is not forwarded) is no detach.
-        if detached_rx.await.is_err() {
-            std::future::pending::<()>().await;
+        // A dropped sender (stdin ended, or is not forwarded, or no signal
+        // detaches) is no detach.
+        tokio::select! {
+            Ok(()) = detached_rx => {}
+            Some(()) = signal_detach.recv() => {}
+            else => std::future::pending::<()>().await,
         }
     };
     tokio::select! {
@@ -408,25 +461,70 @@ async fn session(
     }
 }
 
-/// `tether logs`: the retained output, up to now or (`--follow`) to exit.
-pub async fn logs(client: &Client, quick: &Client, id: &str, follow: bool) -> Result<i32, Error> {
-    let info = quick.get(id).await?;
+/// `tether logs`: the retained output, up to now or (`--follow`) to exit;
+/// with `tail`, only the last lines of each stream up to now, then (with
+/// `--follow`) what comes next.
+pub async fn logs(
+    client: &Client,
+    quick: &Client,
+    id: &str,
+    follow: bool,
+    tail: Option<usize>,
+) -> Result<i32, Error> {
     let options = AttachOptions {
         readonly: true,
         ..AttachOptions::default()
     };
-    let attachment = client.attach(id, options).await?;
+    let attachment = client.attach(id, options.clone()).await?;
+    // "Now" is after the attach: a program that writes fast in drop mode
+    // may have moved its retention past an end read before it, which
+    // would leave nothing to print.
+    let info = quick.get(id).await?;
     let Attachment { stdout, stderr, .. } = attachment;
-    let (until_out, until_err) = if follow || info.is_exited() {
+    let (until_out, until_err) = if (follow && tail.is_none()) || info.is_exited() {
         (u64::MAX, u64::MAX)
     } else {
         (info.stdout_bytes, info.stderr_bytes)
     };
+    let Some(n) = tail else {
+        let (a, b) = tokio::join!(
+            copy_output(stdout, tokio::io::stdout(), until_out, None),
+            copy_output(stderr, tokio::io::stderr(), until_err, None)
+        );
+        a?;
+        b?;
+        return Ok(0);
+    };
+    let (mut tail_out, mut tail_err) = (TailLines::new(n), TailLines::new(n));
     let (a, b) = tokio::join!(
-        copy_output(stdout, tokio::io::stdout(), until_out, None),
-        copy_output(stderr, tokio::io::stderr(), until_err, None)
+        copy_output(stdout, &mut tail_out, until_out, None),
+        copy_output(stderr, &mut tail_err, until_err, None)
     );
     a?;
     b?;
+    // A closed stdout (`| head`) is no failure. tokio's stdio hands
+    // each write to a blocking thread: the flush, on the same handle,
+    // waits until it is written (the CLI exits right after).
+    let mut out = tokio::io::stdout();
+    let _ = out.write_all(&tail_out.into_bytes()).await;
+    let _ = out.flush().await;
+    let mut err = tokio::io::stderr();
+    let _ = err.write_all(&tail_err.into_bytes()).await;
+    let _ = err.flush().await;
+    if follow && !info.is_exited() {
+        // The rest, from where the tail ended.
+        let options = AttachOptions {
+            stdout_offset: until_out,
+            stderr_offset: until_err,
+            ..options
+        };
+        let Attachment { stdout, stderr, .. } = client.attach(id, options).await?;
+        let (a, b) = tokio::join!(
+            copy_output(stdout, tokio::io::stdout(), u64::MAX, None),
+            copy_output(stderr, tokio::io::stderr(), u64::MAX, None)
+        );
+        a?;
+        b?;
+    }
     Ok(0)
 }

@@ -1,0 +1,126 @@
+//! `POST /v1/exec` inside the budgets: a server maximum for
+//! `max_output_bytes`, the buffered output reserved against
+//! `--retain-total` (503 when it does not fit, never silently cut), JSON
+//! that never grows a byte into six, and stdin from the request.
+
+use base64::Engine;
+use serde_json::{json, Value};
+use tether_tests::TestServer;
+
+const MIB: u64 = 1 << 20;
+
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+async fn exec(server: &TestServer, body: Value) -> (u16, Value) {
+    server.post("/v1/exec", body).await
+}
+
+fn decoded(stream: &Value) -> Vec<u8> {
+    let data = stream["data"].as_str().unwrap();
+    match stream["encoding"].as_str().unwrap() {
+        "utf8" => data.as_bytes().to_vec(),
+        _ => base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap(),
+    }
+}
+
+#[tokio::test]
+async fn large_exec_output_stays_inside_the_memory_budget_complete_or_refused() {
+    let server = TestServer::start_with(&[
+        "--retain-total",
+        "134217728",
+        "--max-exec-output-bytes",
+        "33554432",
+    ]);
+    // Three times the cap per stream does not fit in 128 MiB: refused
+    // before the command starts.
+    let (status, answer) = exec(
+        &server,
+        json!({"command": "echo never", "max_output_bytes": 32 * MIB}),
+    )
+    .await;
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["error"]["code"], "retention_exhausted");
+    let (_, list) = server.get("/v1/processes").await;
+    assert_eq!(list.as_array().unwrap().len(), 0, "nothing started: {list}");
+    // Above the server's maximum: a 400 that names the flag.
+    let (status, answer) = exec(
+        &server,
+        json!({"command": "true", "max_output_bytes": 64 * MIB}),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer.to_string().contains("--max-exec-output-bytes"),
+        "{answer}"
+    );
+
+    // 16 MiB of NULs: base64 (4/3), never six bytes each, and complete.
+    exec(&server, json!({"command": "true"})).await; // warm
+    let before = peak_rss(server.pid());
+    let (status, answer) = exec(
+        &server,
+        json!({"command": "head -c 16777216 /dev/zero", "max_output_bytes": 16 * MIB}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["stdout"]["encoding"], "base64");
+    assert_eq!(answer["stdout"]["truncated"], false);
+    assert_eq!(answer["stdout"]["dropped"], 0);
+    let bytes = decoded(&answer["stdout"]);
+    assert_eq!(bytes.len() as u64, 16 * MIB);
+    assert!(bytes.iter().all(|b| *b == 0));
+    let grew = peak_rss(server.pid()).saturating_sub(before);
+    // Kept (16) + base64 (21) + the body (21) and a fixed overhead; six
+    // bytes per NUL would be 96 MiB of body alone.
+    assert!(grew < 80 * MIB, "peak RSS grew {} MiB", grew / MIB);
+}
+
+#[tokio::test]
+async fn exec_text_with_control_characters_is_base64_and_clean_text_stays_text() {
+    let server = TestServer::start();
+    let (_, answer) = exec(&server, json!({"command": "printf 'a\\033[1mb\\tc\\n'"})).await;
+    assert_eq!(answer["stdout"]["encoding"], "base64");
+    assert_eq!(decoded(&answer["stdout"]), b"a\x1b[1mb\tc\n");
+    let (_, answer) = exec(
+        &server,
+        json!({"command": "printf 'caf\\303\\251\\tok\\r\\n'"}),
+    )
+    .await;
+    assert_eq!(answer["stdout"]["encoding"], "utf8");
+    assert_eq!(answer["stdout"]["data"], "café\tok\r\n");
+}
+
+#[tokio::test]
+async fn exec_feeds_input_to_stdin_then_closes_it() {
+    let server = TestServer::start();
+    let (status, answer) = exec(&server, json!({"argv": ["cat"], "input": "hello\nworld\n"})).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["stdout"]["data"], "hello\nworld\n");
+    assert_eq!(answer["exit_code"], 0, "stdin was closed: cat ended");
+    let binary = base64::engine::general_purpose::STANDARD.encode(b"\x00\xff\x01");
+    let (_, answer) = exec(&server, json!({"argv": ["cat"], "input_base64": binary})).await;
+    assert_eq!(decoded(&answer["stdout"]), b"\x00\xff\x01");
+    // Empty input: stdin open and closed at once.
+    let (_, answer) = exec(&server, json!({"argv": ["wc", "-c"], "input": ""})).await;
+    assert_eq!(answer["stdout"]["data"].as_str().unwrap().trim(), "0");
+    for body in [
+        json!({"argv": ["cat"], "input": "a", "input_base64": "YQ=="}),
+        json!({"argv": ["cat"], "input": 7}),
+        json!({"argv": ["cat"], "input_base64": "not base64!"}),
+    ] {
+        let (status, answer) = exec(&server, body.clone()).await;
+        assert_eq!(status, 400, "{body} -> {answer}");
+        assert_eq!(answer["error"]["code"], "invalid_request");
+    }
+}
