@@ -343,6 +343,13 @@ pub struct Config {
     #[arg(long)]
     pub no_screen: bool,
 
+    /// Largest terminal a PTY may have, in cells (columns x rows), at
+    /// spawn and at every resize (HTTP, WebSocket, Kubernetes); beyond it
+    /// 400 invalid_request. Each PTY's screen also reserves its memory
+    /// for its size against --retain-total.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub max_term_cells: u64,
+
     /// Lines of scrollback each PTY's screen keeps (and sends in screen
     /// snapshots), beside its visible rows.
     #[arg(long, default_value_t = 200)]

@@ -20,6 +20,12 @@ pub enum ApiError {
     /// A terminal size out of range.
     #[error(transparent)]
     BadTermSize(#[from] BadTermSize),
+    /// A terminal of more cells than `--max-term-cells` (at spawn or a
+    /// resize): ask for a smaller one.
+    #[error(
+        "terminal size {cols}x{rows} is more than this server's {max} cells (--max-term-cells)"
+    )]
+    TerminalTooLarge { cols: u16, rows: u16, max: u64 },
     /// Resize of a process that runs on pipes.
     #[error("process {0} has no terminal (tty: false)")]
     NoTerminal(String),
@@ -152,6 +158,7 @@ impl ApiError {
             ApiError::InvalidRequest(_)
             | ApiError::UnknownSignal(_)
             | ApiError::BadTermSize(_)
+            | ApiError::TerminalTooLarge { .. }
             | ApiError::NoTerminal(_)
             | ApiError::ReadOnly => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),

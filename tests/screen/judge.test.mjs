@@ -113,3 +113,51 @@ for (const file of fixtures) {
     }
   });
 }
+
+// Fidelity (issue 29): the corpora `cargo test -p tether-tests --test
+// screen_corpus` wrote (cases from a published package, with the screens a
+// real terminal showed, and whether the server's emulator showed the same).
+// xterm.js is scored on the same cases; the server must match at least as
+// many.
+const corpusDir = join(dir, "corpus");
+const corpora = (() => {
+  try {
+    return readdirSync(corpusDir).filter((f) => f.endsWith(".json"));
+  } catch {
+    return [];
+  }
+})();
+
+test("the fidelity corpora exist (run cargo test -p tether-tests --test screen_corpus first)", () => {
+  assert.ok(corpora.includes("alacritty_ref.json"), `alacritty_ref.json in ${corpusDir}`);
+});
+
+function visibleText(term) {
+  const buffer = term.buffer.active;
+  const lines = [];
+  for (let y = 0; y < term.rows; y++) {
+    const line = buffer.getLine(buffer.viewportY + y);
+    lines.push(line ? line.translateToString(true).replace(/ +$/, "") : "");
+  }
+  return lines;
+}
+
+for (const file of corpora) {
+  const corpus = JSON.parse(readFileSync(join(corpusDir, file), "utf8"));
+  test(`${corpus.corpus}: the server shows at least as many screens right as xterm.js`, async () => {
+    let xterm = 0;
+    let tether = 0;
+    const xtermFails = [];
+    for (const c of corpus.cases) {
+      const term = new Terminal({ cols: c.cols, rows: c.rows, scrollback: 0, allowProposedApi: true });
+      await new Promise((resolve) => term.write(unhex(c.recording), resolve));
+      const same = JSON.stringify(visibleText(term)) === JSON.stringify(c.expected);
+      if (same) xterm++;
+      else xtermFails.push(c.name);
+      if (c.tether) tether++;
+      term.dispose();
+    }
+    console.log(`${corpus.corpus}, ${corpus.cases.length} cases: tether ${tether}, xterm.js ${xterm}; xterm.js fails ${xtermFails.join(" ")}`);
+    assert.ok(tether >= xterm, `tether ${tether} < xterm.js ${xterm}`);
+  });
+}

@@ -296,6 +296,6 @@ async fn act(
         ClientFrame::Stdin { data } => process.write_stdin(data).await,
         ClientFrame::StdinEof => process.close_stdin().await,
         ClientFrame::Signal { signal } => process.signal(Signal::parse(&signal)?).await,
-        ClientFrame::Resize { cols, rows } => process.resize(cols, rows),
+        ClientFrame::Resize { cols, rows } => table.resize(process, cols, rows),
     }
 }

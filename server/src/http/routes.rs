@@ -514,7 +514,7 @@ async fn resize(
         return Ok(StatusCode::NO_CONTENT);
     };
     let request: ResizeRequest = json_body(Ok(body), table.config())?;
-    process.resize(request.cols, request.rows)?;
+    table.resize(&process, request.cols, request.rows)?;
     attempt.succeeded();
     Ok(StatusCode::NO_CONTENT)
 }

@@ -17,6 +17,7 @@ pub mod spawn;
 pub mod stdin;
 pub mod supervise;
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -54,8 +55,11 @@ pub struct Process {
     pub tty: bool,
     /// Wall-clock spawn time.
     pub started_at: SystemTime,
-    /// Retention reserved against `--retain-total`.
+    /// Retention reserved against `--retain-total` (output and metadata).
     pub reserved_bytes: u64,
+    /// A PTY's screen memory reserved against `--retain-total` for its
+    /// current size; changed under the table lock by a resize.
+    pub screen_reserved: AtomicU64,
     /// Disk retention reserved against `--retain-disk-total`.
     pub reserved_disk_bytes: u64,
     /// Attachment slots (`--max-attachments-per-process`).
@@ -242,13 +246,13 @@ impl Process {
             .map_err(|_| ApiError::StdinUnavailable(self.id.clone()))
     }
 
-    /// Sets the PTY window size. Refused for pipes (400), for a size out of
-    /// range (400) and once exited (409), in that order, on every path.
-    pub fn resize(&self, cols: u32, rows: u32) -> Result<(), ApiError> {
+    /// Sets the PTY window size. Refused for pipes (400) and once exited
+    /// (409). Every entry point comes through `ProcessTable::resize`,
+    /// which checks the size against the server's bounds first.
+    pub(crate) fn resize(&self, size: TermSize) -> Result<(), ApiError> {
         let Some(pty) = &self.pty else {
             return Err(ApiError::NoTerminal(self.id.clone()));
         };
-        let size = TermSize::new(cols, rows)?;
         if !self.is_running() {
             return Err(self.not_running());
         }

@@ -64,6 +64,7 @@ impl Process {
             tty: info.tty,
             started_at,
             reserved_bytes: 0,
+            screen_reserved: Default::default(),
             reserved_disk_bytes: disk_bytes,
             attachment_slots: Slots::new(config.max_attachments_per_process),
             metrics,

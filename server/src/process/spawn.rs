@@ -49,6 +49,9 @@ pub struct SpawnPlan {
     /// against `--retain-total` as well: see [`SpawnPlan::metadata_of`],
     /// plus, with an idempotency key, the key and the request it answers.
     pub metadata_bytes: u64,
+    /// A PTY's screen memory for its size (`screen::memory_bound`),
+    /// counted against `--retain-total` as well.
+    pub screen_bytes: u64,
     /// The names of a Kubernetes exec (`server/src/kube/`), if it is one.
     pub kubernetes: Option<KubernetesNames>,
     /// Per-stream memory window (all of the retention without a data
@@ -79,10 +82,11 @@ impl SpawnPlan {
     }
 
     /// Memory this process reserves against `--retain-total`: its
-    /// windows and its metadata.
+    /// windows, its metadata and its screen.
     pub fn reserved_bytes(&self) -> u64 {
         RetainedOutput::reservation(self.retain_memory_bytes, self.overflow, self.streams())
             + self.metadata_bytes
+            + self.screen_bytes
     }
 
     /// The fixed overhead plus argv twice (the process keeps it, and so
@@ -177,7 +181,8 @@ pub fn spawn(
     let process = Arc::new(Process {
         id,
         pid,
-        reserved_bytes: plan.reserved_bytes(),
+        reserved_bytes: plan.reserved_bytes() - plan.screen_bytes,
+        screen_reserved: plan.screen_bytes.into(),
         reserved_disk_bytes: plan.reserved_disk_bytes(),
         name: plan.name,
         argv: plan.argv,

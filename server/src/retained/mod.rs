@@ -291,6 +291,41 @@ impl RetainedOutput {
     }
 }
 
+// What the screen worker (`screen_feed.rs`) asks of the streams: only this
+// file takes their lock.
+impl RetainedOutput {
+    /// Takes the resizes recorded at or before stdout offset `offset`,
+    /// oldest first, and says at which offset the next one is, if any.
+    fn resizes_due(&self, offset: u64) -> (Vec<PendingResize>, Option<u64>) {
+        let mut state = self.lock();
+        let due_count = state
+            .resizes
+            .iter()
+            .take_while(|resize| resize.offset <= offset)
+            .count();
+        let due = state.resizes.drain(..due_count).collect();
+        (due, state.resizes.front().map(|r| r.offset))
+    }
+
+    /// True when stdout has bytes past `offset` or a resize is recorded:
+    /// the emulator at `offset` has work.
+    fn screen_news_after(&self, offset: u64) -> bool {
+        let state = self.lock();
+        offset < state.buffers[StreamName::Stdout.index()].end() || !state.resizes.is_empty()
+    }
+
+    /// A reader of stdout from `offset` (of stderr from its end), or from
+    /// the oldest retained byte if bytes from `offset` on have been
+    /// evicted: registered under the lock that eviction takes, so the
+    /// returned start is exact.
+    fn reader_from_stdout(self: &Arc<Self>, offset: u64) -> (Reader, u64) {
+        let mut state = self.lock();
+        let start = offset.max(state.buffers[StreamName::Stdout.index()].start());
+        let stderr = state.buffers[StreamName::Stderr.index()].end();
+        (self.register(&mut state, [start, stderr]), start)
+    }
+}
+
 /// A reader's registration with the retained output (an attachment). It
 /// reads at its own cursors; dropping it unregisters, and a block-mode
 /// capture waiting for room re-checks, since the slowest reader may be gone.

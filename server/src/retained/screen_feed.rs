@@ -37,6 +37,15 @@ use crate::screen::{Screen, Snapshot};
 /// process's turn.
 const TURN_BYTES: usize = 64 << 10;
 
+/// Longest turn of the worker on one emulator: a flood of sequences that
+/// each change a whole screen holds the screen's lock (and the other
+/// emulators' turns) no longer than this.
+const TURN_TIME: Duration = Duration::from_millis(10);
+
+/// Bytes fed to the emulator between two looks at the clock: a few
+/// dozen sequences, each costing at most a screen and its scrollback.
+const FEED_SLICE: usize = 256;
+
 /// Output an emulator may fall behind before capture wakes a ticking
 /// worker: one turn's worth.
 const URGENT_BYTES: usize = TURN_BYTES;
@@ -153,32 +162,32 @@ impl RetainedOutput {
     /// step, so that not a byte falls between the two. The emulator may lag
     /// the end (after the bounded catch-up): the reader then starts there.
     /// None for pipes.
+    ///
+    /// The reader is registered before the snapshot is made, at the
+    /// screen's offset or, if bytes from there were evicted meanwhile, at
+    /// the oldest retained byte, which the screen then skips to (stale):
+    /// one snapshot, no retry, however fast a flood evicts. The screen's
+    /// lock keeps its offset where the reader is while the snapshot is made.
     pub fn reader_at_screen(self: &Arc<Self>) -> Option<(Reader, Snapshot)> {
-        let screen = self.caught_up_screen()?;
-        // The offset cannot move while the screen's lock is held; retention
-        // can only lose bytes before it, which `caught_up_screen` has
-        // already skipped unless they were evicted since.
-        let snapshot = screen.snapshot();
-        let mut state = self.lock();
-        if state.buffers[StreamName::Stdout.index()].start() > snapshot.offset {
-            drop(state);
-            drop(screen);
-            return self.reader_at_screen();
-        }
-        let stderr = state.buffers[StreamName::Stderr.index()].end();
-        let reader = self.register(&mut state, [snapshot.offset, stderr]);
-        Some((reader, snapshot))
+        let mut screen = self.caught_up_screen()?;
+        let (reader, start) = self.reader_from_stdout(screen.offset());
+        screen.skip_to(start);
+        self.apply_resizes(&mut screen);
+        Some((reader, screen.snapshot()))
     }
 
     /// The screen's lock, after feeding it up to the end of the output as
     /// it is now (or for `CATCH_UP`), and past evicted bytes in any case.
+    /// Past the deadline the screen is answered as far as it got (its
+    /// offset says where): a flood of expensive sequences makes the answer
+    /// older, never later.
     fn caught_up_screen(&self) -> Option<MutexGuard<'_, Screen>> {
         let feed = self.screen.as_ref()?;
+        let deadline = Instant::now() + CATCH_UP;
         let mut screen = feed.lock();
         let end = self.totals()[StreamName::Stdout.index()];
-        let deadline = Instant::now() + CATCH_UP;
         while screen.offset() < end && Instant::now() < deadline {
-            if self.feed_turn(&mut screen) {
+            if self.feed_turn(&mut screen, deadline) {
                 break;
             }
         }
@@ -188,13 +197,14 @@ impl RetainedOutput {
         Some(screen)
     }
 
-    /// Feeds the emulator up to [`TURN_BYTES`] of what it has not had,
+    /// Feeds the emulator up to [`TURN_BYTES`] of what it has not had, and
+    /// until `deadline` at most (checked every [`FEED_SLICE`] bytes),
     /// applying resizes on the way. Returns true when it has everything.
-    fn feed_turn(&self, screen: &mut Screen) -> bool {
+    fn feed_turn(&self, screen: &mut Screen, deadline: Instant) -> bool {
         let mut budget = TURN_BYTES;
         loop {
             let due = self.apply_resizes(screen);
-            if budget == 0 {
+            if budget == 0 || Instant::now() >= deadline {
                 return false;
             }
             let from = screen.offset();
@@ -203,9 +213,14 @@ impl RetainedOutput {
                 None => budget,
             };
             match self.next(StreamName::Stdout, from, max, |_, parts| parts.concat()) {
-                Next::Data { length, frame, .. } => {
-                    screen.feed(&frame);
-                    budget = budget.saturating_sub(length as usize);
+                Next::Data { frame, .. } => {
+                    for slice in frame.chunks(FEED_SLICE) {
+                        screen.feed(slice);
+                        budget = budget.saturating_sub(slice.len());
+                        if Instant::now() >= deadline {
+                            return false;
+                        }
+                    }
                 }
                 Next::Dropped { offset, length } => screen.skip_to(offset + length),
                 Next::Pending | Next::End => return true,
@@ -216,17 +231,7 @@ impl RetainedOutput {
     /// Applies the resizes recorded at or before the emulator's offset, in
     /// order; returns the offset of the next one, if any.
     fn apply_resizes(&self, screen: &mut Screen) -> Option<u64> {
-        let mut due = Vec::new();
-        let next = {
-            let mut state = self.lock();
-            while let Some(resize) = state.resizes.front() {
-                if resize.offset > screen.offset() {
-                    break;
-                }
-                due.extend(state.resizes.pop_front());
-            }
-            state.resizes.front().map(|r| r.offset)
-        };
+        let (due, next) = self.resizes_due(screen.offset());
         for resize in due {
             screen.resize(resize.cols, resize.rows);
         }
@@ -240,7 +245,7 @@ impl RetainedOutput {
         };
         let mut screen = feed.lock();
         feed.unfed.store(0, Ordering::Relaxed);
-        if !self.feed_turn(&mut screen) {
+        if !self.feed_turn(&mut screen, Instant::now() + TURN_TIME) {
             return true;
         }
         if feed.sleep_requested.swap(false, Ordering::Relaxed) {
@@ -249,11 +254,8 @@ impl RetainedOutput {
         feed.queued.store(false, Ordering::Release);
         // Output, a resize or a sleep that came between the last look and
         // the flag saw the flag still set and did not queue it.
-        let news = {
-            let state = self.lock();
-            screen.offset() < state.buffers[StreamName::Stdout.index()].end()
-                || !state.resizes.is_empty()
-        } || feed.sleep_requested.load(Ordering::Relaxed);
+        let news =
+            self.screen_news_after(screen.offset()) || feed.sleep_requested.load(Ordering::Relaxed);
         news && !feed.queued.swap(true, Ordering::AcqRel)
     }
 }

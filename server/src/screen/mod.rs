@@ -20,19 +20,16 @@
 //! the next byte wakes it by writing the snapshot into a fresh emulator. A
 //! screen that has never had output holds no emulator at all.
 
+mod bounds;
 mod modes;
 mod render;
+mod repeat;
 
 use avt::Terminal;
 
+pub use bounds::{memory_bound, ScreenLimits};
 pub use modes::ClientModes;
-
-/// Bounds of one screen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScreenLimits {
-    /// Lines of primary-screen scrollback kept and sent in snapshots.
-    pub scrollback_lines: usize,
-}
+use repeat::Guarded;
 
 /// The screen at one offset of the output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,12 +64,26 @@ pub struct Screen {
     modes: ClientModes,
     /// Bounded: the no-std build of `vte` keeps at most 1 KiB of an OSC.
     side_parser: vte::Parser,
+    /// avt's parser in step with the emulator's own (`repeat.rs`); kept
+    /// while the emulator sleeps, as the dump keeps the emulator's.
+    shadow: avt::Parser,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
     /// the count of full erases then. The screen is stale until the
     /// program erases the whole display or resets the terminal.
     skipped_at_erases: Option<u32>,
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        // The grids (or the dump) are freed first, so that the trim can
+        // give their pages back.
+        if self.memory_bound() >= bounds::GIVE_BACK_BYTES {
+            self.emulator = Emulator::Asleep(Box::default());
+            bounds::give_back_memory();
+        }
+    }
 }
 
 impl std::fmt::Debug for Screen {
@@ -97,6 +108,7 @@ impl Screen {
             emulator: Emulator::Asleep(Box::default()),
             modes: ClientModes::default(),
             side_parser: vte::Parser::new(),
+            shadow: avt::Parser::new(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -140,16 +152,25 @@ impl Screen {
             return;
         }
         let terminal = wake(&mut self.emulator, self.cols, self.rows, self.limits);
+        let mut guarded = Guarded {
+            terminal,
+            shadow: &mut self.shadow,
+            limits: self.limits,
+        };
         // NUL is ignored by terminals in every state that matters here (xterm
         // and xterm.js drop it); skipping it keeps a stream of zeros cheap.
         let mut rest = bytes;
         while !rest.is_empty() {
             let start = rest.iter().position(|&b| b != 0).unwrap_or(rest.len());
+            if start > 0 {
+                // A NUL cannot continue a character.
+                self.utf8.interrupt(&mut guarded);
+            }
             rest = &rest[start..];
             let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
             if end > 0 {
                 self.side_parser.advance(&mut self.modes, &rest[..end]);
-                self.utf8.feed(terminal, &rest[..end]);
+                self.utf8.feed(&mut guarded, &rest[..end]);
             }
             rest = &rest[end..];
         }
@@ -162,10 +183,20 @@ impl Screen {
         if (cols, rows) == (self.cols, self.rows) {
             return;
         }
+        let before = self.memory_bound();
         wake(&mut self.emulator, self.cols, self.rows, self.limits)
             .resize(usize::from(cols), usize::from(rows));
         self.cols = cols;
         self.rows = rows;
+        if before.saturating_sub(self.memory_bound()) >= bounds::GIVE_BACK_BYTES {
+            bounds::give_back_memory();
+        }
+    }
+
+    /// The most memory this screen may hold at its size (see
+    /// [`memory_bound`]).
+    pub fn memory_bound(&self) -> u64 {
+        memory_bound(self.cols, self.rows, self.limits)
     }
 
     /// Drops the emulator's grids, keeping only the bytes that rebuild it.
@@ -173,6 +204,9 @@ impl Screen {
         if let Emulator::Live(terminal) = &self.emulator {
             let dump = emulator_dump(terminal, self.limits).into_bytes();
             self.emulator = Emulator::Asleep(dump.into_boxed_slice());
+            if self.memory_bound() >= bounds::GIVE_BACK_BYTES {
+                bounds::give_back_memory();
+            }
         }
     }
 
@@ -289,40 +323,69 @@ impl Utf8Carry {
         &self.bytes[..self.len]
     }
 
-    fn feed(&mut self, terminal: &mut Terminal, mut input: &[u8]) {
+    /// A byte that is skipped came: the held character is invalid.
+    fn interrupt(&mut self, terminal: &mut Guarded<'_>) {
         if self.len > 0 {
-            let need = utf8_width(self.bytes[0]);
-            while self.len < need {
-                match input.first() {
-                    Some(&b) if b & 0xC0 == 0x80 => {
-                        self.bytes[self.len] = b;
-                        self.len += 1;
-                        input = &input[1..];
-                    }
-                    Some(_) => break,
-                    None => return, // still incomplete
-                }
-            }
-            match std::str::from_utf8(&self.bytes[..self.len]) {
-                Ok(s) if self.len == need => terminal.feed(s),
-                _ => terminal.feed('\u{FFFD}'),
-            }
+            terminal.feed_char('\u{FFFD}');
             self.len = 0;
+        }
+    }
+
+    fn feed(&mut self, terminal: &mut Guarded<'_>, mut input: &[u8]) {
+        if self.len > 0 {
+            // The held bytes and the next few, decoded exactly as one
+            // stream would be: a byte that cannot continue the character
+            // makes it one U+FFFD, as `from_utf8` says, however the bytes
+            // were split.
+            let held = self.len;
+            let take = input.len().min(4 - held);
+            let mut joined = [0u8; 4];
+            joined[..held].copy_from_slice(&self.bytes[..held]);
+            joined[held..held + take].copy_from_slice(&input[..take]);
+            let joined = &joined[..held + take];
+            let used = match std::str::from_utf8(joined) {
+                Ok(text) => {
+                    let width = utf8_width(joined[0]);
+                    terminal.feed_str(&text[..width]);
+                    width
+                }
+                Err(error) if error.valid_up_to() > 0 => {
+                    let width = error.valid_up_to().min(utf8_width(joined[0]));
+                    if let Ok(text) = std::str::from_utf8(&joined[..width]) {
+                        terminal.feed_str(text);
+                    }
+                    width
+                }
+                Err(error) => match error.error_len() {
+                    Some(bad) => {
+                        terminal.feed_char('\u{FFFD}');
+                        bad
+                    }
+                    None => {
+                        // Still incomplete: all of `input` was taken.
+                        self.bytes[..joined.len()].copy_from_slice(joined);
+                        self.len = joined.len();
+                        return;
+                    }
+                },
+            };
+            self.len = 0;
+            input = &input[used.saturating_sub(held).min(input.len())..];
         }
         loop {
             match std::str::from_utf8(input) {
                 Ok(text) => {
-                    terminal.feed(text);
+                    terminal.feed_str(text);
                     return;
                 }
                 Err(error) => {
                     let (good, rest) = input.split_at(error.valid_up_to());
                     if let Ok(text) = std::str::from_utf8(good) {
-                        terminal.feed(text);
+                        terminal.feed_str(text);
                     }
                     match error.error_len() {
                         Some(bad) => {
-                            terminal.feed('\u{FFFD}');
+                            terminal.feed_char('\u{FFFD}');
                             input = &rest[bad..];
                         }
                         None => {
@@ -350,3 +413,6 @@ fn utf8_width(lead: u8) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod fuzz;

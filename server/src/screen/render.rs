@@ -94,8 +94,11 @@ pub fn scrollback(lines: &[&Line], rows: usize, out: &mut String) {
     }
     // Each of these scrolls one written line off the top (see the module
     // tests): whether the lines filled the screen or not, rows-1 more line
-    // feeds push all of them into the scrollback.
-    for _ in 1..rows {
+    // feeds push all of them into the scrollback. A last line that wrapped
+    // (its continuation was scrolled or erased away since) left the cursor
+    // on its own row: one feed more.
+    let last_wrapped = lines.last().is_some_and(|line| line.is_wrapped());
+    for _ in 1..rows + usize::from(last_wrapped) {
         out.push('\n');
     }
     out.push_str("\r\x1b[H");

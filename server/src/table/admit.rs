@@ -184,7 +184,12 @@ impl ProcessTable {
 
     /// Frees retention and known-process slots by forgetting the oldest
     /// exited processes early, if that is what it takes.
-    fn make_room(&self, entries: &mut Entries, want: u64, want_disk: u64) -> Result<(), ApiError> {
+    pub(super) fn make_room(
+        &self,
+        entries: &mut Entries,
+        want: u64,
+        want_disk: u64,
+    ) -> Result<(), ApiError> {
         let known = |e: &Entries| e.processes.len() + e.starting.len();
         let over = |e: &Entries| {
             e.reserved + want > self.config.retain_total

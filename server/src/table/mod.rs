@@ -25,6 +25,7 @@ use crate::slots::Slots;
 mod admit;
 pub use admit::MemoryReservation;
 mod plan;
+mod terminal;
 
 #[derive(Default)]
 struct Entries {
@@ -177,7 +178,10 @@ impl ProcessTable {
     /// they had not been sent as dropped.
     fn forget_locked(entries: &mut Entries, id: &str) {
         if let Some(process) = entries.processes.remove(id) {
-            entries.reserved = entries.reserved.saturating_sub(process.reserved_bytes);
+            let screen = process.screen_reserved.load(Ordering::Relaxed);
+            entries.reserved = entries
+                .reserved
+                .saturating_sub(process.reserved_bytes + screen);
             entries.reserved_disk = entries
                 .reserved_disk
                 .saturating_sub(process.reserved_disk_bytes);

@@ -46,6 +46,10 @@ impl ProcessTable {
             }
             None
         };
+        let screen_bytes = match tty {
+            Some(size) => self.screen_bytes(size)?,
+            None => 0,
+        };
         let retain = request.retain_bytes.unwrap_or(self.config.retain_bytes);
         if retain == 0 {
             return bad("retain_bytes must be at least 1".into());
@@ -65,6 +69,7 @@ impl ProcessTable {
         let identity = request.user.as_deref().map(spawn_user).transpose()?;
         Ok(SpawnPlan {
             metadata_bytes,
+            screen_bytes,
             argv,
             env: request.env,
             cwd: request.cwd,

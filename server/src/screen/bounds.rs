@@ -1,0 +1,98 @@
+//! What one screen may cost: the memory counted against `--retain-total`
+//! for a terminal size, and the repeat count (`REP`, `CSI n b`) beyond
+//! which a repeat changes nothing more that can be seen.
+
+/// Bounds of one screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScreenLimits {
+    /// Lines of primary-screen scrollback kept and sent in snapshots.
+    pub scrollback_lines: usize,
+}
+
+/// Bytes of one emulator cell (avt: the character, its width, its pen).
+const CELL_BYTES: u64 = std::mem::size_of::<avt::Cell>() as u64;
+
+/// Bytes of one line besides its cells (avt: the cell vector, the wrap
+/// flag, the anchors' vector) plus the allocator's header of each.
+const LINE_BYTES: u64 = std::mem::size_of::<avt::Line>() as u64 + 32;
+
+/// Most bytes the snapshot of one cell takes: a full SGR (reset, the
+/// attributes, two 24-bit colours) and a 4-byte character. Pinned by a
+/// test that dumps the worst screen it can draw.
+pub(super) const SNAPSHOT_BYTES_PER_CELL: u64 = 64;
+
+/// Bytes a screen of `cols x rows` may hold at most: the primary screen
+/// with its scrollback and the alternate screen (avt keeps both), and one
+/// snapshot of them all (the bytes a sleeping screen is reduced to, or a
+/// snapshot being sent). The reservation a PTY's screen makes against
+/// `--retain-total`, at spawn and at each resize.
+pub fn memory_bound(cols: u16, rows: u16, limits: ScreenLimits) -> u64 {
+    let (cols, rows) = (u64::from(cols.max(1)), u64::from(rows.max(1)));
+    let lines = 2 * rows + limits.scrollback_lines as u64;
+    let grids = lines * (cols * CELL_BYTES + LINE_BYTES);
+    let snapshot = lines * (cols * SNAPSHOT_BYTES_PER_CELL + 16);
+    grids + snapshot
+}
+
+/// The repeat count that leaves the emulator exactly as `count` would,
+/// at most one screen and its scrollback of printed cells (plus a line).
+///
+/// A repeat prints one character `count` times. Once it has printed
+/// enough to fill every visible row and every scrollback line with that
+/// character, each further line's worth of prints scrolls one identical
+/// line in and one out: nothing changes but the cursor's place in its
+/// line, which repeats every `per_line` prints (`cols` for a narrow
+/// character, `cols / 2` for a wide one, one column then left unused).
+/// So any count past that fill that agrees with `count` modulo `per_line`
+/// gives the same screen, scrollback and cursor. With auto-wrap off the
+/// cursor stays in the last column and the fill is one line: the same
+/// bound holds.
+pub fn repeat_count(count: u16, cols: u16, rows: u16, wide: bool, limits: ScreenLimits) -> u16 {
+    let cols = u64::from(cols.max(1));
+    let per_line = if wide { (cols / 2).max(1) } else { cols };
+    let lines = u64::from(rows.max(1)) + limits.scrollback_lines as u64 + 2;
+    let fill = per_line.saturating_mul(lines);
+    let count64 = u64::from(count);
+    if count64 <= fill {
+        return count;
+    }
+    let reduced = fill + (count64 - fill) % per_line;
+    // Smaller than `count`, which is a u16.
+    u16::try_from(reduced).unwrap_or(count)
+}
+
+/// Gives the memory the allocator holds free back to the system, after a
+/// large screen was dropped: glibc keeps freed heap pages (and raises its
+/// mmap threshold after a large free), so without this the server's RSS
+/// stays at its high-water mark after a large terminal is forgotten.
+pub(super) fn give_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of glibc's arenas to
+    // the system; it touches no memory in use and has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Screens at least this large give their memory back when dropped.
+pub(super) const GIVE_BACK_BYTES: u64 = 4 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: ScreenLimits = ScreenLimits {
+        scrollback_lines: 3,
+    };
+
+    #[test]
+    fn a_repeat_is_cut_to_the_fill_and_keeps_its_place_in_the_line() {
+        // 4 columns, 2 rows, 3 scrollback lines: 7 lines of 4 prints.
+        assert_eq!(repeat_count(10, 4, 2, false, LIMITS), 10);
+        assert_eq!(repeat_count(28, 4, 2, false, LIMITS), 28);
+        assert_eq!(repeat_count(29, 4, 2, false, LIMITS), 29);
+        assert_eq!(repeat_count(u16::MAX, 4, 2, false, LIMITS), 28 + 3);
+        // Wide: two prints fill a line.
+        assert_eq!(repeat_count(u16::MAX, 4, 2, true, LIMITS), 14 + 1);
+    }
+}

@@ -1,0 +1,73 @@
+//! Text into the emulator with every repeat (`REP`, `CSI n b`) cut to what
+//! it can change ([`super::bounds::repeat_count`]): 8 bytes may ask avt to
+//! print 65,535 cells, and a flood of them would keep the screen thread
+//! (and every request for the screen) busy for seconds.
+//!
+//! A shadow copy of avt's own parser sees the same characters as the
+//! emulator's and says when one finishes a repeat, before the emulator is
+//! given it: the emulator is given the text up to it, a CAN (which ends
+//! the sequence its parser holds and does nothing else), then the shorter
+//! repeat. Both parsers are back in their ground state after it, so they
+//! stay in step. Everything else passes unchanged, in runs.
+
+use avt::parser::{Function, State};
+use avt::Terminal;
+
+use super::bounds::{repeat_count, ScreenLimits};
+
+/// The emulator with the shadow parser that stays in step with its own.
+pub(super) struct Guarded<'a> {
+    pub terminal: &'a mut Terminal,
+    pub shadow: &'a mut avt::Parser,
+    pub limits: ScreenLimits,
+}
+
+impl Guarded<'_> {
+    pub fn feed_str(&mut self, text: &str) {
+        let mut start = 0;
+        for (at, ch) in text.char_indices() {
+            // Printed text in the ground state leaves the parser as it is:
+            // most of a flood costs the shadow one comparison a character.
+            if self.shadow.state == State::Ground
+                && (ch >= '\u{a0}' || (' '..='\u{7f}').contains(&ch))
+            {
+                continue;
+            }
+            let Some(Function::Rep(count)) = self.shadow.feed(ch) else {
+                continue;
+            };
+            // What the emulator has been given so far: the repeated
+            // character is the one before the cursor then.
+            self.terminal.feed(&text[start..at]);
+            start = at;
+            let cut = self.cut(count);
+            if cut != count {
+                self.terminal.feed('\u{18}');
+                self.terminal.execute(Function::Rep(cut));
+                start = at + ch.len_utf8();
+            }
+        }
+        self.terminal.feed(&text[start..]);
+    }
+
+    pub fn feed_char(&mut self, ch: char) {
+        let mut buffer = [0; 4];
+        self.feed_str(ch.encode_utf8(&mut buffer));
+    }
+
+    /// The repeat count with the same effect, given where the cursor is.
+    fn cut(&self, count: u16) -> u16 {
+        let (cols, rows) = self.terminal.size();
+        let cursor = self.terminal.cursor();
+        let screen = self.terminal.screen();
+        // avt repeats the character before the cursor (the head of a wide
+        // one whose tail is there).
+        let wide = cursor.col > 0
+            && screen
+                .line(cursor.row)
+                .and_then(|line| line.cells().get(cursor.col - 1))
+                .is_some_and(|cell| cell.width() != 1);
+        let clamp = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
+        repeat_count(count, clamp(cols), clamp(rows), wide, self.limits)
+    }
+}
