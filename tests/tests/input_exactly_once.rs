@@ -76,7 +76,9 @@ async fn send_through_cuts(
     let sending = async {
         for (i, line) in numbered_lines().iter().enumerate() {
             attachment.stdin.write(line).await.unwrap();
-            if every.is_some_and(|every| i % every == every - 1) {
+            // Never after the last line: the program may be exiting by
+            // then, and a signal during its exit would end it.
+            if every.is_some_and(|every| i % every == every - 1 && i + 1 < LINES) {
                 cols += 1;
                 attachment.control.resize(cols as u16, 30).await.unwrap();
                 attachment.control.signal("USR1").await.unwrap();
@@ -166,7 +168,7 @@ while left > 0:
         sizes.windows(2).all(|w| w[0] < w[1]),
         "sizes not strictly increasing: {sizes:?}"
     );
-    let sent = (LINES / every) as u32;
+    let sent = (LINES / every - 1) as u32;
     assert_eq!(sizes.last().copied(), Some(last_cols), "{sizes:?}");
     let usr1 = events.lines().filter(|l| *l == "usr1").count() as u32;
     assert!((1..=sent).contains(&usr1), "{usr1} of {sent} SIGUSR1 seen");
