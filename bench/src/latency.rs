@@ -4,7 +4,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use tether_protocol::{ClientFrame, ServerFrame};
+use tether_protocol::{ClientFrame, InputAction, ServerFrame};
 
 use crate::client::{argv, shell, Api, Conn};
 use crate::floors;
@@ -256,6 +256,22 @@ pub async fn echo_round(conn: &mut Conn, key: u8) -> Result<f64> {
     bail!("echo never came back")
 }
 
+/// One keystroke as numbered input (`input=ID`): an `input` frame at `seq`
+/// until the byte comes back (the `input_ack`s on the way are skipped), in ms.
+pub async fn numbered_echo_round(conn: &mut Conn, key: u8, seq: u64) -> Result<f64> {
+    let t0 = Instant::now();
+    let action = InputAction::Stdin { data: vec![key] };
+    conn.send(&ClientFrame::Input { seq, action }).await?;
+    for _ in 0..10_000 {
+        match conn.next_within(FRAME_WAIT).await? {
+            ServerFrame::Stdout { data, .. } if data.contains(&key) => return Ok(ms(t0.elapsed())),
+            ServerFrame::Exit { .. } => bail!("process exited during echo"),
+            _ => {}
+        }
+    }
+    bail!("echo never came back")
+}
+
 /// The PTY program of the echo measurements: raw mode, no echo, so every
 /// byte back is `cat`'s own output.
 pub fn raw_cat() -> tether_protocol::api::SpawnRequest {
@@ -311,16 +327,35 @@ pub async fn echo(ctx: &mut Ctx) -> Result<()> {
     let info = api.spawn(&raw_cat()).await?;
     let mut conn = api.attach(&info.id, "").await?;
     wait_for_output(&mut conn, b"R").await?;
+    // Beside it, the same program typed into with numbered input, the
+    // rounds interleaved so that both see the same machine.
+    let numbered_info = api.spawn(&raw_cat()).await?;
+    let mut numbered = api.attach(&numbered_info.id, "input=bench").await?;
+    wait_for_output(&mut numbered, b"R").await?;
+    let mut seq = 0;
     for i in 0..50 {
         echo_round(&mut conn, b'a' + (i % 26) as u8).await?;
+        numbered_echo_round(&mut numbered, b'a' + (i % 26) as u8, seq).await?;
+        seq += 1;
     }
     let rounds = ctx.p.echo_rounds;
     let mut rtt = Vec::with_capacity(rounds);
+    let mut numbered_rtt = Vec::with_capacity(rounds);
     for i in 0..rounds {
-        rtt.push(echo_round(&mut conn, b'a' + (i % 26) as u8).await?);
+        let key = b'a' + (i % 26) as u8;
+        if i % 2 == 0 {
+            rtt.push(echo_round(&mut conn, key).await?);
+            numbered_rtt.push(numbered_echo_round(&mut numbered, key, seq).await?);
+        } else {
+            numbered_rtt.push(numbered_echo_round(&mut numbered, key, seq).await?);
+            rtt.push(echo_round(&mut conn, key).await?);
+        }
+        seq += 1;
     }
     api.delete(&info.id).await?;
+    api.delete(&numbered_info.id).await?;
     drop(conn);
+    drop(numbered);
     let cooked = api.spawn(&cooked_cat()).await?;
     let mut conn = api.attach(&cooked.id, "").await?;
     wait_for_output(&mut conn, b"R").await?;
@@ -366,6 +401,22 @@ pub async fn echo(ctx: &mut Ctx) -> Result<()> {
         1,
     );
     ctx.report.push(echo_target(figure, &rtt, &floor));
+    let numbered_rtt = Dist::new(numbered_rtt);
+    let over_us = (numbered_rtt.median() - rtt.median()) * 1e3;
+    ctx.report.push(
+        Figure::from_dist(
+            "echo.numbered",
+            2,
+            "keystroke echo with numbered input (`input=ID`, exactly once)",
+            "ms",
+            &numbered_rtt,
+            1,
+        )
+        .target("≤ echo.rtt + 10 us (median, same run)", over_us <= 10.0)
+        .note(format!(
+            "median echo.rtt {over_us:+.1} us (rounds interleaved)"
+        )),
+    );
     ctx.report.push(Figure::from_dist(
         "echo.cooked_floor",
         2,

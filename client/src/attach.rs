@@ -1,15 +1,18 @@
 //! [`Attachment`]: one process's output, input and exit over `tether.v1`,
 //! with credit flow control and automatic resume.
 //!
-//! Design: one background task owns the WebSocket (`connection.rs`). It
-//! applies each output frame to the shared state (`state.rs`), which queues
-//! it for its stream; the application takes bytes from each queue through an
-//! [`OutputReader`] (`reader.rs`). Credit is granted to the server for a
+//! Design: one background task owns the WebSocket (`connection.rs`; each
+//! connection is opened by `handshake.rs`). It applies each output frame to
+//! the shared state (`state.rs`, the one owner of each stream's queue, whose
+//! lock never leaves it), which queues it for its stream; the application
+//! takes bytes from each queue through an [`OutputReader`] (`reader.rs`). Credit is granted to the server for a
 //! stream only as the application consumes that stream (`credit.rs`, one
 //! ledger per stream), so each queue holds at most `window` bytes and unread
 //! output waits on the server. The task also forwards stdin, resize and
-//! signal commands from one bounded channel (`input.rs`), and reconnects
-//! with the next offset of each stream when the connection drops. Once a
+//! signal commands from one bounded channel (`input.rs`), numbered and kept
+//! until the server acknowledges them (`outbox.rs`), and reconnects with the
+//! next offset of each stream when the connection drops, resending only the
+//! input the server has not applied. Once a
 //! stream has used up its credit (its reader is behind, so the server may
 //! hold the exit frame back), a second task long-polls `wait`, so a reader
 //! reaches end of file as soon as the process has exited and that stream
@@ -17,7 +20,9 @@
 
 mod connection;
 mod credit;
+mod handshake;
 mod input;
+mod outbox;
 mod reader;
 mod state;
 
@@ -91,6 +96,15 @@ pub struct AttachOptions {
     /// Timeout of one connection attempt, handshake and `hello` included
     /// (default 10 s).
     pub connect_timeout: Duration,
+    /// Number the input (default on; `input=ID`, docs/PROTOCOL.md): every
+    /// stdin write, close, resize and signal is applied by the server
+    /// exactly once, in order, however often the connection drops and is
+    /// resumed. A resume after the server forgot the input stream (its
+    /// connection was down longer than `--input-ttl-ms`) fails the
+    /// attachment with the error code `input_expired`. Off: input is sent
+    /// at most once (what a broken connection carried may be lost), for
+    /// servers older than numbered input. Read-only attachments send none.
+    pub numbered_input: bool,
 }
 
 impl Default for AttachOptions {
@@ -105,6 +119,7 @@ impl Default for AttachOptions {
             first_connect: None,
             idle_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(10),
+            numbered_input: true,
         }
     }
 }

@@ -106,6 +106,14 @@ pub enum ServerFrame {
         /// The exited process object.
         process: ProcessInfo,
     },
+    /// How far the server has applied this attachment's numbered input
+    /// (only with `input=ID`): every unit before `applied` has been carried
+    /// out (or refused) once and never will be again. Sent right after
+    /// `hello` (where a resume stands), then whenever it moves.
+    InputAck {
+        /// The sequence position just past the last applied unit.
+        applied: u64,
+    },
     /// A protocol error; the server closes the connection after it.
     Error {
         /// Stable code such as `malformed_frame`.
@@ -139,6 +147,15 @@ pub enum ClientFrame {
         /// Rows.
         rows: u32,
     },
+    /// One numbered input (only on an attachment opened with `input=ID`):
+    /// applied at most once, in order, by the stream's sequence.
+    Input {
+        /// The sequence position of the action's first unit: a stdin byte
+        /// counts one, every other action one.
+        seq: u64,
+        /// What to do.
+        action: InputAction,
+    },
     /// Grant `bytes` more of `stream` (with `window=` flow control).
     Credit {
         /// The stream the credit is for.
@@ -146,6 +163,54 @@ pub enum ClientFrame {
         /// Additional bytes the server may send.
         bytes: u64,
     },
+}
+
+/// What an [`ClientFrame::Input`] does: the same as the unnumbered frames
+/// of the same `type`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum InputAction {
+    /// Bytes for stdin (`data.len()` units of the sequence).
+    Stdin {
+        /// The bytes.
+        #[serde(with = "serde_bytes")]
+        data: Vec<u8>,
+    },
+    /// Close stdin (on a PTY: the EOF character).
+    StdinEof,
+    /// Send a signal by name.
+    Signal {
+        /// Signal name.
+        signal: String,
+    },
+    /// Set the PTY window size.
+    Resize {
+        /// Columns.
+        cols: u32,
+        /// Rows.
+        rows: u32,
+    },
+}
+
+impl InputAction {
+    /// Units of the sequence this action takes: its bytes for stdin, one
+    /// for every other action.
+    pub fn units(&self) -> u64 {
+        match self {
+            InputAction::Stdin { data } => data.len() as u64,
+            _ => 1,
+        }
+    }
+
+    /// The unnumbered frame that does the same.
+    pub fn into_frame(self) -> ClientFrame {
+        match self {
+            InputAction::Stdin { data } => ClientFrame::Stdin { data },
+            InputAction::StdinEof => ClientFrame::StdinEof,
+            InputAction::Signal { signal } => ClientFrame::Signal { signal },
+            InputAction::Resize { cols, rows } => ClientFrame::Resize { cols, rows },
+        }
+    }
 }
 
 /// Why a frame could not be decoded. Each maps to its own error code and
@@ -260,7 +325,14 @@ impl ServerFrame {
 
     /// Every `type` a server sends.
     const TYPES: &'static [&'static str] = &[
-        "hello", "stdout", "stderr", "dropped", "screen", "exit", "error",
+        "hello",
+        "stdout",
+        "stderr",
+        "dropped",
+        "screen",
+        "input_ack",
+        "exit",
+        "error",
     ];
 }
 
@@ -276,5 +348,6 @@ impl ClientFrame {
     }
 
     /// Every `type` a client sends.
-    const TYPES: &'static [&'static str] = &["stdin", "stdin_eof", "signal", "resize", "credit"];
+    const TYPES: &'static [&'static str] =
+        &["stdin", "stdin_eof", "signal", "resize", "input", "credit"];
 }

@@ -19,7 +19,7 @@ pub mod resources;
 pub mod signal;
 
 pub use api::TermSize;
-pub use frame::{ClientFrame, DecodeError, ServerFrame, StreamName};
+pub use frame::{ClientFrame, DecodeError, InputAction, ServerFrame, StreamName};
 pub use process::{Containment, ExitReason, KubernetesNames, Overflow, ProcessInfo, ProcessStatus};
 pub use resources::{Limits, Usage};
 pub use signal::Signal;

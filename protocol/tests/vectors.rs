@@ -80,12 +80,14 @@ fn every_frame_type_has_a_vector() {
         ("server", "stderr"),
         ("server", "dropped"),
         ("server", "screen"),
+        ("server", "input_ack"),
         ("server", "exit"),
         ("server", "error"),
         ("client", "stdin"),
         ("client", "stdin_eof"),
         ("client", "signal"),
         ("client", "resize"),
+        ("client", "input"),
         ("client", "credit"),
     ] {
         assert!(

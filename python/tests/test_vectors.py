@@ -39,12 +39,14 @@ def test_every_frame_type_is_covered() -> None:
         "stderr",
         "dropped",
         "screen",
+        "input_ack",
         "exit",
         "error",
         "stdin",
         "stdin_eof",
         "signal",
         "resize",
+        "input",
         "credit",
     }
 

@@ -237,6 +237,16 @@ pub struct Config {
     #[arg(long, default_value_t = 4096)]
     max_attachments: usize,
 
+    /// How long an input stream (attach with `input=ID`) is kept after its
+    /// last attachment went away, in milliseconds: a resume within it
+    /// applies each input once; later, it is refused with `input_expired`.
+    #[arg(long, default_value_t = 300_000)]
+    pub input_ttl_ms: u64,
+
+    /// Input streams kept per process (held or within their TTL).
+    #[arg(long, default_value_t = 64)]
+    pub max_input_streams: usize,
+
     /// Largest client WebSocket message, in bytes (close code 1009 past it).
     #[arg(long, default_value_t = 1 << 20)]
     pub max_frame_bytes: usize,

@@ -88,6 +88,22 @@ pub enum ApiError {
     /// Too many attachments (per process or in total).
     #[error("too many attachments: {0}")]
     TooManyAttachments(String),
+    /// A resume (`input_resume=1`) of an input stream this process does
+    /// not know: it expired, so what was applied before is unknown. Nothing
+    /// is applied twice; the client reports its unacknowledged input lost.
+    #[error("input stream {0:?} is not known here: it expired ({1} ms after its last attachment went away, --input-ttl-ms) or never reached this server; its unacknowledged input was not applied by this attachment")]
+    InputExpired(String, u128),
+    /// The process has `--max-input-streams` input streams already.
+    #[error("too many input streams for this process (limit {0}, --max-input-streams)")]
+    TooManyInputStreams(usize),
+    /// A numbered input that starts past where its stream stands: dropped.
+    #[error("input at {got} is out of order: the stream stands at {expected}; dropped")]
+    InputOutOfOrder {
+        /// Where the stream stands.
+        expected: u64,
+        /// Where the dropped input started.
+        got: u64,
+    },
     /// Missing or wrong bearer token.
     #[error("missing or invalid bearer token")]
     Unauthorized,
@@ -178,6 +194,11 @@ impl ApiError {
             ApiError::TooManyAttachments(_) => {
                 (StatusCode::TOO_MANY_REQUESTS, "too_many_attachments")
             }
+            ApiError::InputExpired(..) => (StatusCode::CONFLICT, "input_expired"),
+            ApiError::TooManyInputStreams(_) => {
+                (StatusCode::TOO_MANY_REQUESTS, "too_many_input_streams")
+            }
+            ApiError::InputOutOfOrder { .. } => (StatusCode::CONFLICT, "input_out_of_order"),
             ApiError::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             ApiError::TokenExpired => (StatusCode::UNAUTHORIZED, "token_expired"),
             ApiError::TokenProcessGone => (StatusCode::UNAUTHORIZED, "token_process_gone"),

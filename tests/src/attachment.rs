@@ -160,6 +160,8 @@ impl Attachment {
             ServerFrame::Error { code, message } => panic!("error frame {code}: {message}"),
             ServerFrame::Hello { .. } => panic!("second hello"),
             ServerFrame::Screen { .. } => panic!("a screen frame after the first frames"),
+            // Numbered input's acknowledgements (attach with `input=`).
+            ServerFrame::InputAck { .. } => {}
         }
         false
     }

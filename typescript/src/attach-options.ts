@@ -57,6 +57,13 @@ export interface AttachOptions {
   screen?: boolean;
   /** Read-only attachment (`readonly=1`): `write`, `closeStdin`, `resize` and `signal` throw. */
   readonly?: boolean;
+  /**
+   * Numbered input (default true; `input=ID`, docs/PROTOCOL.md): every
+   * write, close, resize and signal is applied once, in order, across
+   * reconnects. false: unnumbered, for servers without it (what a broken
+   * connection carried may be lost).
+   */
+  numberedInput?: boolean;
   /** Retry budget for connecting and for each reconnect after a drop (default: the client's `retry`, 30 s with backoff 100 ms to 2 s; `budgetMs: Infinity` never gives up). */
   reconnect?: Partial<RetryPolicy>;
   /** Timeout of one connection attempt until `hello`, in ms (default 10 000). */

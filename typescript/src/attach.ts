@@ -43,10 +43,15 @@ const MAX_STDIN_FRAME = 64 * 1024;
  *
  * - Each byte is delivered once, in order, across reconnects; loss (drop
  *   mode) is a `dropped` chunk with the exact range.
- * - Input written while reconnecting waits in a bounded queue and goes out
- *   after the resume; input handed to a connection that then broke may be
- *   lost, but is never repeated. `closeStdin` on pipes is repeated after each
- *   resume (closing twice is harmless).
+ * - Input (`write`, `closeStdin`, `resize`, `signal`) reaches the process
+ *   exactly once, in order, across reconnects (numbered input, the default):
+ *   what is written while reconnecting waits and goes out after the resume,
+ *   and a resume resends only what the server has not applied. At most
+ *   1 MiB waits unacknowledged; past it a write waits. A resume after the
+ *   server forgot the input stream (the connection was down longer than its
+ *   `--input-ttl-ms`) ends the attachment with a `ProtocolError` whose code
+ *   is `input_expired`. With `numberedInput: false`, input handed to a
+ *   connection that then broke may be lost, never repeated.
  * - `exit` resolves as soon as the server reports the exit, whether or not
  *   the output has been read, and rejects only if the attachment failed or
  *   was closed before the exit.
@@ -75,7 +80,7 @@ export class Attachment {
   private settleExit!: { resolve(p: ProcessInfo): void; reject(e: unknown): void };
   private exitKnown = false;
   private readonly lifetime = new AbortController();
-  private readonly outbox = new Outbox({ live: () => (this.isLive() ? this.socket : undefined), ended: () => this.isDone() });
+  private readonly outbox: Outbox;
   private skipPause: (() => void) | undefined;
   private openedAt = 0;
   private watchdog: Watchdog | undefined;
@@ -95,6 +100,12 @@ export class Attachment {
       this.pendingRun = target;
     }
     this.inbound = new Inbound(options.window ?? 256 * 1024, options.offsets, (s) => this.grant(s, false));
+    // Numbered input by default: a random id names this attachment's input stream.
+    const numbered = options.numberedInput !== false && !options.readonly;
+    this.outbox = new Outbox(
+      { live: () => (this.isLive() ? this.socket : undefined), ended: () => this.isDone() },
+      numbered ? randomKey() : undefined,
+    );
     this.policy = { ...client.retry, ...options.reconnect };
     this.backoff = new Backoff(this.policy);
     this.stdout = new OutputStream(this.inbound.stdout);
@@ -112,6 +123,11 @@ export class Attachment {
   /** The next offset of each stream: where a resume (or a later attach) starts. */
   get offsets(): { stdout: number; stderr: number } {
     return { stdout: this.inbound.stdout.next, stderr: this.inbound.stderr.next };
+  }
+
+  /** Input units (stdin bytes, one per other action) written but not yet acknowledged by the server: what a resume would resend (numbered input). */
+  get pendingInput(): number {
+    return this.outbox.unacknowledged;
   }
 
   /** Flow-control figures of both streams. */
@@ -143,7 +159,7 @@ export class Attachment {
   async resize(cols: number, rows: number): Promise<void> {
     this.checkWritable();
     checkSize(cols, rows);
-    this.outbox.resize(cols, rows);
+    await this.outbox.resize(cols, rows);
   }
 
   /** Sends a signal by name (`"INT"`, `"TERM"`, `"HUP"`...) to the process group. */
@@ -230,11 +246,17 @@ export class Attachment {
     const run = this.pendingRun;
     let url: string;
     if (run) {
-      url = this.client.runUrl({ request: run.request, window: connWindow });
+      const query: Record<string, string | number> = { request: run.request, window: connWindow };
+      if (this.outbox.inputId !== undefined) query.input = this.outbox.inputId;
+      url = this.client.runUrl(query);
     } else {
       const query: Record<string, string | number> = { stdout: wanted.stdout, stderr: wanted.stderr, window: connWindow };
       if (this.options.readonly) query.readonly = 1;
       if (this.options.screen) query.screen = this.connections === 0 ? 1 : "evicted";
+      if (this.outbox.inputId !== undefined) {
+        query.input = this.outbox.inputId;
+        if (this.outbox.started) query.input_resume = 1;
+      }
       url = this.client.attachUrl(this.id, query);
     }
     const generation = ++this.generation;
@@ -247,12 +269,13 @@ export class Attachment {
       connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
       wanted,
       screen: this.options.screen ?? false,
+      numbered: this.outbox.inputId !== undefined,
       current: () => generation === this.generation,
       abandon: () => (this.generation += 1),
       getProcess: run ? undefined : () => this.client.getOnce(this.id, { signal: this.lifetime.signal }),
       idleTimeoutMs: this.options.idleTimeoutMs ?? 90_000,
       lastRejection: () => this.lastRejection,
-      onHello: (socket, hello, watchdog) => {
+      onHello: (socket, hello, watchdog, applied) => {
         this.watchdog = watchdog;
         // With `screen`, stdout starts where the screen frame says.
         if (this.options.screen) stdout.next = hello.stdout;
@@ -260,7 +283,7 @@ export class Attachment {
           this.processId = hello.process.id;
           this.pendingRun = undefined;
         }
-        this.opened(socket, hello.process);
+        this.opened(socket, hello.process, applied);
       },
       onFrame: (frame) => {
         try {
@@ -275,7 +298,7 @@ export class Attachment {
   }
 
   /** A `hello` arrived on `socket`: it carries the attachment from now on. */
-  private opened(socket: WebSocketLike, process: ProcessInfo): void {
+  private opened(socket: WebSocketLike, process: ProcessInfo, applied: number | undefined): void {
     const resumed = this.connections > 0;
     this.openedAt = Date.now();
     this.socket = socket;
@@ -284,7 +307,7 @@ export class Attachment {
     this.process = process;
     this.learn(process);
     for (const s of this.inbound.both) this.grant(s, true);
-    this.outbox.resume(socket, resumed, process.tty);
+    this.outbox.resume(socket, resumed, process.tty, applied);
     this.options.onOpen?.(process, resumed);
   }
 
@@ -319,6 +342,9 @@ export class Attachment {
         this.process = frame.process;
         this.learn(frame.process);
         this.finishExited();
+        return;
+      case "input_ack":
+        this.outbox.acknowledge(frame.applied);
         return;
       case "error":
         this.lastRejection = { code: frame.code, message: frame.message };
@@ -393,7 +419,7 @@ export class Attachment {
     this.watchdog?.stop();
     this.generation += 1;
     this.lifetime.abort(new ClosedError("the attachment has ended"));
-    this.outbox.drain(); // the input goes nowhere; writers waiting for room see the end
+    this.outbox.end(); // the input goes nowhere; writers waiting for room see the end
     const socket = this.socket;
     this.socket = undefined;
     closeQuietly(socket);

@@ -33,6 +33,8 @@ export interface ConnectionSpec {
   /** The offsets asked for; with `screen`, stdout may start later (where the screen is). */
   wanted: { stdout: number; stderr: number };
   screen: boolean;
+  /** Numbered input (`input=ID`): the server sends `input_ack` right after `hello`; the connection is live once it has come. */
+  numbered: boolean;
   /** False once the attachment has moved on to another socket: this one's events are then ignored. */
   current(): boolean;
   /** Makes this socket no longer current (it failed before `hello`). */
@@ -51,8 +53,8 @@ export interface ConnectionSpec {
   idleTimeoutMs: number;
   /** The last request the server refused, for the message of a close. */
   lastRejection(): Rejection | undefined;
-  /** `hello` arrived: called at once, before any later frame is handed on. `watchdog.stop()` when done with the socket. */
-  onHello(socket: WebSocketLike, hello: Hello, watchdog: Watchdog): void;
+  /** `hello` (and with numbered input the `input_ack` after it: `applied`) arrived: called at once, before any later frame is handed on. `watchdog.stop()` when done with the socket. */
+  onHello(socket: WebSocketLike, hello: Hello, watchdog: Watchdog, applied: number | undefined): void;
   /** A frame after `hello`. */
   onFrame(frame: ServerFrame): void;
   /** The live connection is gone (closed, or idle too long): resume. */
@@ -96,6 +98,8 @@ export function connect(spec: ConnectionSpec): Promise<void> {
     let lastSeen = Date.now();
     let opened = false;
     let settled = false;
+    /** Numbered input: the `hello` that waits for its `input_ack`. */
+    let hello: Hello | undefined;
     const settle = (error?: unknown) => {
       if (settled) return;
       settled = true;
@@ -134,19 +138,27 @@ export function connect(spec: ConnectionSpec): Promise<void> {
         return;
       }
       if (opened) return spec.onFrame(frame);
-      if (frame.type === "hello") {
+      if (hello !== undefined && frame.type === "input_ack") {
+        opened = true;
+        settle();
+        spec.onHello(socket, hello, watch(spec, showsPings, () => lastSeen), frame.applied);
+      } else if (hello === undefined && frame.type === "hello") {
         // With `screen`, stdout starts where the screen frame says.
         if (spec.screen) wanted.stdout = frame.stdout;
         if (frame.stdout !== wanted.stdout || frame.stderr !== wanted.stderr) {
           return settle(new ProtocolError(`the server resumed at offsets ${frame.stdout}/${frame.stderr}, asked for ${wanted.stdout}/${wanted.stderr}`));
         }
+        if (spec.numbered) {
+          hello = frame;
+          return;
+        }
         opened = true;
         settle();
-        spec.onHello(socket, frame, watch(spec, showsPings, () => lastSeen));
+        spec.onHello(socket, frame, watch(spec, showsPings, () => lastSeen), undefined);
       } else if (frame.type === "error") {
         settle(new ProtocolError(`attach refused: ${frame.code}: ${frame.message}`, frame.code));
       } else {
-        settle(new ProtocolError(`expected hello, got ${frame.type}`));
+        settle(new ProtocolError(`expected ${hello ? "input_ack" : "hello"}, got ${frame.type}`));
       }
     };
     socket.onclose = (event) => {

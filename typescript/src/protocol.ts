@@ -106,8 +106,25 @@ export type ServerFrame =
   | { type: "stderr"; offset: number; data: Uint8Array }
   | { type: "dropped"; stream: StreamName; offset: number; length: number }
   | { type: "screen"; offset: number; cols: number; rows: number; data: Uint8Array }
+  | { type: "input_ack"; applied: number }
   | { type: "exit"; process: ProcessInfo }
   | { type: "error"; code: string; message: string };
+
+/**
+ * What a numbered `input` frame does (attach with `input=ID`): the same as
+ * the unnumbered frame of the same `type`. Stdin takes one sequence unit
+ * per byte, every other action one.
+ */
+export type InputAction =
+  | { type: "stdin"; data: Uint8Array }
+  | { type: "stdin_eof" }
+  | { type: "signal"; signal: string }
+  | { type: "resize"; cols: number; rows: number };
+
+/** Units of the input sequence an action takes. */
+export function inputUnits(action: InputAction): number {
+  return action.type === "stdin" ? action.data.length : 1;
+}
 
 /** Frames a client sends. */
 export type ClientFrame =
@@ -115,6 +132,7 @@ export type ClientFrame =
   | { type: "stdin_eof" }
   | { type: "signal"; signal: string }
   | { type: "resize"; cols: number; rows: number }
+  | { type: "input"; seq: number; action: InputAction }
   | { type: "credit"; stream: StreamName; bytes: number };
 
 /** A data frame of either stream. */
@@ -348,6 +366,8 @@ export function decodeServerFrame(input: Uint8Array | ArrayBuffer): ServerFrame 
         rows: u64(kind, "rows", f.rows),
         data: bytes(kind, "data", f.data),
       };
+    case "input_ack":
+      return { type: "input_ack", applied: u64(kind, "applied", f.applied) };
     case "exit":
       return { type: "exit", process: parseProcess(f.process, kind) };
     case "error":
@@ -369,10 +389,30 @@ export function decodeClientFrame(input: Uint8Array | ArrayBuffer): ClientFrame 
       return { type: "signal", signal: str(kind, "signal", f.signal) };
     case "resize":
       return { type: "resize", cols: u64(kind, "cols", f.cols), rows: u64(kind, "rows", f.rows) };
+    case "input":
+      return { type: "input", seq: u64(kind, "seq", f.seq), action: parseAction(f.action) };
     case "credit":
       return { type: "credit", stream: oneOf(kind, "stream", f.stream, STREAMS), bytes: u64(kind, "bytes", f.bytes) };
     default:
       throw new FrameDecodeError("unknown_type", `unknown frame type ${JSON.stringify(kind)}`);
+  }
+}
+
+function parseAction(value: unknown): InputAction {
+  const kind = "input";
+  if (typeof value !== "object" || value === null || Array.isArray(value)) invalid(kind, "action must be a map");
+  const a = value as Fields;
+  switch (a.type) {
+    case "stdin":
+      return { type: "stdin", data: bytes(kind, "data", a.data) };
+    case "stdin_eof":
+      return { type: "stdin_eof" };
+    case "signal":
+      return { type: "signal", signal: str(kind, "signal", a.signal) };
+    case "resize":
+      return { type: "resize", cols: u64(kind, "cols", a.cols), rows: u64(kind, "rows", a.rows) };
+    default:
+      invalid(kind, "action type must be stdin, stdin_eof, signal or resize");
   }
 }
 
@@ -414,6 +454,8 @@ function orderedServer(f: ServerFrame): object {
       return { type: f.type, stream: f.stream, offset: f.offset, length: f.length };
     case "screen":
       return { type: f.type, offset: f.offset, cols: f.cols, rows: f.rows, data: f.data };
+    case "input_ack":
+      return { type: f.type, applied: f.applied };
     case "exit":
       return { type: f.type, process: orderedProcess(f.process) };
     case "error":
@@ -423,6 +465,8 @@ function orderedServer(f: ServerFrame): object {
 
 function orderedClient(f: ClientFrame): object {
   switch (f.type) {
+    case "input":
+      return { type: f.type, seq: f.seq, action: orderedClient(f.action) };
     case "stdin":
       return { type: f.type, data: f.data };
     case "stdin_eof":

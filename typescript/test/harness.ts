@@ -296,7 +296,7 @@ export async function within<T>(ms: number, promise: Promise<T>, what: string): 
 }
 
 /** Starts `server` on a free loopback port and returns the port. */
-async function listenOnLoopback(server: { listen(port: number, host: string, done: () => void): unknown; address(): unknown }): Promise<number> {
+export async function listenOnLoopback(server: { listen(port: number, host: string, done: () => void): unknown; address(): unknown }): Promise<number> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   return (server.address() as { port: number }).port;
 }

@@ -51,8 +51,8 @@ function fromJson(value: unknown): unknown {
 
 test("the vector file covers every frame type of both directions", () => {
   const seen = new Set(vectors.map((v) => `${v.direction}:${(v.frame as { type: string }).type}`));
-  for (const t of ["hello", "stdout", "stderr", "dropped", "screen", "exit", "error"]) assert.ok(seen.has(`server:${t}`), t);
-  for (const t of ["stdin", "stdin_eof", "signal", "resize", "credit"]) assert.ok(seen.has(`client:${t}`), t);
+  for (const t of ["hello", "stdout", "stderr", "dropped", "screen", "input_ack", "exit", "error"]) assert.ok(seen.has(`server:${t}`), t);
+  for (const t of ["stdin", "stdin_eof", "signal", "resize", "input", "credit"]) assert.ok(seen.has(`client:${t}`), t);
   assert.ok(vectors.some((v) => v.frame && (v.frame as { offset?: number }).offset === Number.MAX_SAFE_INTEGER));
 });
 

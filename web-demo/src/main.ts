@@ -216,7 +216,9 @@ async function attach(id: string): Promise<void> {
         onReconnecting: (delayMs, attempt, reason) => {
           if (generation !== attachGeneration) return;
           const when = attempt === 0 ? "reconnecting" : `reconnecting in ${(delayMs / 1000).toFixed(1)} s, attempt ${attempt}`;
-          setStatus(`disconnected (${reason}); ${when}`, "bad");
+          // Keys typed meanwhile wait in the attachment and go once, when it is back.
+          const waiting = attachment?.pendingInput ?? 0;
+          setStatus(`disconnected (${reason}); ${when}${waiting > 0 ? `; ${waiting} bytes of input waiting` : ""}`, "bad");
         },
         onRejected: (code, message) => setStatus(`server error ${code}: ${message}`, "bad"),
       }),
@@ -267,6 +269,11 @@ async function attach(id: string): Promise<void> {
   } catch (e) {
     if (generation !== attachGeneration) return;
     setStarting(undefined);
+    // The server forgot this tab's input stream (away longer than its
+    // --input-ttl-ms): what was typed meanwhile may or may not have arrived,
+    // and is not sent again, so nothing is typed twice.
+    const expired = (e as { code?: string }).code === "input_expired";
+    if (expired) notice("tether: the connection was away too long; keys typed meanwhile were not sent. Reload to re-attach.");
     setStatus(`detached: ${(e as Error).message}`, "bad");
   }
 }
@@ -376,8 +383,10 @@ async function refreshSessions(): Promise<void> {
 
 // Input: typed keys and pastes arrive as strings (UTF-8 on the wire), some
 // mouse reports as binary strings (one byte per char).
-// Input typed while reconnecting is queued by the attachment and sent after
-// the resume; input to an ended attachment has nowhere to go.
+// Input is numbered: each key reaches the session once, in order, even when
+// the connection drops while it is on its way. Keys typed while
+// reconnecting wait in the attachment and are sent once it is back; input
+// to an ended attachment has nowhere to go.
 const type = (bytes: Uint8Array) => {
   if (mayType()) void attachment?.write(bytes).catch(() => {});
 };

@@ -9,7 +9,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { connect, createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
@@ -697,3 +697,44 @@ test("a reload during vim shows vim's screen and types nothing into the session"
   assert.doesNotMatch(text, /\d+;\d+R|rgb:|\[\?\d+(;\d+)*c/, "no terminal reply reached the shell");
   await page.close();
 });
+
+test("keys typed while the connection is cut, again and again, arrive once each and in order", { timeout: 120_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tether-keys-"));
+  const file = join(dir, "keys");
+  const proxy = await startProxy(new URL(baseUrl).port);
+  try {
+    // A raw terminal: every key goes to the file as typed, nothing echoed.
+    const command = `stty raw -echo; echo READY; exec cat > ${file}`;
+    const page = await openTerminal(`cmd=${encodeURIComponent(command)}`, { url: proxy.url, prompt: false });
+    await waitForText(page, /READY/);
+    await page.locator("#terminal").click();
+    const keys = Array.from({ length: 60 }, (_, i) => `k${String(i).padStart(2, "0")}.`).join("");
+    const typing = page.keyboard.type(keys, { delay: 15 });
+    const size = () => (existsSync(file) ? statSync(file).size : 0);
+    // Cut while keys are on their way, three times: each time the page
+    // says it is reconnecting, keeps what is typed, and sends it once back.
+    for (const after of [40, 100, 160]) {
+      await within(TIMEOUT, async () => size() >= after);
+      proxy.cut();
+      await page.waitForFunction(() => window.tether.status.startsWith("disconnected"), null, { timeout: TIMEOUT });
+      proxy.restore();
+      await page.waitForFunction(() => window.tether.status.startsWith("reconnected"), null, { timeout: TIMEOUT });
+    }
+    await typing;
+    await within(TIMEOUT, async () => size() >= keys.length);
+    assert.equal(readFileSync(file, "utf8"), keys, "every key once, in order");
+    await page.close();
+  } finally {
+    await proxy.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Polls `condition` every 20 ms until it holds; fails after `ms`.
+async function within(ms, condition) {
+  const deadline = Date.now() + ms;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${ms} ms: ${condition}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

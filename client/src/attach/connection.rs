@@ -7,30 +7,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName, SUBPROTOCOL};
-use tokio::net::TcpStream;
+use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName};
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 use tokio_util::sync::CancellationToken;
 
-use super::credit::CreditLedger;
+use super::handshake::{open, Ws};
 use super::input::Command;
+use super::outbox::Outbox;
 use super::state::{Applied, Shared};
 use super::AttachOptions;
 use crate::client::{path_segment, Backoff, Client};
 use crate::error::{Error, Result, TransportKind};
-
-/// The WebSocket read buffer. tungstenite zero-fills this much before every
-/// socket read, even one that finds nothing; its 128 KiB default cost a few
-/// microseconds per keystroke echo. Larger frames still arrive whole (the
-/// buffer grows for them), as the server's does (it uses the same size).
-const READ_BUFFER: usize = 8 << 10;
-
-pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How one connection ended.
 enum Outcome {
@@ -64,6 +53,10 @@ pub(crate) struct Conn {
     tty: bool,
     /// The `wait` long-poll, once started (see [`Conn::watch_exit`]).
     exit_poll: Option<tokio::task::JoinHandle<()>>,
+    /// The input stream's id, when input is numbered (`input=ID`).
+    input: Option<String>,
+    /// Numbered input the server has not acknowledged yet.
+    outbox: Outbox,
 }
 
 impl Conn {
@@ -107,7 +100,12 @@ impl Conn {
             eof_sent: false,
             tty: false,
             exit_poll: None,
+            input: None,
+            outbox: Outbox::default(),
         };
+        if conn.options.numbered_input && !conn.options.readonly {
+            conn.input = Some(uuid::Uuid::new_v4().simple().to_string());
+        }
         let policy = conn.options.first_connect.unwrap_or(conn.options.reconnect);
         let mut backoff = Backoff::new(policy);
         let (ws, process) = loop {
@@ -126,18 +124,7 @@ impl Conn {
     /// stream's buffer stays within `window` bytes: the server counts the
     /// window afresh from each attach.
     async fn connect(&mut self) -> Result<(Ws, ProcessInfo)> {
-        let (offsets, conn_window) = {
-            let mut states = [
-                self.shared.stream(StreamName::Stdout),
-                self.shared.stream(StreamName::Stderr),
-            ];
-            let conn_window =
-                CreditLedger::connection_window([&states[0].credit, &states[1].credit]);
-            for s in states.iter_mut() {
-                s.credit.connected(conn_window);
-            }
-            ([states[0].next, states[1].next], conn_window)
-        };
+        let (offsets, conn_window) = self.shared.connection_start();
         let mut url = match &self.run {
             Some((request, _)) => self
                 .client
@@ -153,6 +140,12 @@ impl Conn {
         if self.options.readonly {
             url.push_str("&readonly=1");
         }
+        if let Some(input) = &self.input {
+            url.push_str(&format!("&input={input}"));
+            if self.outbox.started() {
+                url.push_str("&input_resume=1");
+            }
+        }
         // The screen on the first connection; on a resume only if the
         // saved offset was evicted (otherwise the bytes from it, as usual).
         let first = self.shared.connections.load(Ordering::Relaxed) == 0;
@@ -164,8 +157,14 @@ impl Conn {
             });
         }
         let key = self.run.as_ref().map(|(_, key)| key.as_str());
-        let fut = open(&url, self.client.token(), self.client.ws_connector(), key);
-        let (mut ws, process, hello_stdout) =
+        let fut = open(
+            &url,
+            self.client.token(),
+            self.client.ws_connector(),
+            key,
+            self.input.is_some(),
+        );
+        let (mut ws, process, hello_stdout, applied) =
             match tokio::time::timeout(self.options.connect_timeout, fut).await {
                 Ok(result) => result?,
                 Err(_) => {
@@ -181,12 +180,14 @@ impl Conn {
             // With a screen, stdout starts at the screen's offset, which
             // the hello announces (`screen=evicted` moves it only when it
             // sends one); the screen frame comes next.
-            let mut stdout = self.shared.stream(StreamName::Stdout);
-            stdout.screen_due = first || hello_stdout != offsets[0];
-            stdout.next = hello_stdout;
+            self.shared
+                .stdout_starts_at(hello_stdout, first || hello_stdout != offsets[0]);
         }
         if self.run.take().is_some() {
             self.id = process.id.clone();
+        }
+        if let Some(applied) = applied {
+            self.outbox.acknowledge(applied);
         }
         // Grant at once the credit that sizes each stream's allowance.
         self.grant(&mut ws, true).await?;
@@ -198,7 +199,7 @@ impl Conn {
     /// whatever is due, with `force`).
     async fn grant(&mut self, ws: &mut Ws, force: bool) -> Result<()> {
         for stream in StreamName::ALL {
-            let Some(bytes) = self.shared.stream(stream).credit.take_grant(force) else {
+            let Some(bytes) = self.shared.take_grant(stream, force) else {
                 continue;
             };
             send(ws, ClientFrame::Credit { stream, bytes }).await?;
@@ -294,7 +295,16 @@ impl Conn {
         // forever. On pipes closing twice is harmless (the server answers
         // the second with a non-fatal error), so it is repeated on every
         // resume; on a PTY it types ^D, so only when its sending failed.
-        if self.eof_in_doubt || (self.eof_sent && !self.tty) {
+        if self.input.is_some() {
+            // Only what the server has not applied (it said where it stands
+            // right after hello); it drops anything it has seen anyway.
+            let frames: Vec<ClientFrame> = self.outbox.unacknowledged().collect();
+            for frame in frames {
+                if let Err(e) = send(ws, frame).await {
+                    return (Outcome::Lost(e), progressed);
+                }
+            }
+        } else if self.eof_in_doubt || (self.eof_sent && !self.tty) {
             match send(ws, ClientFrame::StdinEof).await {
                 Ok(()) => self.eof_in_doubt = false,
                 Err(e) => return (Outcome::Lost(e), progressed),
@@ -314,7 +324,12 @@ impl Conn {
                     match message {
                         Message::Binary(bytes) => {
                             progressed = true;
-                            let applied = ServerFrame::decode(&bytes)
+                            let frame = ServerFrame::decode(&bytes);
+                            if let Ok(ServerFrame::InputAck { applied }) = frame {
+                                self.outbox.acknowledge(applied);
+                                continue;
+                            }
+                            let applied = frame
                                 .map_err(|e| Error::Protocol(format!("bad frame from the server: {e}")))
                                 .and_then(|frame| self.shared.apply(frame));
                             match applied {
@@ -348,13 +363,18 @@ impl Conn {
                         _ => {}
                     }
                 }
-                command = commands.recv(), if commands_open => {
+                // Numbered input waits while the unacknowledged bound is reached.
+                command = commands.recv(), if commands_open && (self.input.is_none() || self.outbox.has_room()) => {
                     let Some(command) = command else {
                         commands_open = false;
                         continue;
                     };
                     let is_eof = matches!(command, Command::Eof);
-                    if let Err(e) = send(ws, command.into_frame()).await {
+                    let frame = match self.input {
+                        Some(_) => self.outbox.push(command),
+                        None => command.into_frame(),
+                    };
+                    if let Err(e) = send(ws, frame).await {
                         self.eof_in_doubt |= is_eof;
                         return (Outcome::Lost(e), progressed);
                     }
@@ -431,165 +451,4 @@ async fn close(mut ws: Ws) {
         while let Some(Ok(_)) = ws.next().await {}
     })
     .await;
-}
-
-/// The result of opening an attachment: the socket and its hello.
-struct Opened {
-    ws: Ws,
-    process: ProcessInfo,
-    offsets: [u64; 2],
-}
-
-impl Opened {
-    /// Checks that the server starts where it was asked to: both offsets,
-    /// or with `screen` stderr (stdout starts at the screen's offset, which
-    /// the screen frame confirms). Returns the hello's stdout offset too.
-    fn check_offsets(self, wanted: [u64; 2], screen: bool) -> Result<(Ws, ProcessInfo, u64)> {
-        let matches = if screen {
-            self.offsets[1] == wanted[1]
-        } else {
-            self.offsets == wanted
-        };
-        if !matches {
-            return Err(Error::Protocol(format!(
-                "the server resumed at offsets {:?}, asked for {:?}",
-                self.offsets, wanted
-            )));
-        }
-        Ok((self.ws, self.process, self.offsets[0]))
-    }
-}
-
-/// Connects, checks the subprotocol and reads `hello`.
-async fn open(
-    url: &str,
-    token: Option<&str>,
-    connector: Connector,
-    idempotency_key: Option<&str>,
-) -> Result<Opened> {
-    let mut request = url
-        .into_client_request()
-        .map_err(|e| Error::InvalidArgument(format!("bad attach URL {url}: {e}")))?;
-    let headers = request.headers_mut();
-    headers.insert(
-        "Sec-WebSocket-Protocol",
-        SUBPROTOCOL
-            .parse()
-            .map_err(|_| Error::InvalidArgument("bad subprotocol".into()))?,
-    );
-    if let Some(key) = idempotency_key {
-        headers.insert(
-            "Idempotency-Key",
-            key.parse()
-                .map_err(|_| Error::InvalidArgument("bad idempotency key".into()))?,
-        );
-    }
-    if let Some(token) = token {
-        headers.insert(
-            "Authorization",
-            format!("Bearer {token}").parse().map_err(|_| {
-                Error::InvalidArgument("the token is not a valid header value".into())
-            })?,
-        );
-    }
-    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
-    // TCP_NODELAY: a keystroke typed while the previous one is unacknowledged
-    // would otherwise wait for the server's delayed ACK (up to 40 ms).
-    let (mut ws, response) = match tokio_tungstenite::connect_async_tls_with_config(
-        request,
-        Some(config),
-        true,
-        Some(connector),
-    )
-    .await
-    {
-        Ok(pair) => pair,
-        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-            let status = response.status().as_u16();
-            let code = response
-                .headers()
-                .get(tether_protocol::api::ERROR_CODE_HEADER)
-                .and_then(|v| v.to_str().ok());
-            let body = response.body().as_deref().unwrap_or_default();
-            return Err(Error::from_response(status, code, body));
-        }
-        // The OS's words ("Connection refused (os error 111)"), as an
-        // HTTP call reports them.
-        Err(tokio_tungstenite::tungstenite::Error::Io(e)) => {
-            return Err(Error::Transport {
-                url: url.to_string(),
-                message: e.to_string(),
-                kind: TransportKind::of(&e),
-            })
-        }
-        Err(tokio_tungstenite::tungstenite::Error::Tls(e)) => {
-            return Err(Error::Transport {
-                url: url.to_string(),
-                message: e.to_string(),
-                kind: TransportKind::Tls,
-            })
-        }
-        Err(e) => {
-            return Err(Error::Transport {
-                url: url.to_string(),
-                message: e.to_string(),
-                kind: TransportKind::of(&e),
-            })
-        }
-    };
-    if let Some(protocol) = response.headers().get("sec-websocket-protocol") {
-        if protocol.as_bytes() != SUBPROTOCOL.as_bytes() {
-            return Err(Error::Protocol(format!(
-                "server chose subprotocol {protocol:?}, not {SUBPROTOCOL}"
-            )));
-        }
-    }
-    loop {
-        let message = match ws.next().await {
-            Some(Ok(message)) => message,
-            Some(Err(e)) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: e.to_string(),
-                    kind: TransportKind::Connection,
-                })
-            }
-            None => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: "closed before hello".into(),
-                    kind: TransportKind::Connection,
-                })
-            }
-        };
-        match message {
-            Message::Binary(bytes) => {
-                return match ServerFrame::decode(&bytes) {
-                    Ok(ServerFrame::Hello {
-                        process,
-                        stdout,
-                        stderr,
-                        ..
-                    }) => Ok(Opened {
-                        ws,
-                        process,
-                        offsets: [stdout, stderr],
-                    }),
-                    Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
-                        "attach refused: {code}: {message}"
-                    ))),
-                    Ok(other) => Err(Error::Protocol(format!("expected hello, got {other:?}"))),
-                    Err(e) => Err(Error::Protocol(format!("bad hello frame: {e}"))),
-                };
-            }
-            Message::Close(_) => {
-                return Err(Error::Transport {
-                    url: url.to_string(),
-                    message: "closed before hello".into(),
-                    kind: TransportKind::Connection,
-                })
-            }
-            _ => continue,
-        }
-    }
 }

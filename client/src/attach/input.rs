@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tether_protocol::api::MAX_TERMINAL_SIZE;
 use tether_protocol::signal::parse_signal;
-use tether_protocol::ClientFrame;
+use tether_protocol::{ClientFrame, InputAction};
 use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
 use tokio_util::sync::PollSender;
@@ -31,7 +31,19 @@ pub(crate) enum Command {
 }
 
 impl Command {
-    /// The frame that carries it.
+    /// The numbered action that carries it.
+    pub fn into_action(self) -> InputAction {
+        match self {
+            Command::Stdin(data) => InputAction::Stdin {
+                data: data.to_vec(),
+            },
+            Command::Eof => InputAction::StdinEof,
+            Command::Resize(cols, rows) => InputAction::Resize { cols, rows },
+            Command::Signal(signal) => InputAction::Signal { signal },
+        }
+    }
+
+    /// The unnumbered frame that carries it.
     pub fn into_frame(self) -> ClientFrame {
         match self {
             Command::Stdin(data) => ClientFrame::Stdin {
@@ -45,11 +57,14 @@ impl Command {
 }
 
 /// Writes to the process's stdin: [`StdinWriter::write`], or [`AsyncWrite`]
-/// (whose shutdown closes stdin). Bytes written while the connection is
-/// being resumed wait in a small bounded queue; a write already handed to a
-/// connection that then broke may be lost (stdin is sent at most once,
-/// never twice). [`StdinWriter::close`] sends end of file, and is repeated
-/// after a reconnect if its delivery is in doubt.
+/// (whose shutdown closes stdin). Input is numbered (the default,
+/// [`AttachOptions::numbered_input`](super::AttachOptions::numbered_input)):
+/// each write, close, resize and signal reaches the process exactly once,
+/// in order, across reconnects; bytes written while the connection is
+/// being resumed wait and are sent when it returns. At most 1 MiB may wait
+/// unacknowledged by the server: past it a write waits (back-pressure).
+/// Without numbering, a write handed to a connection that then broke may
+/// be lost (sent at most once, never twice).
 ///
 /// ```no_run
 /// # async fn demo(attachment: tether_client::Attachment) -> Result<(), tether_client::Error> {

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use tether_protocol::StreamName;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::state::{Chunk, Guard, Shared, StreamState};
+use super::state::{Chunk, Guard, Shared};
 use crate::error::Result;
 
 /// Reads one output stream of an [`Attachment`](super::Attachment), as
@@ -62,51 +62,24 @@ impl OutputReader {
 
     /// Poll form of [`OutputReader::chunk`].
     pub fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Chunk>>> {
-        let mut s = self.shared.stream(self.stream);
-        if let Some(chunk) = s.queue.pop_front() {
-            if let Chunk::Data { data, .. } = &chunk {
-                self.consumed(&mut s, data.len() as u64);
-            }
-            return Poll::Ready(Some(Ok(chunk)));
-        }
-        if let Some(error) = s.failure.take() {
-            return Poll::Ready(Some(Err(error)));
-        }
-        if s.at_end() {
-            return Poll::Ready(None);
-        }
-        s.waker = Some(cx.waker().clone());
-        Poll::Pending
+        self.shared.poll_chunk(self.stream, cx)
     }
 
     /// Bytes of this stream buffered in the client, waiting to be read.
     /// Never more than the attachment's window.
     pub fn buffered(&self) -> u64 {
-        self.shared.stream(self.stream).credit.queued()
+        self.shared.buffered(self.stream)
     }
 
     /// The offset of the next byte this reader will return (or the stream's
     /// end once everything is read).
     pub fn offset(&self) -> u64 {
-        let s = self.shared.stream(self.stream);
-        match s.queue.front() {
-            Some(chunk) => chunk.offset(),
-            None => s.next,
-        }
+        self.shared.read_offset(self.stream)
     }
 
     /// Bytes that `AsyncRead` skipped because the server had dropped them.
     pub fn dropped(&self) -> u64 {
-        self.shared.stream(self.stream).dropped
-    }
-
-    /// Accounts for `n` bytes taken by the application and wakes the
-    /// connection task when a credit grant is due.
-    fn consumed(&self, s: &mut StreamState, n: u64) {
-        s.credit.consumed(n);
-        if s.credit.grant_wanted() {
-            self.shared.credit.notify_one();
-        }
+        self.shared.dropped(self.stream)
     }
 }
 
@@ -116,61 +89,7 @@ impl AsyncRead for OutputReader {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let this = self.get_mut();
-        let mut s = this.shared.stream(this.stream);
-        loop {
-            match s.queue.pop_front() {
-                Some(Chunk::Data { offset, mut data }) => {
-                    let n = data.len().min(buf.remaining());
-                    buf.put_slice(&data[..n]);
-                    if n < data.len() {
-                        let rest = data.split_off(n);
-                        s.queue.push_front(Chunk::Data {
-                            offset: offset + n as u64,
-                            data: rest,
-                        });
-                    }
-                    this.consumed(&mut s, n as u64);
-                    return Poll::Ready(Ok(()));
-                }
-                Some(Chunk::Dropped { length, .. }) => {
-                    s.dropped += length;
-                    continue;
-                }
-                Some(Chunk::Screen {
-                    offset,
-                    cols,
-                    rows,
-                    data,
-                }) => {
-                    // Read as bytes (never credited: the server sends a
-                    // screen outside the window). An empty one is no end.
-                    if data.is_empty() {
-                        continue;
-                    }
-                    let n = data.len().min(buf.remaining());
-                    buf.put_slice(&data[..n]);
-                    if n < data.len() {
-                        s.queue.push_front(Chunk::Screen {
-                            offset,
-                            cols,
-                            rows,
-                            data: data.slice(n..),
-                        });
-                    }
-                    return Poll::Ready(Ok(()));
-                }
-                None => {}
-            }
-            if let Some(error) = s.failure.take() {
-                return Poll::Ready(Err(std::io::Error::other(error)));
-            }
-            if s.at_end() {
-                return Poll::Ready(Ok(()));
-            }
-            s.waker = Some(cx.waker().clone());
-            return Poll::Pending;
-        }
+        self.shared.poll_read(self.stream, cx, buf)
     }
 }
 
@@ -185,9 +104,6 @@ impl futures_util::Stream for OutputReader {
 
 impl Drop for OutputReader {
     fn drop(&mut self) {
-        let mut s = self.shared.stream(self.stream);
-        s.credit.discard();
-        s.queue.clear();
-        self.shared.credit.notify_one();
+        self.shared.discard(self.stream);
     }
 }

@@ -6,10 +6,11 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::task::Waker;
+use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use tether_protocol::{ProcessInfo, ServerFrame, StreamName};
+use tokio::io::ReadBuf;
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 
@@ -83,7 +84,7 @@ impl Chunk {
 
 /// One stream's state.
 #[derive(Debug)]
-pub(crate) struct StreamState {
+struct StreamState {
     pub queue: VecDeque<Chunk>,
     /// Offset just past the last item received: where a resume starts.
     pub next: u64,
@@ -203,12 +204,171 @@ impl Shared {
         }
     }
 
-    pub fn stream(&self, stream: StreamName) -> MutexGuard<'_, StreamState> {
+    /// One stream's state, locked. The lock never leaves this file: the
+    /// connection and the readers say what they mean through the methods
+    /// below.
+    fn stream(&self, stream: StreamName) -> MutexGuard<'_, StreamState> {
         // A panic while holding this lock cannot leave the state invalid in
         // a way that matters more than losing the attachment would.
         self.streams[stream.index()]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Before a connection: the offsets to resume from and the credit
+    /// window to ask for, sized so that with what is still queued each
+    /// stream's buffer stays within `window` (the server counts the window
+    /// afresh on each attach); each ledger starts the new connection.
+    pub fn connection_start(&self) -> ([u64; 2], u64) {
+        let mut states = [
+            self.stream(StreamName::Stdout),
+            self.stream(StreamName::Stderr),
+        ];
+        let conn_window = CreditLedger::connection_window([&states[0].credit, &states[1].credit]);
+        for s in states.iter_mut() {
+            s.credit.connected(conn_window);
+        }
+        ([states[0].next, states[1].next], conn_window)
+    }
+
+    /// The connection's `hello` starts stdout at `offset` (a screen's
+    /// offset with `screen=`); `screen_due`: a `screen` frame comes next.
+    pub fn stdout_starts_at(&self, offset: u64, screen_due: bool) {
+        let mut stdout = self.stream(StreamName::Stdout);
+        stdout.screen_due = screen_due;
+        stdout.next = offset;
+    }
+
+    /// The credit to grant `stream` now, if a grant is wanted (or whatever
+    /// is due, with `force`).
+    pub fn take_grant(&self, stream: StreamName, force: bool) -> Option<u64> {
+        self.stream(stream).credit.take_grant(force)
+    }
+
+    /// The reader's next chunk of `stream` (see `OutputReader::poll_chunk`).
+    pub fn poll_chunk(
+        &self,
+        stream: StreamName,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Chunk>>> {
+        let mut s = self.stream(stream);
+        if let Some(chunk) = s.queue.pop_front() {
+            if let Chunk::Data { data, .. } = &chunk {
+                self.consumed(&mut s, data.len() as u64);
+            }
+            return Poll::Ready(Some(Ok(chunk)));
+        }
+        if let Some(error) = s.failure.take() {
+            return Poll::Ready(Some(Err(error)));
+        }
+        if s.at_end() {
+            return Poll::Ready(None);
+        }
+        s.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// The reader's next bytes of `stream` (see `OutputReader`'s
+    /// `AsyncRead`): `dropped` gaps skipped and counted, a screen's bytes
+    /// in place of the output before it.
+    pub fn poll_read(
+        &self,
+        stream: StreamName,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let mut s = self.stream(stream);
+        loop {
+            match s.queue.pop_front() {
+                Some(Chunk::Data { offset, mut data }) => {
+                    let n = data.len().min(buf.remaining());
+                    buf.put_slice(&data[..n]);
+                    if n < data.len() {
+                        let rest = data.split_off(n);
+                        s.queue.push_front(Chunk::Data {
+                            offset: offset + n as u64,
+                            data: rest,
+                        });
+                    }
+                    self.consumed(&mut s, n as u64);
+                    return Poll::Ready(Ok(()));
+                }
+                Some(Chunk::Dropped { length, .. }) => {
+                    s.dropped += length;
+                    continue;
+                }
+                Some(Chunk::Screen {
+                    offset,
+                    cols,
+                    rows,
+                    data,
+                }) => {
+                    // Read as bytes (never credited: the server sends a
+                    // screen outside the window). An empty one is no end.
+                    if data.is_empty() {
+                        continue;
+                    }
+                    let n = data.len().min(buf.remaining());
+                    buf.put_slice(&data[..n]);
+                    if n < data.len() {
+                        s.queue.push_front(Chunk::Screen {
+                            offset,
+                            cols,
+                            rows,
+                            data: data.slice(n..),
+                        });
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                None => {}
+            }
+            if let Some(error) = s.failure.take() {
+                return Poll::Ready(Err(std::io::Error::other(error)));
+            }
+            if s.at_end() {
+                return Poll::Ready(Ok(()));
+            }
+            s.waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+    }
+
+    /// Bytes of `stream` buffered, waiting to be read.
+    pub fn buffered(&self, stream: StreamName) -> u64 {
+        self.stream(stream).credit.queued()
+    }
+
+    /// The offset of the next byte a reader of `stream` gets (or its end
+    /// once everything is read).
+    pub fn read_offset(&self, stream: StreamName) -> u64 {
+        let s = self.stream(stream);
+        match s.queue.front() {
+            Some(chunk) => chunk.offset(),
+            None => s.next,
+        }
+    }
+
+    /// Bytes of `stream` that `AsyncRead` skipped as dropped.
+    pub fn dropped(&self, stream: StreamName) -> u64 {
+        self.stream(stream).dropped
+    }
+
+    /// The reader of `stream` is gone: its output is credited and
+    /// discarded from now on.
+    pub fn discard(&self, stream: StreamName) {
+        let mut s = self.stream(stream);
+        s.credit.discard();
+        s.queue.clear();
+        self.credit.notify_one();
+    }
+
+    /// Accounts for `n` bytes taken by the application and wakes the
+    /// connection task when a credit grant is due.
+    fn consumed(&self, s: &mut StreamState, n: u64) {
+        s.credit.consumed(n);
+        if s.credit.grant_wanted() {
+            self.credit.notify_one();
+        }
     }
 
     pub fn rejection(&self) -> Option<(String, String)> {
@@ -308,6 +468,8 @@ impl Shared {
             ServerFrame::Hello { .. } => {
                 return Err(Error::Protocol("a second hello frame".into()));
             }
+            // The connection takes these for its numbered input.
+            ServerFrame::InputAck { .. } => {}
             ServerFrame::Screen {
                 offset,
                 cols,

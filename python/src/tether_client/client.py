@@ -73,6 +73,7 @@ class AsyncClient(HttpApi):
         stderr_offset: int = 0,
         reconnect: RetryPolicy | None = None,
         connect_timeout: float = 10.0,
+        numbered_input: bool = True,
     ) -> AttachContext:
         """Attaches to a process over WebSocket; see :class:`~tether_client.Attachment`.
 
@@ -82,7 +83,11 @@ class AsyncClient(HttpApi):
         buffered here, the rest waits on the server. ``stdout_offset`` and
         ``stderr_offset`` say where to start (default 0: everything
         retained). A dropped connection is resumed from the next offsets
-        within ``reconnect`` (default: this client's retry policy).
+        within ``reconnect`` (default: this client's retry policy). Input
+        is numbered (``numbered_input``, the default): every write, close,
+        resize and signal is applied once, in order, across reconnects; a
+        resume after the server forgot the input stream fails with
+        :class:`~tether_client.InputExpired`.
         """
         options = AttachOptions(
             window=window,
@@ -91,6 +96,7 @@ class AsyncClient(HttpApi):
             stderr_offset=stderr_offset,
             reconnect=reconnect or self.retry,
             connect_timeout=connect_timeout,
+            numbered_input=numbered_input,
         )
         return AttachContext(self.endpoint, self.wait, process_id, options)
 

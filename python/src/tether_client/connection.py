@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
@@ -47,12 +48,17 @@ from .protocol import (
     Exit,
     FrameDecodeError,
     Hello,
+    InputAck,
     ProcessInfo,
+    Resize,
+    Signal,
+    Stdin,
     StdinEof,
     StreamName,
     decode_server_frame,
 )
-from .handshake import close_quietly, open_socket, shown_url
+from .handshake import close_quietly, open_socket, read_input_ack, shown_url
+from .outbox import Outbox
 from .retry import Backoff, RetryPolicy
 
 COMMAND_QUEUE = 16
@@ -74,6 +80,8 @@ class AttachOptions:
     stderr_offset: int = 0
     reconnect: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout: float = 10.0
+    numbered_input: bool = True
+    """Number the input (``input=ID``): each write, close, resize and signal is applied once, in order, across reconnects; a resume after the server forgot the stream fails with :class:`~tether_client.InputExpired`. False: sent at most once (what a broken connection carried may be lost)."""
 
 
 class _Outcome:
@@ -123,6 +131,9 @@ class Connection:
         self._ws: ClientConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._poller: asyncio.Task[None] | None = None
+        # Numbered input: the stream's id, and what it has not acknowledged.
+        self._input_id = uuid.uuid4().hex if options.numbered_input and not options.readonly else None
+        self._outbox = Outbox()
         self.process: ProcessInfo | None = None  # of the first hello
         self.connections = 0
         self.last_rejection: tuple[str, str] | None = None
@@ -241,13 +252,18 @@ class Connection:
             request, key = self._pending_run
             # The spawn request rides form-encoded in the query, as the Rust
             # client sends it (a WebSocket upgrade has no body).
-            url = self._endpoint.ws_url("/v1/run?" + urlencode({"request": request, "window": conn_window}))
+            query: dict[str, str | int] = {"request": request, "window": conn_window}
+            if self._input_id is not None:
+                query["input"] = self._input_id
+            url = self._endpoint.ws_url("/v1/run?" + urlencode(query))
         else:
             url = self._endpoint.ws_url(
                 f"/v1/processes/{segment(self._id)}/attach?stdout={offsets[0]}&stderr={offsets[1]}&window={conn_window}"
             )
         if self._options.readonly:
             url += "&readonly=1"
+        if self._input_id is not None and self._pending_run is None:
+            url += f"&input={self._input_id}" + ("&input_resume=1" if self._outbox.started else "")
         try:
             ws, hello = await asyncio.wait_for(
                 open_socket(self._endpoint, url, key, self._window), self._options.connect_timeout
@@ -259,6 +275,12 @@ class Connection:
             raise ProtocolError(
                 f"the server resumed at offsets {(hello.stdout, hello.stderr)}, asked for {offsets}"
             )
+        if self._input_id is not None:
+            try:
+                self._outbox.acknowledge(await read_input_ack(ws, url))
+            except BaseException:
+                await close_quietly(ws)
+                raise
         if self._pending_run is not None:
             self._id = hello.process.id
             self._pending_run = None
@@ -327,12 +349,17 @@ class Connection:
         # A lost stdin_eof would leave the process waiting for input forever.
         # On pipes closing twice is harmless, so it is repeated on every
         # resume; on a PTY it types ^D, so only when its sending failed.
-        if self._eof_in_doubt or (self._eof_sent and not self._tty):
+        # Numbered input resends instead only what the server has not applied
+        # (it said where it stands right after hello).
+        resend: list[ClientFrame] = list(self._outbox.unacknowledged()) if self._input_id is not None else []
+        if self._input_id is None and (self._eof_in_doubt or (self._eof_sent and not self._tty)):
+            resend = [StdinEof()]
+        for frame in resend:
             try:
-                await ws.send(StdinEof().encode())
-                self._eof_in_doubt = False
+                await ws.send(frame.encode())
             except ConnectionClosed as e:
                 return _Outcome.LOST, self._lost(str(e)), False
+        self._eof_in_doubt = False
         progress = [False]
         receiver = asyncio.ensure_future(self._receive(ws, progress))
         sender = asyncio.ensure_future(self._send_loop(ws))
@@ -377,9 +404,13 @@ class Connection:
                 await self._grant(ws, force=False)
             except TransportError as e:
                 return _Outcome.LOST, e
-            while not self._commands.empty():
+            # Numbered input waits while the unacknowledged bound is reached
+            # (an input_ack wakes this loop).
+            while not self._commands.empty() and (self._input_id is None or self._outbox.has_room):
                 frame = self._commands.get_nowait()
                 is_eof = isinstance(frame, StdinEof)
+                if self._input_id is not None and isinstance(frame, (Stdin, StdinEof, Signal, Resize)):
+                    frame = self._outbox.push(frame)
                 try:
                     await ws.send(frame.encode())
                 except ConnectionClosed as e:
@@ -415,6 +446,9 @@ class Connection:
                 s.finished = True
                 s.wake()
             return True
+        elif isinstance(frame, InputAck):
+            self._outbox.acknowledge(frame.applied)
+            self._wake.set()
         elif isinstance(frame, ErrorFrame):
             self.last_rejection = (frame.code, frame.message)
         elif isinstance(frame, Hello):

@@ -86,6 +86,10 @@ class IdempotencyConflict(ServerError):
     """422 ``idempotency_conflict``: an ``Idempotency-Key`` was reused with a different request."""
 
 
+class InputExpired(ServerError):
+    """409 ``input_expired``: an attachment resumed an input stream the server no longer knows (the connection was away longer than ``--input-ttl-ms``); its unacknowledged input was not sent again, so nothing was applied twice."""
+
+
 class Overloaded(ServerError):
     """The server is at a limit: 503 ``too_many_processes`` / ``retention_exhausted``, 429 ``too_many_attachments``, or another 429/502/503/504."""
 
@@ -109,6 +113,7 @@ _BY_CODE: dict[str, type[ServerError]] = {
     "cannot_execute": SpawnFailed,
     "name_taken": NameTaken,
     "idempotency_conflict": IdempotencyConflict,
+    "input_expired": InputExpired,
     "too_many_processes": Overloaded,
     "retention_exhausted": Overloaded,
     "too_many_attachments": Overloaded,

@@ -10,8 +10,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from .endpoint import Endpoint
-from .errors import ProtocolError, TransportError, error_from_response
-from .protocol import SUBPROTOCOL, ErrorFrame, FrameDecodeError, Hello, decode_server_frame
+from .errors import InputExpired, ProtocolError, TransportError, error_from_response
+from .protocol import SUBPROTOCOL, ErrorFrame, FrameDecodeError, Hello, InputAck, decode_server_frame
 
 
 async def open_socket(
@@ -63,6 +63,29 @@ async def open_socket(
     except BaseException:
         await close_quietly(ws)
         raise
+
+
+async def read_input_ack(ws: ClientConnection, url: str) -> int:
+    """Reads the ``input_ack`` the server sends right after ``hello`` to an attachment with numbered input: where its input stream stands."""
+    try:
+        message = await ws.recv()
+    except ConnectionClosed as e:
+        raise TransportError(shown_url(url), f"closed before input_ack ({e})") from None
+    if isinstance(message, str):
+        raise ProtocolError("the server sent a text message")
+    try:
+        frame = decode_server_frame(message)
+    except FrameDecodeError as e:
+        raise ProtocolError(f"bad input_ack frame: {e}") from None
+    if isinstance(frame, ErrorFrame) and frame.code == "input_expired":
+        # Told after the upgrade (so that browsers learn it too): the same
+        # error a refused upgrade would be.
+        raise InputExpired(409, frame.code, frame.message)
+    if isinstance(frame, ErrorFrame):
+        raise ProtocolError(f"attach refused: {frame.code}: {frame.message}")
+    if not isinstance(frame, InputAck):
+        raise ProtocolError(f"expected input_ack after hello (numbered input), got {type(frame).__name__}")
+    return frame.applied
 
 
 def shown_url(url: str) -> str:

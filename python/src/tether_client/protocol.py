@@ -399,7 +399,22 @@ class ErrorFrame:
         return _pack(self.to_wire())
 
 
-ServerFrame = Hello | Data | Dropped | Screen | Exit | ErrorFrame
+@dataclass(frozen=True)
+class InputAck:
+    """How far the attachment's numbered input (``input=ID``) has been applied: every unit before ``applied``, once."""
+
+    applied: int
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "input_ack", "applied": self.applied}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+ServerFrame = Hello | Data | Dropped | Screen | InputAck | Exit | ErrorFrame
 """A frame the server sends."""
 
 # ---------------------------------------------------------------- client frames
@@ -480,7 +495,32 @@ class Credit:
         return _pack(self.to_wire())
 
 
-ClientFrame = Stdin | StdinEof | Signal | Resize | Credit
+InputAction = Stdin | StdinEof | Signal | Resize
+"""What a numbered :class:`Input` does: the unnumbered frame of the same type."""
+
+
+def input_units(action: InputAction) -> int:
+    """Units of the input sequence an action takes: its bytes for stdin, one for every other action."""
+    return len(action.data) if isinstance(action, Stdin) else 1
+
+
+@dataclass(frozen=True)
+class Input:
+    """One numbered input (attach with ``input=ID``): ``seq`` is the sequence position of the action's first unit."""
+
+    seq: int
+    action: InputAction
+
+    def to_wire(self) -> Wire:
+        """The frame as a map, ``type`` first."""
+        return {"type": "input", "seq": self.seq, "action": self.action.to_wire()}
+
+    def encode(self) -> bytes:
+        """The frame's MessagePack bytes."""
+        return _pack(self.to_wire())
+
+
+ClientFrame = Stdin | StdinEof | Signal | Resize | Input | Credit
 """A frame a client sends."""
 
 # ---------------------------------------------------------------- decoding
@@ -531,6 +571,8 @@ def decode_server_frame(payload: bytes) -> ServerFrame:
                 rows=_uint(v, "rows", _U32_MAX),
                 data=_field(v, "data", bytes),
             )
+        if kind == "input_ack":
+            return InputAck(applied=_uint(v, "applied"))
         if kind == "exit":
             return Exit(process=ProcessInfo.from_wire(_field(v, "process", dict)))
         if kind == "error":
@@ -538,6 +580,19 @@ def decode_server_frame(payload: bytes) -> ServerFrame:
     except ValueError as e:
         raise FrameDecodeError("invalid_frame", f"invalid {kind} frame: {e}") from None
     raise FrameDecodeError("unknown_type", f"unknown frame type {kind!r}")
+
+
+def _action(v: Wire) -> InputAction:
+    kind = v.get("type")
+    if kind == "stdin":
+        return Stdin(data=_field(v, "data", bytes))
+    if kind == "stdin_eof":
+        return StdinEof()
+    if kind == "signal":
+        return Signal(signal=_field(v, "signal", str))
+    if kind == "resize":
+        return Resize(cols=_uint(v, "cols", _U32_MAX), rows=_uint(v, "rows", _U32_MAX))
+    raise ValueError(f"action type must be stdin, stdin_eof, signal or resize, not {kind!r}")
 
 
 def decode_client_frame(payload: bytes) -> ClientFrame:
@@ -554,6 +609,8 @@ def decode_client_frame(payload: bytes) -> ClientFrame:
             return Resize(cols=_uint(v, "cols", _U32_MAX), rows=_uint(v, "rows", _U32_MAX))
         if kind == "credit":
             return Credit(stream=_stream(v), bytes=_uint(v, "bytes"))
+        if kind == "input":
+            return Input(seq=_uint(v, "seq"), action=_action(_field(v, "action", dict)))
     except ValueError as e:
         raise FrameDecodeError("invalid_frame", f"invalid {kind} frame: {e}") from None
     raise FrameDecodeError("unknown_type", f"unknown frame type {kind!r}")

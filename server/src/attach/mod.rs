@@ -25,6 +25,7 @@ use tokio::time::timeout;
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::Grant;
+use crate::process::input_streams::InputClaim;
 use crate::process::Process;
 use crate::retained::Cursor;
 use crate::slots::Slot;
@@ -67,6 +68,26 @@ pub struct Admission {
     process: Arc<Process>,
     table: Arc<ProcessTable>,
     _slots: (Slot, Slot),
+    /// The attachment's numbered input stream (`input=ID`), if any.
+    input: Option<InputClaim>,
+    /// Why the attachment ends right after `hello` (an expired input
+    /// stream), if it does.
+    refusal: Option<ApiError>,
+}
+
+impl Admission {
+    /// The attachment numbers its input on this stream.
+    pub fn with_input(mut self, claim: InputClaim) -> Admission {
+        self.input = Some(claim);
+        self
+    }
+
+    /// The attachment sends `hello`, then `error` with this, then Close
+    /// 1008.
+    pub fn refused(mut self, error: ApiError) -> Admission {
+        self.refusal = Some(error);
+        self
+    }
 }
 
 /// The WebSocket every attachment route accepts (`tether.v1` and the
@@ -119,6 +140,8 @@ pub fn admit(
         process: process.clone(),
         table: table.clone(),
         _slots: (per_process, total),
+        input: None,
+        refusal: None,
     })
 }
 
@@ -142,12 +165,14 @@ pub async fn serve(socket: WebSocket, admission: Admission, options: AttachOptio
 /// same decision for each frame.
 pub async fn serve_framed(
     socket: WebSocket,
-    admission: Admission,
+    mut admission: Admission,
     options: AttachOptions,
     grant: Grant,
     framing: Framing,
     decoder: Decoder,
 ) {
+    let input = admission.input.take();
+    let acknowledged = input.as_ref().map(InputClaim::watch);
     let process = admission.process.clone();
     let config = admission.table.config().clone();
     process.metrics.attaches.fetch_add(1, Ordering::Relaxed);
@@ -187,6 +212,7 @@ pub async fn serve_framed(
         events_tx.clone(),
         options.readonly,
         STDIN_BUDGET.max(config.max_frame_bytes),
+        input,
     );
     let reader = SocketReader {
         stream,
@@ -211,6 +237,9 @@ pub async fn serve_framed(
         credit,
         unflushed: 0,
         framing,
+        acknowledged,
+        refusal: admission.refusal.take(),
+        ack_due: None,
     };
     let keepalive = Keepalive {
         liveness,

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use tether_protocol::ClientFrame;
 use tokio::sync::mpsc;
 
-use super::input::{Now, ProcessQueue};
+use super::input::{ForProcess, Now, ProcessQueue};
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::error::AttachError;
 use crate::wire::framing::Decoder;
@@ -100,6 +100,20 @@ impl SocketReader {
                 self.credit.grant(stream, bytes);
                 continue;
             }
+            let frame = match self.queue.accept(frame) {
+                Ok(frame) => frame,
+                Err(error) => {
+                    if self
+                        .events
+                        .send(ReaderEvent::Rejected(error))
+                        .await
+                        .is_err()
+                    {
+                        return None;
+                    }
+                    continue;
+                }
+            };
             let frame = match self.queue.try_now(frame) {
                 Now::Done => continue,
                 Now::Rejected(error) => {
@@ -135,7 +149,7 @@ impl SocketReader {
     /// reading stops there, so what waits for the process is bounded by one
     /// message; while one is held the client is not taken for dead (it has
     /// said more than the process takes, and its pongs wait behind that).
-    async fn push_listening(&mut self, frame: ClientFrame) -> bool {
+    async fn push_listening(&mut self, frame: ForProcess) -> bool {
         let push = self.queue.push(frame);
         tokio::pin!(push);
         let mut held: Option<Incoming> = None;

@@ -11,11 +11,12 @@ use std::time::Duration;
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::stream::SplitSink;
 use futures_util::SinkExt;
-use tether_protocol::StreamName;
-use tokio::sync::mpsc;
+use tether_protocol::{ServerFrame, StreamName};
+use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout, MissedTickBehavior};
 
 use super::state::{Credit, Liveness, ReaderEvent};
+use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::process::Process;
 use crate::retained::{Cursor, Next, Reader};
@@ -25,6 +26,11 @@ use crate::wire::framing::Framing;
 /// Flush after this many bytes of feed()s, so big bursts go out in few
 /// syscalls and small ones promptly.
 const FLUSH_BYTES: usize = 256 * 1024;
+
+/// How long an `input_ack` may wait for output to ride with. A keystroke's
+/// echo comes within it, so its acknowledgement costs no write of its own;
+/// input that makes no output is acknowledged this much later.
+const ACK_DELAY: Duration = Duration::from_millis(5);
 
 /// The writer of one attachment.
 pub struct Writer {
@@ -50,6 +56,13 @@ pub struct Writer {
     pub framing: Framing,
     /// `screen=1`: the snapshot to send right after `hello`.
     pub screen: Option<Snapshot>,
+    /// With `input=ID`: how far the input stream has been applied, sent
+    /// as `input_ack` right after `hello` and whenever it moves.
+    pub acknowledged: Option<watch::Receiver<u64>>,
+    /// Refused after `hello`: the error frame to send, then Close 1008.
+    pub refusal: Option<ApiError>,
+    /// An `input_ack` is due by then (sent earlier with output).
+    pub ack_due: Option<tokio::time::Instant>,
 }
 
 /// What [`Writer::send_available`] left behind.
@@ -92,6 +105,17 @@ impl Writer {
                 return None;
             }
         }
+        if let Some(error) = self.refusal.take() {
+            if let Some(message) = self.framing.rejected(&error) {
+                if self.send(message).await.is_err() {
+                    return None;
+                }
+            }
+            return Some((1008, error.status_and_code().1.into()));
+        }
+        if self.acknowledge().await.is_err() {
+            return None;
+        }
         if let Some(screen) = self
             .screen
             .take()
@@ -111,6 +135,9 @@ impl Writer {
             match sent {
                 Err(()) => return None,
                 Ok(Progress::Complete) if exited => {
+                    if self.ack_due.take().is_some() && self.acknowledge().await.is_err() {
+                        return None;
+                    }
                     if let Some(exit) = self.framing.exit(self.process.info()) {
                         if self.send(exit).await.is_err() {
                             return None;
@@ -143,6 +170,15 @@ impl Writer {
                     }
                     Some(ReaderEvent::Gone) | None => return None,
                 },
+                Some(()) = changed(&mut self.acknowledged) => {
+                    self.ack_due.get_or_insert_with(|| tokio::time::Instant::now() + ACK_DELAY);
+                }
+                _ = sleep_until(self.ack_due) => {
+                    self.ack_due = None;
+                    if self.acknowledge().await.is_err() {
+                        return None;
+                    }
+                }
                 _ = ping.tick() => {
                     if keepalive.liveness.unanswered_for() > keepalive.idle_timeout {
                         return Some((1001, "idle timeout".into()));
@@ -227,6 +263,16 @@ impl Writer {
                 };
                 done = false;
                 sent_any = true;
+                // A due acknowledgement rides with the output, in its flush.
+                if self.ack_due.take().is_some() {
+                    if let Some(applied) =
+                        self.acknowledged.as_mut().map(|a| *a.borrow_and_update())
+                    {
+                        let ack = ServerFrame::InputAck { applied }.encode();
+                        self.unflushed += ack.len();
+                        self.feed(Message::Binary(ack.into())).await?;
+                    }
+                }
                 self.unflushed += match &message {
                     Message::Binary(bytes) => bytes.len(),
                     Message::Text(text) => text.len(),
@@ -280,9 +326,35 @@ impl Writer {
         }
     }
 
+    /// Sends `input_ack` with where the input stream stands now.
+    async fn acknowledge(&mut self) -> Result<(), ()> {
+        let Some(applied) = self.acknowledged.as_mut().map(|a| *a.borrow_and_update()) else {
+            return Ok(());
+        };
+        let frame = ServerFrame::InputAck { applied }.encode();
+        self.send(Message::Binary(frame.into())).await
+    }
+
     /// Feeds and flushes one message.
     pub async fn send(&mut self, message: Message) -> Result<(), ()> {
         self.feed(message).await?;
         self.flush().await
+    }
+}
+
+/// Resolves when the watched position moves; never without one (or once
+/// its sender is gone).
+async fn changed(watched: &mut Option<watch::Receiver<u64>>) -> Option<()> {
+    match watched {
+        Some(receiver) => receiver.changed().await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves at `deadline`; never without one.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }

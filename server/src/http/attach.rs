@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
@@ -74,7 +75,8 @@ pub async fn attach(
         readonly,
         screen,
     };
-    upgrade_to_attachment(&table, grant, process, options, upgrade)
+    let input = query_input(&query)?;
+    upgrade_to_attachment(&table, grant, process, options, input, upgrade)
 }
 
 /// `GET /v1/run?request=JSON`: spawns the process of `request` (a spawn
@@ -98,6 +100,12 @@ pub async fn run(
     let request: SpawnRequest = serde_json::from_str(request)
         .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON in request=: {e}")))?;
     let window = query_window(&query)?;
+    let input = query_input(&query)?;
+    if input.as_ref().is_some_and(|(_, resume)| *resume) {
+        return Err(ApiError::InvalidRequest(
+            "input_resume on run: a new process has no input stream to resume (resume through attach)".into(),
+        ));
+    }
     let (process, new) = table.spawn(request, idempotency_key(&headers)?).await?;
     if new {
         grant.audit("spawn", &process.id);
@@ -108,7 +116,7 @@ pub async fn run(
         readonly: false,
         screen: ScreenStart::Never,
     };
-    upgrade_to_attachment(&table, grant, process, options, upgrade)
+    upgrade_to_attachment(&table, grant, process, options, input, upgrade)
 }
 
 /// Admits an attachment to `process` and answers the upgrade with it.
@@ -117,10 +125,27 @@ fn upgrade_to_attachment(
     grant: Grant,
     process: Arc<Process>,
     options: AttachOptions,
+    input: Option<(String, bool)>,
     upgrade: WebSocketUpgrade,
 ) -> ApiResult<Response> {
     let writer = !options.readonly && grant.may_write();
-    let admission = attach::admit(table, &process, writer)?;
+    let mut admission = attach::admit(table, &process, writer)?;
+    if let Some((id, resume)) = input {
+        let config = table.config();
+        let claim = process.inputs.claim(
+            &id,
+            resume,
+            Duration::from_millis(config.input_ttl_ms),
+            config.max_input_streams,
+        );
+        admission = match claim {
+            Ok(claim) => admission.with_input(claim),
+            // Told after the upgrade, in an `error` frame: a browser cannot
+            // read the answer to a refused upgrade, and must not retry.
+            Err(error @ ApiError::InputExpired(..)) => admission.refused(error),
+            Err(error) => return Err(error),
+        };
+    }
     let mode = if !writer { "read" } else { "read,write" };
     Ok(attach::configure_upgrade(upgrade, table.config(), SUBPROTOCOL)
         .on_upgrade(move |socket| {
@@ -147,6 +172,22 @@ fn websocket(
             e.body_text()
         ))
     })
+}
+
+/// `input=ID` (numbered input, [`crate::process::input_streams`]) and `input_resume=1`
+/// (the client has sent input under this id before).
+fn query_input(query: &HashMap<String, String>) -> ApiResult<Option<(String, bool)>> {
+    let resume = query_bool(query, "input_resume")?.unwrap_or(false);
+    match query.get("input") {
+        Some(id) => {
+            crate::process::input_streams::check_id(id)?;
+            Ok(Some((id.clone(), resume)))
+        }
+        None if resume => Err(ApiError::InvalidRequest(
+            "input_resume needs input=ID".into(),
+        )),
+        None => Ok(None),
+    }
 }
 
 /// `window=N`: credit flow control, at least 1 byte; absent, none.

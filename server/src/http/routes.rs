@@ -23,6 +23,7 @@ use super::params::{idempotency_key, query_u64};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
+use crate::process::input_once::{FirstAttempt, Once};
 use crate::process::Process;
 use crate::table::ProcessTable;
 
@@ -401,14 +402,51 @@ async fn signal(
     State(table): State<AppState>,
     Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessInfo>> {
     let process = grant.process(&table, Need::Write, &id)?;
-    let request: SignalRequest = json_body(body, table.config())?;
+    let body = body_bytes(body, table.config())?;
+    let Some(attempt) = once(&table, &process, &headers, "signal", &body).await? else {
+        return Ok(Json(process.info()));
+    };
+    let request: SignalRequest = json_body(Ok(body), table.config())?;
     let signal = Signal::parse(&request.signal)?;
     grant.audit("signal", &process.id);
     process.signal(signal).await?;
+    attempt.succeeded();
     Ok(Json(process.info()))
+}
+
+/// With an `Idempotency-Key`: `None` when a request with this key
+/// succeeded before (answer success, do nothing), else the attempt to
+/// carry out and mark. Without one, an attempt that records nothing.
+async fn once(
+    table: &ProcessTable,
+    process: &Process,
+    headers: &HeaderMap,
+    route: &str,
+    body: &[u8],
+) -> ApiResult<Option<Attempt>> {
+    let Some(key) = idempotency_key(headers)? else {
+        return Ok(Some(Attempt(None)));
+    };
+    let ttl = Duration::from_millis(table.config().input_ttl_ms);
+    match process.inputs.http.begin(&key, route, body, ttl).await? {
+        Once::Done => Ok(None),
+        Once::First(first) => Ok(Some(Attempt(Some(first)))),
+    }
+}
+
+/// A request being carried out, keyed or not.
+struct Attempt(Option<FirstAttempt>);
+
+impl Attempt {
+    fn succeeded(self) {
+        if let Some(first) = self.0 {
+            first.succeeded();
+        }
+    }
 }
 
 /// Raw bytes for stdin. The process's HTTP stdin budget is reserved for
@@ -440,7 +478,11 @@ async fn stdin(
                 ApiError::BodyTooLarge(config.max_body_bytes)
             }
         })?;
+    let Some(attempt) = once(&table, &process, &headers, "stdin", &body).await? else {
+        return Ok(StatusCode::NO_CONTENT);
+    };
     process.write_http_stdin(body.to_vec(), permit).await?;
+    attempt.succeeded();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -448,11 +490,14 @@ async fn stdin_close(
     State(table): State<AppState>,
     Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> ApiResult<StatusCode> {
-    grant
-        .process(&table, Need::Write, &id)?
-        .close_stdin()
-        .await?;
+    let process = grant.process(&table, Need::Write, &id)?;
+    let Some(attempt) = once(&table, &process, &headers, "stdin_close", &[]).await? else {
+        return Ok(StatusCode::NO_CONTENT);
+    };
+    process.close_stdin().await?;
+    attempt.succeeded();
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -460,10 +505,16 @@ async fn resize(
     State(table): State<AppState>,
     Extension(grant): Extension<Grant>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
     let process = grant.process(&table, Need::Write, &id)?;
-    let request: ResizeRequest = json_body(body, table.config())?;
+    let body = body_bytes(body, table.config())?;
+    let Some(attempt) = once(&table, &process, &headers, "resize", &body).await? else {
+        return Ok(StatusCode::NO_CONTENT);
+    };
+    let request: ResizeRequest = json_body(Ok(body), table.config())?;
     table.resize(&process, request.cols, request.rows)?;
+    attempt.succeeded();
     Ok(StatusCode::NO_CONTENT)
 }

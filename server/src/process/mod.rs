@@ -10,6 +10,8 @@
 //! serves signals and kills, and publishes the exit.
 
 pub mod capture;
+pub mod input_once;
+pub mod input_streams;
 pub mod recovered;
 pub mod spawn;
 pub mod stdin;
@@ -66,6 +68,8 @@ pub struct Process {
     pub metrics: Arc<Metrics>,
     /// The names of a Kubernetes exec, if it is one.
     pub kubernetes: Option<KubernetesNames>,
+    /// Its numbered input streams (attach with `input=ID`).
+    pub inputs: input_streams::InputStreams,
     output: Arc<RetainedOutput>,
     exit: watch::Receiver<Option<Exited>>,
     control: mpsc::Sender<Control>,

@@ -75,6 +75,7 @@ impl Process {
             pty: None,
             kill_grace: config.kill_grace(),
             kubernetes: info.kubernetes,
+            inputs: Default::default(),
             // No cell and no session (0 names none): nothing of the old run
             // is ever signalled, and kill requests are answered above.
             contained: {

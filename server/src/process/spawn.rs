@@ -200,6 +200,7 @@ pub fn spawn(
         pty,
         kill_grace: config.kill_grace(),
         kubernetes: plan.kubernetes,
+        inputs: Default::default(),
         contained: contained.clone(),
     });
 

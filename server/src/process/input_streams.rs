@@ -1,0 +1,221 @@
+//! Numbered input (`input=ID` on attach): each input stream of a process
+//! keeps how far it has been applied, so that a client that resends what
+//! it is unsure of after a reconnect has it applied once.
+//!
+//! A stream outlives its connections: the next attachment that names it
+//! (`input=ID&input_resume=1`) carries on from where the last one stopped.
+//! It is forgotten `--input-ttl-ms` after its last attachment went away;
+//! a process keeps at most `--max-input-streams` of them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::error::ApiError;
+
+/// Longest input id (ids are 1..=64 of `A-Z a-z 0-9 . _ -`).
+pub const MAX_INPUT_ID: usize = 64;
+
+/// The input streams of one process, and the keys of its HTTP input.
+#[derive(Default)]
+pub struct InputStreams {
+    streams: Mutex<HashMap<String, Arc<InputStream>>>,
+    /// `Idempotency-Key`s of `POST .../stdin`, `stdin/close`, `signal`,
+    /// `resize`.
+    pub http: super::input_once::OnceKeys,
+}
+
+/// One input stream: the position up to which it has been applied.
+pub struct InputStream {
+    /// The next position to apply. Held while one action is carried out,
+    /// so that two connections naming the same stream (a resume while the
+    /// broken connection is still being read) never apply a unit twice.
+    next: tokio::sync::Mutex<u64>,
+    /// The same position, for the writers that acknowledge it.
+    applied: watch::Sender<u64>,
+    /// How many attachments hold it, and when the last one let go.
+    holders: Mutex<(usize, Instant)>,
+}
+
+/// An attachment's hold on its input stream; letting go starts the TTL.
+pub struct InputClaim {
+    stream: Arc<InputStream>,
+}
+
+/// What to do with a numbered action, given where the stream stands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Every unit of it was applied before: drop it.
+    Duplicate,
+    /// It starts past the next position: something before it is missing.
+    Gap {
+        /// Where the stream stands.
+        expected: u64,
+    },
+    /// Apply it from its `skip`th unit (its head was applied before: a
+    /// resent stdin frame that was partly new).
+    Apply {
+        /// Units of its head already applied.
+        skip: u64,
+    },
+}
+
+impl Plan {
+    /// The plan for an action at `seq` of `units` when the stream is at
+    /// `next`. An action of no units (empty stdin) at `next` applies nothing.
+    pub fn of(seq: u64, units: u64, next: u64) -> Plan {
+        if seq > next {
+            return Plan::Gap { expected: next };
+        }
+        if seq.saturating_add(units) <= next && !(units == 0 && seq == next) {
+            return Plan::Duplicate;
+        }
+        Plan::Apply { skip: next - seq }
+    }
+}
+
+/// Checks an input id from the query string.
+pub fn check_id(id: &str) -> Result<(), ApiError> {
+    let ok = (1..=MAX_INPUT_ID).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::InvalidRequest(format!(
+            "input={id:?}: expected 1 to {MAX_INPUT_ID} of A-Z a-z 0-9 . _ -"
+        )))
+    }
+}
+
+impl InputStreams {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<InputStream>>> {
+        self.streams.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes hold of stream `id` for an attachment. A stream this process
+    /// does not know is started at 0, unless `resume` says the client has
+    /// sent input under this id before: then it has expired (or never
+    /// reached this server), and carrying on from 0 could apply twice what
+    /// was applied before, so it is refused with `input_expired`.
+    pub fn claim(
+        &self,
+        id: &str,
+        resume: bool,
+        ttl: Duration,
+        max: usize,
+    ) -> Result<InputClaim, ApiError> {
+        let mut streams = self.lock();
+        let now = Instant::now();
+        streams.retain(|_, stream| !stream.expired(now, ttl));
+        if let Some(stream) = streams.get(id) {
+            stream.hold();
+            return Ok(InputClaim {
+                stream: stream.clone(),
+            });
+        }
+        if resume {
+            return Err(ApiError::InputExpired(id.to_string(), ttl.as_millis()));
+        }
+        if streams.len() >= max {
+            return Err(ApiError::TooManyInputStreams(max));
+        }
+        let stream = Arc::new(InputStream {
+            next: tokio::sync::Mutex::new(0),
+            applied: watch::Sender::new(0),
+            holders: Mutex::new((1, now)),
+        });
+        streams.insert(id.to_string(), stream.clone());
+        Ok(InputClaim { stream })
+    }
+}
+
+impl InputStream {
+    fn holders(&self) -> MutexGuard<'_, (usize, Instant)> {
+        self.holders.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn hold(&self) {
+        self.holders().0 += 1;
+    }
+
+    fn expired(&self, now: Instant, ttl: Duration) -> bool {
+        let (count, since) = *self.holders();
+        count == 0 && now.duration_since(since) >= ttl
+    }
+}
+
+impl InputClaim {
+    /// The stream's order: lock it to plan and carry out one action.
+    pub fn order(&self) -> &tokio::sync::Mutex<u64> {
+        &self.stream.next
+    }
+
+    /// Publishes a new applied position to every writer that acknowledges
+    /// this stream.
+    pub fn applied(&self, next: u64) {
+        self.stream.applied.send_replace(next);
+    }
+
+    /// A receiver of the applied position, for the writer's `input_ack`.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.stream.applied.subscribe()
+    }
+}
+
+impl Drop for InputClaim {
+    fn drop(&mut self) {
+        let mut holders = self.stream.holders();
+        holders.0 = holders.0.saturating_sub(1);
+        if holders.0 == 0 {
+            holders.1 = Instant::now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_drop_duplicates_refuse_gaps_and_trim_overlaps() {
+        assert_eq!(Plan::of(0, 5, 0), Plan::Apply { skip: 0 });
+        assert_eq!(Plan::of(0, 5, 5), Plan::Duplicate);
+        assert_eq!(Plan::of(2, 5, 5), Plan::Apply { skip: 3 });
+        assert_eq!(Plan::of(6, 1, 5), Plan::Gap { expected: 5 });
+        assert_eq!(Plan::of(5, 0, 5), Plan::Apply { skip: 0 });
+        assert_eq!(Plan::of(4, 0, 5), Plan::Duplicate);
+    }
+
+    #[test]
+    fn a_resume_of_an_unknown_stream_is_refused_and_a_released_one_expires() {
+        let streams = InputStreams::default();
+        let ttl = Duration::from_millis(0);
+        assert!(matches!(
+            streams.claim("a", true, ttl, 4),
+            Err(ApiError::InputExpired(..))
+        ));
+        let claim = streams
+            .claim("a", false, ttl, 4)
+            .unwrap_or_else(|_| panic!());
+        // Held: never expires.
+        assert!(streams.claim("a", true, ttl, 4).is_ok());
+        drop(claim);
+        assert!(matches!(
+            streams.claim("a", true, ttl, 4),
+            Err(ApiError::InputExpired(..))
+        ));
+        let _held: Vec<_> = (0..4)
+            .map(|i| streams.claim(&format!("s{i}"), false, ttl, 4))
+            .collect();
+        assert!(matches!(
+            streams.claim("s9", false, ttl, 4),
+            Err(ApiError::TooManyInputStreams(4))
+        ));
+        assert!(check_id("tab-1.x_Y").is_ok());
+        assert!(check_id("").is_err() && check_id("a b").is_err());
+    }
+}
