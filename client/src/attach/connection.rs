@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::handshake::{open, Ws};
 use super::input::Command;
+use super::options::AttachOptions;
 use super::outbox::Outbox;
 use super::state::{Applied, Shared};
-use super::AttachOptions;
 use crate::client::{path_segment, Backoff, Client};
 use crate::error::{Error, Result, TransportKind};
 

@@ -22,6 +22,7 @@ mod connection;
 mod credit;
 mod handshake;
 mod input;
+mod options;
 mod outbox;
 mod reader;
 mod state;
@@ -29,7 +30,6 @@ mod state;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tether_protocol::api::SpawnRequest;
 use tether_protocol::{ProcessInfo, StreamName};
@@ -37,10 +37,11 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use input::{Control, StdinWriter};
+pub use options::AttachOptions;
 pub use reader::OutputReader;
 pub use state::Chunk;
 
-use crate::client::{Client, RetryPolicy};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use connection::Conn;
 use state::{ExitState, Guard, Shared};
@@ -53,76 +54,6 @@ const MAX_WINDOW: u64 = 1 << 40;
 /// `HTTP/1.1`, the request line stays within the 8 KiB that proxies such
 /// as nginx accept by default.
 const MAX_RUN_QUERY: usize = 6 << 10;
-
-/// How to attach. The defaults suit most uses.
-///
-/// ```
-/// use tether_client::AttachOptions;
-///
-/// let options = AttachOptions { window: 64 * 1024, readonly: true, ..AttachOptions::default() };
-/// assert_eq!(options.stdout_offset, 0);
-/// ```
-#[derive(Debug, Clone)]
-pub struct AttachOptions {
-    /// Credit window per stream, in bytes: at most this much of each
-    /// stream is buffered in the client (default 256 KiB).
-    pub window: u64,
-    /// Read-only attachment (`readonly=1`): stdin, signals and resizes
-    /// are refused.
-    pub readonly: bool,
-    /// First stdout offset to receive (default 0: everything retained).
-    pub stdout_offset: u64,
-    /// First stderr offset to receive (default 0).
-    pub stderr_offset: u64,
-    /// PTY only (a pipe process refuses it): start from the terminal
-    /// screen (`screen=1`, `stdout_offset` is then ignored) and, on a
-    /// resume whose saved offset was evicted, take the screen instead of a
-    /// `dropped` gap (`screen=evicted`). stdout then yields a
-    /// [`Chunk::Screen`] first (default off).
-    pub screen: bool,
-    /// Retry budget for reconnecting after the connection drops, and for
-    /// the first connection unless `first_connect` is set (default: 30 s,
-    /// backoff up to 2 s).
-    pub reconnect: RetryPolicy,
-    /// Retry budget of the first connection alone, when it should differ
-    /// from `reconnect` (default `None`: `reconnect`). A command-line
-    /// client sets a short one, so that a server that is not there fails
-    /// fast, while a connection that drops once the process runs is still
-    /// resumed with the full `reconnect` budget.
-    pub first_connect: Option<RetryPolicy>,
-    /// A connection that brings no message (the server pings every 20 s by
-    /// default) for this long is taken as lost and resumed (default 90 s).
-    pub idle_timeout: Duration,
-    /// Timeout of one connection attempt, handshake and `hello` included
-    /// (default 10 s).
-    pub connect_timeout: Duration,
-    /// Number the input (default on; `input=ID`, docs/PROTOCOL.md): every
-    /// stdin write, close, resize and signal is applied by the server
-    /// exactly once, in order, however often the connection drops and is
-    /// resumed. A resume after the server forgot the input stream (its
-    /// connection was down longer than `--input-ttl-ms`) fails the
-    /// attachment with the error code `input_expired`. Off: input is sent
-    /// at most once (what a broken connection carried may be lost), for
-    /// servers older than numbered input. Read-only attachments send none.
-    pub numbered_input: bool,
-}
-
-impl Default for AttachOptions {
-    fn default() -> Self {
-        AttachOptions {
-            window: 256 << 10,
-            readonly: false,
-            stdout_offset: 0,
-            stderr_offset: 0,
-            screen: false,
-            reconnect: RetryPolicy::default(),
-            first_connect: None,
-            idle_timeout: Duration::from_secs(90),
-            connect_timeout: Duration::from_secs(10),
-            numbered_input: true,
-        }
-    }
-}
 
 /// An attachment to a process: independent handles for each stream, stdin,
 /// control and the exit. Move each where it is needed; the connection lives
