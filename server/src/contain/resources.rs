@@ -105,7 +105,7 @@ impl Controllers {
     }
 
     /// Creates `name` (the instance cgroup's name) in each v1 hierarchy of
-    /// [`V1_REQUIRED`] and `blkio`, below this server's own cgroup there.
+    /// `V1_REQUIRED` and `blkio`, below this server's own cgroup there.
     /// None when a required one is missing or not writable (then nothing
     /// is left behind).
     pub fn create_v1(name: &str) -> Option<Controllers> {

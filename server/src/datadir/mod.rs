@@ -12,9 +12,9 @@
 //! Without `--data-dir` the server makes a private directory (mode 0700) in
 //! the system's temporary directory and removes it when it exits cleanly.
 //! Either way the server holds the directory's lock for its life
-//! ([`lock`]): a second server refuses it, and the cleanup of directories
+//! (`datadir/lock.rs`): a second server refuses it, and the cleanup of directories
 //! killed servers left removes only unlocked ones. Every file is opened
-//! through the directory's descriptor without following links ([`dir`]),
+//! through the directory's descriptor without following links (`retained/dir.rs`),
 //! and an existing `--data-dir` writable by group or others is refused.
 //! With `--data-dir` a clean exit keeps the files, and the next run reads
 //! them back ([`DataDir::recover`]): the processes of the previous run are
