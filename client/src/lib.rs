@@ -36,6 +36,7 @@ mod client;
 mod error;
 mod exec;
 mod local_token;
+mod retry;
 mod spec;
 mod tls;
 mod utf8;
@@ -43,10 +44,11 @@ mod utf8;
 pub use attach::{
     AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter,
 };
-pub use client::{Client, MintedToken, RetryPolicy};
+pub use client::{Client, MintedToken};
 pub use error::{Error, Result, TransportKind};
 pub use exec::ExecOutput;
 pub use local_token::{is_local_url, local_token_for, local_token_path, runtime_dir, LocalToken};
+pub use retry::RetryPolicy;
 pub use spec::SpawnSpec;
 pub use utf8::Utf8Decoder;
 

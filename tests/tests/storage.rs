@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tether_tests::{fresh_dir, tetherd_binary, TestServer};
+use tether_tests::{fresh_dir, settle_blocking, tetherd_binary, TestServer};
 
 const MIB: u64 = 1 << 20;
 
@@ -59,16 +59,14 @@ fn refused_start(args: &[&str]) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("tetherd {args:?} did not refuse to start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let exited = settle_blocking(
+        Duration::from_secs(30),
+        || child.try_wait().unwrap(),
+        Option::is_some,
+    );
+    let Some(status) = exited else {
+        let _ = child.kill();
+        panic!("tetherd {args:?} did not refuse to start");
     };
     assert!(!status.success());
     let mut stderr = String::new();

@@ -18,8 +18,9 @@ use super::input::Command;
 use super::options::AttachOptions;
 use super::outbox::Outbox;
 use super::state::{Applied, Shared};
-use crate::client::{path_segment, Backoff, Client};
+use crate::client::{path_segment, Client};
 use crate::error::{Error, Result, TransportKind};
+use crate::retry::Backoff;
 
 /// How one connection ended.
 enum Outcome {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::client::RetryPolicy;
+use crate::retry::RetryPolicy;
 
 /// How to attach. The defaults suit most uses.
 ///
