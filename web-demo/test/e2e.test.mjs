@@ -9,7 +9,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { connect, createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
@@ -550,7 +550,16 @@ test("with no token flag tetherd prints a URL that opens the terminal, and requi
     const [url, fragment] = opened.split("/#");
     assert.equal(url, secured.baseUrl);
     assert.match(fragment, /^token=[A-Za-z0-9_-]{40,}$/);
-    assert.equal(statSync(join(runtime, "tether", "token")).mode & 0o777, 0o600);
+    // The generated token is in this server's own runtime entry, readable
+    // by this user only.
+    const servers = join(runtime, "tether", "servers");
+    const entries = readdirSync(servers).filter((name) => name.endsWith(".json"));
+    assert.equal(entries.length, 1, `${entries}`);
+    const entry = join(servers, entries[0]);
+    assert.equal(statSync(entry).mode & 0o777, 0o600);
+    const { url: entryUrl, token } = JSON.parse(readFileSync(entry, "utf8"));
+    assert.equal(entryUrl, secured.baseUrl);
+    assert.equal(`token=${token}`, fragment);
     const page = await openTerminal(`${fragment}&cmd=${encodeURIComponent(SHELL)}`, { url });
     await run(page, "echo generated-$((8*8))");
     await waitForText(page, /^generated-64$/);
