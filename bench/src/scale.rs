@@ -17,6 +17,11 @@ use crate::Ctx;
 
 /// Per-session retention asked for (the output is a byte or two).
 const SESSION_RETAIN: u64 = 64 << 10;
+/// What each PTY's screen reserves against `--retain-total` at 80x24 with
+/// the default scrollback (`screen::memory_bound`: both grids, the
+/// scrollback and one snapshot, about 1.6 MiB), rounded up: a reservation,
+/// not what an idle session holds (section 5 measures that).
+const SCREEN_RESERVE: u64 = 2 << 20;
 
 /// Runs `f` over `items` with at most `limit` in flight; results in order.
 pub async fn bounded<T, R, F, Fut>(items: Vec<T>, limit: usize, f: F) -> Result<Vec<R>>
@@ -63,7 +68,10 @@ pub async fn scale(ctx: &mut Ctx) -> Result<()> {
         format!("--max-known-processes={}", n + 64),
         format!("--max-attachments={}", n + 64),
         format!("--max-connections={}", 2 * n + 128),
-        format!("--retain-total={}", (n as u64 + 64) * SESSION_RETAIN * 2),
+        format!(
+            "--retain-total={}",
+            (n as u64 + 64) * (SESSION_RETAIN * 2 + SCREEN_RESERVE)
+        ),
         "--idle-timeout-ms=600000".into(),
     ])?;
     let api = Api::new(&server.base)?;
