@@ -73,14 +73,7 @@ impl Websocketd {
             child,
             base: format!("ws://127.0.0.1:{port}"),
         };
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if Instant::now() > deadline {
-                bail!("websocketd did not listen on {addr} within 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening("websocketd", port)?;
         eprintln!(
             "   websocketd pid {} on {}{}",
             peer.child.id(),
@@ -124,8 +117,22 @@ impl Drop for Websocketd {
 }
 
 /// A port nobody listens on right now (bound, read and released).
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Waits (at most 10 s) until a peer server `name` accepts on loopback
+/// `port`.
+pub(crate) fn wait_listening(name: &str, port: u16) -> Result<()> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        if Instant::now() > deadline {
+            bail!("{name} did not listen on {addr} within 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
 }
 
 /// The executables both servers run.

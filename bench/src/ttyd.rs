@@ -11,7 +11,6 @@
 //! sends `{"AuthToken":"","columns":C,"rows":R}` first, then `'0'` + input;
 //! output comes back as `'0'` + bytes (its `src/server.h`).
 
-use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -24,6 +23,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{Api, Conn, Ws};
 use crate::latency::{cooked_cat, echo_round, raw_cat, wait_for_output};
+use crate::peers::{free_port, wait_listening};
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::Ctx;
@@ -38,10 +38,7 @@ struct Ttyd {
 
 impl Ttyd {
     fn start(bin: &Path, script: &str) -> Result<Ttyd> {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-            listener.local_addr()?.port()
-        };
+        let port = free_port()?;
         let mut cmd = Command::new(bin);
         cmd.args(["-p", &port.to_string(), "-i", "lo", "-W", "-d", "0"])
             .args(["sh", "-c", script])
@@ -62,14 +59,7 @@ impl Ttyd {
             child,
             url: format!("ws://127.0.0.1:{port}/ws"),
         };
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if Instant::now() > deadline {
-                bail!("ttyd did not listen on {addr} within 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening("ttyd", port)?;
         Ok(ttyd)
     }
 
