@@ -468,7 +468,13 @@ async fn stdin(
     if declared.is_some_and(|n| n > config.max_body_bytes) {
         return Err(ApiError::BodyTooLarge(config.max_body_bytes));
     }
-    let permit = process.reserve_http_stdin(declared.unwrap_or(config.max_body_bytes))?;
+    let permit = match process.reserve_http_stdin(declared.unwrap_or(config.max_body_bytes)) {
+        Ok(permit) => permit,
+        Err(busy) => {
+            discard_refused_body(body, config.max_body_bytes).await;
+            return Err(busy);
+        }
+    };
     let body = axum::body::to_bytes(body, config.max_body_bytes)
         .await
         .map_err(|e| {
@@ -484,6 +490,28 @@ async fn stdin(
     process.write_http_stdin(body.to_vec(), permit).await?;
     attempt.succeeded();
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// How long a refused body is read and dropped before the refusal goes.
+const REFUSED_BODY_DRAIN: Duration = Duration::from_secs(1);
+
+/// Reads and drops what a client is still sending of a body refused before
+/// it was read (at most `limit` bytes and [`REFUSED_BODY_DRAIN`], nothing
+/// kept): the answer closes the connection, and a client still writing
+/// into a closed socket gets EPIPE instead of the answer that says why.
+async fn discard_refused_body(body: axum::body::Body, limit: usize) {
+    use http_body_util::BodyExt;
+    let drain = async move {
+        let mut body = body;
+        let mut seen = 0usize;
+        while seen < limit {
+            match body.frame().await {
+                Some(Ok(frame)) => seen += frame.data_ref().map_or(0, |d| d.len()),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REFUSED_BODY_DRAIN, drain).await;
 }
 
 async fn stdin_close(
