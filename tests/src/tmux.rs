@@ -79,9 +79,27 @@ impl Tmux {
         })
     }
 
+    /// Like [`Tmux::until`], but true within `within` or false.
+    pub fn shows_within(&self, within: Duration, done: impl Fn(&str) -> bool) -> bool {
+        done(&crate::settle_blocking(within, || self.pane(), |p| done(p)))
+    }
+
     pub fn type_line(&self, line: &str) {
         self.cmd(&["send-keys", "-t", "main", "-l", line]);
         self.cmd(&["send-keys", "-t", "main", "Enter"]);
+    }
+
+    /// The exit status a session's script wrote to `rc` in its directory
+    /// (as [`Tmux::start_command`]'s does), once written (bounded).
+    pub fn exit_status(&self) -> String {
+        let path = self.dir.join("rc");
+        let written = |c: &Option<String>| c.as_ref().is_some_and(|c| c.ends_with('\n'));
+        let content =
+            crate::settle_blocking(crate::WAIT, || std::fs::read_to_string(&path).ok(), written);
+        match content {
+            Some(content) if content.ends_with('\n') => content.trim().to_string(),
+            _ => panic!("the command never ended; pane:\n{}", self.pane()),
+        }
     }
 }
 
@@ -97,6 +115,15 @@ impl Tmux {
                 tether = tether.display(),
             )
         })
+    }
+
+    /// A detached tmux session (100x30) running `line`, then writing its
+    /// exit status to `rc` in the session's directory ([`Tmux::exit_status`]).
+    pub fn start_command(name: &str, line: &str) -> Tmux {
+        let (tmux, _) = Tmux::start_script(name, |d| {
+            format!("{line}; echo $? > {d}/rc; exec sleep 600")
+        });
+        tmux
     }
 
     /// A detached tmux session (100x30) running the shell script that

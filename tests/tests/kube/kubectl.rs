@@ -56,7 +56,7 @@ fn kubectl_exec_it_is_a_terminal_that_follows_the_window_and_takes_ctrl_c() {
     let server = TestServer::start();
     let kube = Kubeconfig::new(&server.base, None, None);
     let line = kube.shell_line("exec -it p -- env PS1='prompt> ' bash --norc -i");
-    let tmux = Tmux::start(&line, 100, 30);
+    let tmux = Tmux::start_command("kubectl-it", &line);
     tmux.until("the prompt", |p| p.contains("prompt>"));
 
     tmux.type_line("stty size");

@@ -8,8 +8,9 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{text, ChannelClient, Kubeconfig, Session, TlsProxy, Tmux};
+use support::{text, ChannelClient, Kubeconfig, Session, TlsProxy};
 use tether_protocol::{ExitReason, ProcessInfo};
+use tether_tests::tmux::Tmux;
 use tether_tests::TestServer;
 
 /// `ws://HOST/api/v1/namespaces/{ns}/pods/{pod}/{verb}?{query}`.

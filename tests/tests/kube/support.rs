@@ -5,12 +5,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tether_tests::nginx::Nginx;
-use tether_tests::{settle_blocking, WAIT};
+use tether_tests::WAIT;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
@@ -174,94 +173,6 @@ pub fn python_client(server: &str, scenario: &str, token: Option<&str>) -> Value
     );
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", text(&output.stdout)))
-}
-
-/// A tmux server of its own, killed on drop.
-pub struct Tmux {
-    socket: String,
-    dir: PathBuf,
-}
-
-impl Tmux {
-    /// A detached session `main` of `cols`x`rows` running `line` and then
-    /// writing its exit status to `rc` in its directory.
-    pub fn start(line: &str, cols: u16, rows: u16) -> Tmux {
-        let dir = unique_dir("tmux");
-        std::fs::write(dir.join("tmux.conf"), "set -g status off\n").unwrap();
-        let tmux = Tmux {
-            socket: format!("tether-kube-{}", dir.file_name().unwrap().to_string_lossy()),
-            dir,
-        };
-        let script = format!(
-            "{line}; echo $? > {d}/rc; exec sleep 600",
-            d = tmux.dir.display()
-        );
-        let (cols, rows) = (cols.to_string(), rows.to_string());
-        let out = tmux.cmd(&[
-            "new-session",
-            "-d",
-            "-s",
-            "main",
-            "-x",
-            &cols,
-            "-y",
-            &rows,
-            &script,
-        ]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        tmux
-    }
-
-    pub fn cmd(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .args([
-                "-L",
-                &self.socket,
-                "-f",
-                self.dir.join("tmux.conf").to_str().unwrap(),
-            ])
-            .args(args)
-            .output()
-            .expect("run tmux")
-    }
-
-    pub fn pane(&self) -> String {
-        text(&self.cmd(&["capture-pane", "-p", "-t", "main"]).stdout)
-    }
-
-    /// Polls (bounded) until the pane satisfies `done`.
-    pub fn until(&self, what: &str, done: impl Fn(&str) -> bool) {
-        let pane = settle_blocking(WAIT, || self.pane(), |p| done(p));
-        assert!(done(&pane), "{what} never showed; pane:\n{pane}");
-    }
-
-    /// Like [`Tmux::until`], but true within `within` or false.
-    pub fn shows_within(&self, within: Duration, done: impl Fn(&str) -> bool) -> bool {
-        done(&settle_blocking(within, || self.pane(), |p| done(p)))
-    }
-
-    pub fn type_line(&self, line: &str) {
-        self.cmd(&["send-keys", "-t", "main", "-l", line]);
-        self.cmd(&["send-keys", "-t", "main", "Enter"]);
-    }
-
-    /// The exit status of the session's command, once written (bounded).
-    pub fn exit_status(&self) -> String {
-        let path = self.dir.join("rc");
-        let written = |c: &Option<String>| c.as_ref().is_some_and(|c| c.ends_with('\n'));
-        let content = settle_blocking(WAIT, || std::fs::read_to_string(&path).ok(), written);
-        match content {
-            Some(content) if content.ends_with('\n') => content.trim().to_string(),
-            _ => panic!("the command never ended; pane:\n{}", self.pane()),
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd(&["kill-server"]);
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// nginx terminating TLS (a self-signed certificate for 127.0.0.1) in
