@@ -11,7 +11,15 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from .endpoint import Endpoint
 from .errors import InputExpired, ProtocolError, TransportError, error_from_response
-from .protocol import SUBPROTOCOL, ErrorFrame, FrameDecodeError, Hello, InputAck, decode_server_frame
+from .protocol import (
+    SUBPROTOCOL,
+    ErrorFrame,
+    FrameDecodeError,
+    Hello,
+    InputAck,
+    ServerFrame,
+    decode_server_frame,
+)
 
 
 async def open_socket(
@@ -45,16 +53,7 @@ async def open_socket(
     try:
         if ws.subprotocol not in (None, SUBPROTOCOL):
             raise ProtocolError(f"server chose subprotocol {ws.subprotocol!r}, not {SUBPROTOCOL}")
-        try:
-            message = await ws.recv()
-        except ConnectionClosed as e:
-            raise TransportError(shown_url(url), f"closed before hello ({e})") from None
-        if isinstance(message, str):
-            raise ProtocolError("the server sent a text message")
-        try:
-            frame = decode_server_frame(message)
-        except FrameDecodeError as e:
-            raise ProtocolError(f"bad hello frame: {e}") from None
+        frame = await opening_frame(ws, url, "hello")
         if isinstance(frame, ErrorFrame):
             raise ProtocolError(f"attach refused: {frame.code}: {frame.message}")
         if not isinstance(frame, Hello):
@@ -65,18 +64,23 @@ async def open_socket(
         raise
 
 
-async def read_input_ack(ws: ClientConnection, url: str) -> int:
-    """Reads the ``input_ack`` the server sends right after ``hello`` to an attachment with numbered input: where its input stream stands."""
+async def opening_frame(ws: ClientConnection, url: str, what: str) -> ServerFrame:
+    """The next frame of a connection's opening (``what``: ``hello``, ``input_ack``), or why there is none."""
     try:
         message = await ws.recv()
     except ConnectionClosed as e:
-        raise TransportError(shown_url(url), f"closed before input_ack ({e})") from None
+        raise TransportError(shown_url(url), f"closed before {what} ({e})") from None
     if isinstance(message, str):
         raise ProtocolError("the server sent a text message")
     try:
-        frame = decode_server_frame(message)
+        return decode_server_frame(message)
     except FrameDecodeError as e:
-        raise ProtocolError(f"bad input_ack frame: {e}") from None
+        raise ProtocolError(f"bad {what} frame: {e}") from None
+
+
+async def read_input_ack(ws: ClientConnection, url: str) -> int:
+    """Reads the ``input_ack`` the server sends right after ``hello`` to an attachment with numbered input: where its input stream stands."""
+    frame = await opening_frame(ws, url, "input_ack")
     if isinstance(frame, ErrorFrame) and frame.code == "input_expired":
         # Told after the upgrade (so that browsers learn it too): the same
         # error a refused upgrade would be.
