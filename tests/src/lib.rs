@@ -27,6 +27,7 @@ mod procfs;
 pub mod rust_client;
 pub mod scoped;
 pub mod tmux;
+pub mod xterm;
 
 pub use attachment::{refused_attach, Attachment, Received};
 pub use poll::{settle, settle_async, settle_blocking, settle_within};

@@ -241,6 +241,17 @@ impl Screen {
         }
     }
 
+    /// Where the cursor is: `(column, row)` from 0, the column one past the
+    /// last when a character written there waits to wrap.
+    pub fn cursor(&self) -> (u16, u16) {
+        let cursor = match &self.emulator {
+            Emulator::Live(terminal) => terminal.cursor(),
+            Emulator::Asleep(dump) => rebuild(self.cols, self.rows, self.limits, dump).cursor(),
+        };
+        let narrow = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
+        (narrow(cursor.col), narrow(cursor.row))
+    }
+
     /// The window title the program set last, if any.
     pub fn title(&self) -> Option<&str> {
         self.modes.title.as_deref()

@@ -1,0 +1,138 @@
+//! Real xterm judges a corpus: every case is run through real xterm (under
+//! Xvfb, `tether_tests::xterm`) twice, each time in a fresh xterm; a case
+//! whose two screens differ is dropped (xterm's own answer is not
+//! deterministic) and said so. Every candidate is scored
+//! on the rest: a case passes when its visible text and its cursor are
+//! xterm's. The cases, xterm's screens and the Rust candidates' results
+//! are written to `target/screen-judge/corpus/<file>.json` for the xterm.js
+//! judge in `tests/screen/`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use tether_tests::xterm::{Xterm, XtermScreen, Xvfb};
+
+use crate::candidates::{alacritty, tether, vt100, Shown, TmuxJudge};
+use crate::corpus::{hex, out_dir, Case};
+
+/// The Rust candidates, in the order reports list them.
+pub const CANDIDATES: [&str; 4] = ["tether", "vt100", "alacritty_terminal", "tmux"];
+
+pub struct Judged {
+    /// Cases xterm answered the same way twice.
+    pub judged: usize,
+    /// Passes per candidate.
+    pub passes: BTreeMap<&'static str, usize>,
+    /// Failures per candidate.
+    pub fails: BTreeMap<&'static str, Vec<String>>,
+}
+
+impl Judged {
+    pub fn passes(&self, candidate: &str) -> usize {
+        self.passes[candidate]
+    }
+}
+
+/// What real xterm showed for each case, each run twice in fresh xterms
+/// (`Err`: the two differed, said how).
+fn xterm_screens(cases: &[Case]) -> Vec<Result<XtermScreen, String>> {
+    let xvfb = Xvfb::start();
+    let run = |case: &Case| Xterm::start(&xvfb, case.cols, case.rows).screen(&case.recording);
+    cases
+        .iter()
+        .map(|case| {
+            let (a, b) = (run(case), run(case));
+            if a == b {
+                return Ok(a);
+            }
+            let row = (0..a.lines.len()).find(|&r| a.lines[r] != b.lines[r]);
+            Err(match row {
+                Some(r) => format!(
+                    "xterm showed row {r} as {:?} once and {:?} the other time",
+                    a.lines[r], b.lines[r]
+                ),
+                None => format!(
+                    "xterm put the cursor at {:?} once and at {:?} the other time",
+                    a.cursor, b.cursor
+                ),
+            })
+        })
+        .collect()
+}
+
+fn xterm_version() -> String {
+    let out = std::process::Command::new("xterm")
+        .arg("-version")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Judges `cases` by real xterm, scores the candidates, writes
+/// `<file>.json` and prints the counts.
+pub fn judge(corpus: &str, file: &str, cases: &[Case]) -> Judged {
+    let screens = xterm_screens(cases);
+    let mut tmux = TmuxJudge::start(&format!("judge-{file}"));
+    let mut passes: BTreeMap<&'static str, usize> = CANDIDATES.iter().map(|c| (*c, 0)).collect();
+    let mut fails: BTreeMap<&'static str, Vec<String>> =
+        CANDIDATES.iter().map(|c| (*c, Vec::new())).collect();
+    let mut judged = Vec::new();
+    let mut dropped = Vec::new();
+    for (case, screen) in cases.iter().zip(&screens) {
+        let expected = match screen {
+            Ok(screen) => Shown {
+                lines: screen.lines.clone(),
+                cursor: screen.cursor,
+            },
+            Err(reason) => {
+                dropped.push(json!({"name": case.name, "reason": reason}));
+                continue;
+            }
+        };
+        let shown = [tether(case), vt100(case), alacritty(case), tmux.shown(case)];
+        let mut results = serde_json::Map::new();
+        for (candidate, shown) in CANDIDATES.iter().zip(shown) {
+            let same = shown == expected;
+            if same {
+                *passes.get_mut(candidate).unwrap() += 1;
+            } else {
+                fails.get_mut(candidate).unwrap().push(case.name.clone());
+            }
+            results.insert(candidate.to_string(), Value::Bool(same));
+        }
+        judged.push(json!({
+            "name": case.name, "cols": case.cols, "rows": case.rows,
+            "recording": hex(&case.recording),
+            "expected": expected.lines, "cursor": [expected.cursor.0, expected.cursor.1],
+            "results": results,
+        }));
+    }
+    let count = judged.len();
+    let report = json!({
+        "corpus": corpus, "judge": xterm_version(),
+        "cases": judged, "dropped": dropped,
+    });
+    std::fs::write(
+        out_dir().join(format!("{file}.json")),
+        serde_json::to_vec(&report).unwrap(),
+    )
+    .unwrap();
+    println!(
+        "{corpus}: {count} cases judged by real xterm, {} dropped",
+        dropped.len()
+    );
+    for d in &dropped {
+        println!("  dropped {}: {}", d["name"], d["reason"]);
+    }
+    for candidate in CANDIDATES {
+        println!(
+            "  {candidate}: {} (fails {:?})",
+            passes[candidate], fails[candidate]
+        );
+    }
+    Judged {
+        judged: count,
+        passes,
+        fails,
+    }
+}

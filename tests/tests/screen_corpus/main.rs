@@ -1,0 +1,55 @@
+//! Fidelity of the server's screen (issue 29): the emulator behind
+//! `GET .../screen` (avt 0.19 behind `server/src/screen/`) and the other
+//! candidates judged by corpora nobody here wrote the answers of.
+//!
+//! - `alacritty_own`: the recordings alacritty_terminal 0.26.0 publishes
+//!   with its crate, against the screens Alacritty showed.
+//! - `judge` (real xterm under Xvfb): the same recordings, recordings of real
+//!   programs made here through a real tetherd PTY (`programs`), and short
+//!   streams for each sequence issue 29 names (`sequences`), against the
+//!   screens real xterm shows for them.
+//!
+//! Each test writes its corpus with xterm's screens to
+//! `target/screen-judge/corpus/` for `tests/screen/judge.test.mjs`, which
+//! scores xterm.js on the same cases and holds the server to at least its
+//! count. The counts are in docs/BENCHMARKS.md.
+
+mod alacritty_own;
+mod candidates;
+mod corpus;
+mod judge;
+
+use judge::{judge, CANDIDATES};
+
+/// Cases of each corpus the server shows as real xterm does, today. Raise
+/// them when the emulator gets better: the judge fails on fewer.
+const TETHER_ALACRITTY_REF: usize = 0;
+
+fn assert_at_least(judged: &judge::Judged, tether: usize, least_judged: usize) {
+    assert!(
+        judged.judged >= least_judged,
+        "only {} cases judged",
+        judged.judged
+    );
+    assert!(
+        judged.passes("tether") >= tether,
+        "tether passes {} < {tether} (fails {:?})",
+        judged.passes("tether"),
+        judged.fails["tether"]
+    );
+    let _ = CANDIDATES;
+}
+
+#[test]
+fn alacritty_recordings_show_as_real_xterm_shows_them() {
+    let cases: Vec<_> = corpus::alacritty_ref()
+        .into_iter()
+        .map(|(case, _)| case)
+        .collect();
+    let judged = judge(
+        "alacritty_terminal 0.26.0 tests/ref, judged by real xterm",
+        "xterm_alacritty_ref",
+        &cases,
+    );
+    assert_at_least(&judged, TETHER_ALACRITTY_REF, 40);
+}
