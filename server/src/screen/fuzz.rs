@@ -1,8 +1,8 @@
 //! Arbitrary bytes and sizes: no panic, the snapshot round trip holds
 //! (a snapshot at N fed to a fresh screen, then the bytes from N, equals
 //! the screen fed everything), snapshots stay inside the memory bound, and
-//! a repeat cut short by `repeat.rs` leaves exactly what avt makes of the
-//! full count.
+//! a repeat cut short by `repeat.rs` leaves exactly what the emulator makes
+//! of the full count.
 
 use proptest::prelude::*;
 
@@ -35,6 +35,7 @@ fn terminal_bytes() -> impl Strategy<Value = Vec<u8>> {
             Just(&b"\x1bH"[..]), Just(&b"\x1b[3g"[..]), Just(&b"\x1b(0"[..]),
             Just(&b"\x1b[1;31;48;2;1;2;3m"[..]), Just("\u{4e16}".as_bytes()),
             Just(&b"\x1bc"[..]), Just(&b"\x1b7"[..]), Just(&b"\x1b8"[..]),
+            Just(&b"\x1b#8"[..]), Just(&b"\x1b[3;4r\x1b[3;1H\x1b[2L"[..]),
         ].prop_map(<[u8]>::to_vec),
     ];
     proptest::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
@@ -104,9 +105,19 @@ proptest! {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let mut screen = Screen::new(cols, rows, limits);
         screen.feed(text.as_bytes());
-        // avt alone, every repeat at its full count.
+        // The same emulator (with the corrections), every repeat at its
+        // full count.
         let mut raw = fresh(cols, rows, limits);
-        raw.feed(&*text);
+        let mut shadow = avt::Parser::new();
+        let mut region = corrections::Region::default();
+        repeat::Guarded {
+            terminal: &mut raw,
+            shadow: &mut shadow,
+            region: &mut region,
+            cut_repeats: false,
+            limits,
+        }
+        .feed_str(&text);
         prop_assert_eq!(live(&mut screen), emulator_dump(&raw, limits));
     }
 }

@@ -21,6 +21,7 @@
 //! screen that has never had output holds no emulator at all.
 
 mod bounds;
+mod corrections;
 mod modes;
 mod render;
 mod repeat;
@@ -67,6 +68,8 @@ pub struct Screen {
     /// avt's parser in step with the emulator's own (`repeat.rs`); kept
     /// while the emulator sleeps, as the dump keeps the emulator's.
     shadow: avt::Parser,
+    /// avt's scroll region, mirrored (`corrections.rs`).
+    region: corrections::Region,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
@@ -109,6 +112,7 @@ impl Screen {
             modes: ClientModes::default(),
             side_parser: vte::Parser::new(),
             shadow: avt::Parser::new(),
+            region: corrections::Region::default(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -155,6 +159,8 @@ impl Screen {
         let mut guarded = Guarded {
             terminal,
             shadow: &mut self.shadow,
+            region: &mut self.region,
+            cut_repeats: true,
             limits: self.limits,
         };
         // NUL is ignored by terminals in every state that matters here (xterm
@@ -186,6 +192,7 @@ impl Screen {
         let before = self.memory_bound();
         wake(&mut self.emulator, self.cols, self.rows, self.limits)
             .resize(usize::from(cols), usize::from(rows));
+        self.region.resized(rows != self.rows);
         self.cols = cols;
         self.rows = rows;
         if before.saturating_sub(self.memory_bound()) >= bounds::GIVE_BACK_BYTES {

@@ -8,17 +8,23 @@
 //! given it: the emulator is given the text up to it, a CAN (which ends
 //! the sequence its parser holds and does nothing else), then the shorter
 //! repeat. Both parsers are back in their ground state after it, so they
-//! stay in step. Everything else passes unchanged, in runs.
+//! stay in step. The same way, the functions where avt differs from real
+//! xterm are given as xterm does them (`corrections.rs`). Everything else
+//! passes unchanged, in runs.
 
 use avt::parser::{Function, State};
 use avt::Terminal;
 
 use super::bounds::{repeat_count, ScreenLimits};
+use super::corrections::{correct, needs_state, Correction, Region};
 
 /// The emulator with the shadow parser that stays in step with its own.
 pub(super) struct Guarded<'a> {
     pub terminal: &'a mut Terminal,
     pub shadow: &'a mut avt::Parser,
+    pub region: &'a mut Region,
+    /// False only for the fuzz test's reference, which repeats in full.
+    pub cut_repeats: bool,
     pub limits: ScreenLimits,
 }
 
@@ -33,18 +39,41 @@ impl Guarded<'_> {
             {
                 continue;
             }
-            let Some(Function::Rep(count)) = self.shadow.feed(ch) else {
+            let Some(function) = self.shadow.feed(ch) else {
                 continue;
             };
-            // What the emulator has been given so far: the repeated
-            // character is the one before the cursor then.
-            self.terminal.feed(&text[start..at]);
-            start = at;
-            let cut = self.cut(count);
-            if cut != count {
-                self.terminal.feed('\u{18}');
-                self.terminal.execute(Function::Rep(cut));
-                start = at + ch.len_utf8();
+            let end = at + ch.len_utf8();
+            if let (Function::Rep(count), true) = (&function, self.cut_repeats) {
+                let count = *count;
+                // What the emulator has been given so far: the repeated
+                // character is the one before the cursor then.
+                self.terminal.feed(&text[start..at]);
+                start = at;
+                let cut = self.cut(count);
+                if cut != count {
+                    self.terminal.feed('\u{18}');
+                    self.terminal.execute(Function::Rep(cut));
+                    start = end;
+                }
+                continue;
+            }
+            if needs_state(&function) {
+                self.terminal.feed(&text[start..at]);
+                start = at;
+            }
+            match correct(&function, self.terminal, self.region) {
+                Correction::Pass => {}
+                Correction::Instead(operations) => {
+                    self.terminal.feed(&text[start..at]);
+                    self.terminal.feed('\u{18}');
+                    self.terminal.execute(operations);
+                    start = end;
+                }
+                Correction::After(operations) => {
+                    self.terminal.feed(&text[start..end]);
+                    self.terminal.execute(operations);
+                    start = end;
+                }
             }
         }
         self.terminal.feed(&text[start..]);

@@ -91,12 +91,18 @@ pub fn judge(corpus: &str, file: &str, cases: &[Case]) -> Judged {
         };
         let shown = [tether(case), vt100(case), alacritty(case), tmux.shown(case)];
         let mut results = serde_json::Map::new();
+        let mut wrong = serde_json::Map::new();
         for (candidate, shown) in CANDIDATES.iter().zip(shown) {
             let same = shown == expected;
             if same {
                 *passes.get_mut(candidate).unwrap() += 1;
             } else {
                 fails.get_mut(candidate).unwrap().push(case.name.clone());
+                let cursor = [shown.cursor.0, shown.cursor.1];
+                wrong.insert(
+                    candidate.to_string(),
+                    json!({"lines": shown.lines, "cursor": cursor}),
+                );
             }
             results.insert(candidate.to_string(), Value::Bool(same));
         }
@@ -104,7 +110,7 @@ pub fn judge(corpus: &str, file: &str, cases: &[Case]) -> Judged {
             "name": case.name, "cols": case.cols, "rows": case.rows,
             "recording": hex(&case.recording),
             "expected": expected.lines, "cursor": [expected.cursor.0, expected.cursor.1],
-            "results": results,
+            "results": results, "wrong": wrong,
         }));
     }
     let count = judged.len();

@@ -18,12 +18,16 @@ mod alacritty_own;
 mod candidates;
 mod corpus;
 mod judge;
+mod programs;
+mod sequences;
 
 use judge::{judge, CANDIDATES};
 
 /// Cases of each corpus the server shows as real xterm does, today. Raise
 /// them when the emulator gets better: the judge fails on fewer.
-const TETHER_ALACRITTY_REF: usize = 0;
+const TETHER_ALACRITTY_REF: usize = 38;
+const TETHER_SEQUENCES: usize = 58;
+const TETHER_PROGRAMS: usize = 0;
 
 fn assert_at_least(judged: &judge::Judged, tether: usize, least_judged: usize) {
     assert!(
@@ -52,4 +56,41 @@ fn alacritty_recordings_show_as_real_xterm_shows_them() {
         &cases,
     );
     assert_at_least(&judged, TETHER_ALACRITTY_REF, 40);
+}
+
+#[test]
+fn named_sequences_show_as_real_xterm_shows_them() {
+    let cases = sequences::cases();
+    let judged = judge(
+        "issue 29's sequences (streams written here), judged by real xterm",
+        "xterm_sequences",
+        &cases,
+    );
+    assert_at_least(&judged, TETHER_SEQUENCES, cases.len() - 5);
+}
+
+#[tokio::test]
+async fn real_programs_show_as_real_xterm_shows_them() {
+    let server = tether_tests::TestServer::start();
+    let (cases, server_screens) = programs::cases(&server).await;
+    // What `GET .../screen` answered at each program's end is what the
+    // server's emulator, fed the same bytes here, shows.
+    for (name, screen) in &server_screens {
+        let case = cases.iter().find(|c| &c.name == name).unwrap();
+        assert_eq!(
+            screen,
+            &candidates::tether(case).lines,
+            "{name}: GET .../screen"
+        );
+    }
+    let judged = tokio::task::spawn_blocking(move || {
+        judge(
+            "real programs recorded through tetherd, judged by real xterm",
+            "xterm_programs",
+            &cases,
+        )
+    })
+    .await
+    .unwrap();
+    assert_at_least(&judged, TETHER_PROGRAMS, 30);
 }

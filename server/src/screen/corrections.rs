@@ -1,0 +1,110 @@
+//! Where avt 0.19 does what real xterm does not, the emulator is given
+//! what xterm does instead (measured by the screen judge,
+//! `tests/tests/screen_corpus/`, whose expected screens are real xterm's):
+//!
+//! - insert and delete line (`IL`, `DL`) with the cursor outside the scroll
+//!   region do nothing; inside it they also move the cursor to the first
+//!   column (and so end a pending wrap);
+//! - `DECALN` (`ESC # 8`) also resets the scroll region and homes the
+//!   cursor;
+//! - erase characters and erase in line (`ECH`, `EL`) with a wrap pending
+//!   act on the last column and end the pending wrap;
+//! - a horizontal tab with a wrap pending does nothing (the wrap stays
+//!   pending).
+//!
+//! Each correction is made of avt's own operations, so the emulator's state
+//! (and its dump, the snapshot) stays avt's: nothing here holds state a
+//! snapshot would not carry but the scroll region, which mirrors avt's own
+//! (avt does not show it), set and reset as avt sets and resets it.
+
+use avt::parser::Function;
+use avt::Terminal;
+
+/// avt's scroll region, as avt keeps it (it does not show it): rows from 0,
+/// `None` for the whole screen.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Region(Option<(usize, usize)>);
+
+impl Region {
+    /// The terminal got `rows` rows: avt resets the region when the row
+    /// count changes.
+    pub fn resized(&mut self, rows_changed: bool) {
+        if rows_changed {
+            self.0 = None;
+        }
+    }
+
+    fn rows(self, rows: usize) -> (usize, usize) {
+        self.0.unwrap_or((0, rows.saturating_sub(1)))
+    }
+}
+
+/// What the emulator is given for one function.
+pub(super) enum Correction {
+    /// The function as it came.
+    Pass,
+    /// These operations instead.
+    Instead(Vec<Function>),
+    /// The function, then these operations.
+    After(Vec<Function>),
+}
+
+/// True for the functions [`correct`] may need the emulator's state for
+/// (the emulator must have been given everything before them).
+pub(super) fn needs_state(function: &Function) -> bool {
+    matches!(
+        function,
+        Function::Il(_) | Function::Dl(_) | Function::Ech(_) | Function::El(_) | Function::Ht
+    )
+}
+
+pub(super) fn correct(function: &Function, terminal: &Terminal, region: &mut Region) -> Correction {
+    let (cols, rows) = terminal.size();
+    let cursor = terminal.cursor();
+    let wrap_pending = cursor.col >= cols;
+    match *function {
+        Function::Il(_) | Function::Dl(_) => {
+            let (top, bottom) = region.rows(rows);
+            if cursor.row < top || cursor.row > bottom {
+                Correction::Instead(Vec::new())
+            } else {
+                Correction::After(vec![Function::Cha(1)])
+            }
+        }
+        Function::Decaln => {
+            region.0 = None;
+            Correction::After(vec![Function::Decstbm(0, 0)])
+        }
+        Function::Ech(n) if wrap_pending => {
+            Correction::Instead(vec![last_column(cols), Function::Ech(n)])
+        }
+        Function::El(_) if wrap_pending => {
+            Correction::Instead(vec![last_column(cols), function.clone()])
+        }
+        Function::Ht if wrap_pending => Correction::Instead(Vec::new()),
+        Function::Decstbm(top, bottom) => {
+            // As avt's own DECSTBM: 1-based, 0 for the default; kept only
+            // when top < bottom within the screen.
+            let top = usize::from(top.max(1)) - 1;
+            let bottom = if bottom == 0 {
+                rows
+            } else {
+                usize::from(bottom)
+            } - 1;
+            if top < bottom && bottom < rows {
+                region.0 = ((top, bottom) != (0, rows - 1)).then_some((top, bottom));
+            }
+            Correction::Pass
+        }
+        Function::Ris | Function::Decstr => {
+            region.0 = None;
+            Correction::Pass
+        }
+        _ => Correction::Pass,
+    }
+}
+
+/// Cursor to the last column (`CHA`), which ends a pending wrap.
+fn last_column(cols: usize) -> Function {
+    Function::Cha(u16::try_from(cols).unwrap_or(u16::MAX))
+}

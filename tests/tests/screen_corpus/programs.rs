@@ -1,0 +1,284 @@
+//! Recordings of real programs, made now through a real tetherd PTY
+//! (80x24, `TERM=xterm`): vim editing and splitting, less paging back and
+//! forth, top, htop, tmux with split panes inside the session, and the
+//! screens of vttest's menus 1 (cursor movement), 2 (screen features) and 8
+//! (VT102 insert/delete). Each program is driven by keys sent when a piece
+//! of text shows; the output up to each such point is a case (as a viewer
+//! attaching then would need it drawn), and so is the whole output.
+
+use serde_json::{json, Value};
+use tether_protocol::ClientFrame;
+use tether_tests::{Attachment, Received, TestServer};
+
+use crate::corpus::Case;
+
+pub const COLS: u16 = 80;
+pub const ROWS: u16 = 24;
+
+/// Wait for `needle` in the output after the last step, then type `keys`.
+/// The output up to the needle is a case.
+struct Step(&'static str, &'static str);
+
+struct Program {
+    name: &'static str,
+    argv: Vec<String>,
+    env: Value,
+    steps: Vec<Step>,
+}
+
+/// A file of 200 numbered lines for vim and less.
+fn lines_file() -> String {
+    let dir = tether_tests::fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("lines.txt");
+    let text: String = (1..=200)
+        .map(|n| format!("line {n:03} of the screen judge's file, some words to wrap\n"))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// An empty home directory (htop and mc write their settings there).
+fn home() -> String {
+    let dir = tether_tests::fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.display().to_string()
+}
+
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+fn programs() -> Vec<Program> {
+    let file = lines_file();
+    let inner_tmux = format!("tether-judge-inner-{}", std::process::id());
+    // vim echoes a marker built by concatenation, so the typed command
+    // line never contains it.
+    vec![
+        Program {
+            name: "vim",
+            argv: argv(&["vim", "-u", "DEFAULTS", "-i", "NONE", "-n", &file]),
+            env: json!({}),
+            steps: vec![
+                Step("line 001", "50G:echo 'st'.'ep1'\r"),
+                Step("step1", "dd3ddOinserted above\x1b:echo 'st'.'ep2'\r"),
+                Step("step2", "\x05\x05\x05\x19:echo 'st'.'ep3'\r"),
+                Step("step3", ":split\r:echo 'st'.'ep4'\r"),
+                Step("step4", "\x17j10j\x05\x05\x05:echo 'st'.'ep5'\r"),
+                Step("step5", "\x17kyyP5p:echo 'st'.'ep6'\r"),
+                Step("step6", ":qa!\r"),
+            ],
+        },
+        Program {
+            name: "less",
+            argv: argv(&["less", &file]),
+            env: json!({"LESS": "", "LESSHISTFILE": "-"}),
+            steps: vec![
+                Step("line 001", " "),
+                Step("line 046", "jjj"),
+                Step("line 049", "kkkkk"),
+                Step("line 022", "G"),
+                Step("line 200", "g"),
+                Step("line 001", "q"),
+            ],
+        },
+        Program {
+            name: "top",
+            argv: argv(&["top", "-n", "2", "-d", "0.2"]),
+            env: json!({}),
+            steps: vec![],
+        },
+        Program {
+            name: "htop",
+            argv: argv(&["htop"]),
+            env: json!({"HOME": home()}),
+            steps: vec![Step("Quit", "q")],
+        },
+        Program {
+            name: "tmux",
+            argv: vec![
+                "tmux".into(),
+                "-L".into(),
+                inner_tmux.clone(),
+                "-f".into(),
+                "/dev/null".into(),
+                "new-session".into(),
+                "bash --norc --noprofile".into(),
+            ],
+            env: json!({}),
+            steps: vec![
+                Step("0:bash", "seq 1 40; echo mar''kA\r"),
+                Step("markA", "\x02%seq 100 160; echo mar''kB\r"),
+                Step("markB", "\x02\"ls -l /usr/lib | head -50; echo mar''kC\r"),
+                Step("markC", "\x02oclear; echo mar''kD\r"),
+                Step(
+                    "markD",
+                    Box::leak(format!("tmux -L {inner_tmux} kill-server\r").into_boxed_str()),
+                ),
+            ],
+        },
+        Program {
+            name: "vttest",
+            argv: argv(&["vttest"]),
+            env: json!({}),
+            steps: vttest_steps(),
+        },
+    ]
+}
+
+/// vttest answered as a VT102 would when it asks what the terminal is
+/// (DA), then at its main menu.
+fn vttest_steps() -> Vec<Step> {
+    vec![Step("\x1b[0c", "\x1b[?6c")]
+}
+
+/// vttest's menus 1 (cursor movement), 2 (screen features) and 8 (VT102
+/// insert and delete): every screen (each waits for RETURN), then exit.
+const VTTEST_MENUS: [&str; 3] = ["1\r", "2\r", "8\r"];
+const VTTEST_MENU: &str = "Enter choice number";
+const VTTEST_SCREEN: &str = "Push <RETURN>";
+
+/// Reads frames until `needle` (or one of its `|`-separated pieces) shows
+/// after `from` in stdout (bounded), or the program ends (false).
+async fn until_after(
+    attachment: &mut Attachment,
+    received: &mut Received,
+    from: usize,
+    needle: &str,
+) -> bool {
+    let deadline = std::time::Instant::now() + tether_tests::WAIT;
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{needle:?} never showed after {from}"
+        );
+        let after = &received.stdout[from.min(received.stdout.len())..];
+        if needle
+            .split('|')
+            .any(|n| String::from_utf8_lossy(after).contains(n))
+        {
+            return true;
+        }
+        if received.exit.is_some() {
+            return false;
+        }
+        let frame = attachment.frame().await.expect("closed before exit");
+        attachment.record(frame, received);
+    }
+}
+
+/// Runs `program` in a tetherd PTY: its whole output and the offsets of
+/// its steps.
+async fn record(server: &TestServer, program: &Program) -> (Vec<u8>, Vec<usize>, String) {
+    let mut env = program.env.clone();
+    env["TERM"] = json!("xterm");
+    let process = server
+        .spawn(json!({
+            "argv": program.argv, "tty": true, "cols": COLS, "rows": ROWS,
+            "env": env, "retain_bytes": 8 << 20,
+        }))
+        .await;
+    let mut attachment = server.attach(&process.id, "stdout=0").await;
+    let mut received = Received::default();
+    let mut marks = Vec::new();
+    let mut from = 0;
+    for Step(needle, keys) in &program.steps {
+        println!("{}: waiting for {needle:?}", program.name);
+        let shown = until_after(&mut attachment, &mut received, from, needle).await;
+        assert!(
+            shown,
+            "{}: ended before {needle:?} showed after {from}: {:?}",
+            program.name,
+            String::from_utf8_lossy(&received.stdout[from..])
+        );
+        from = received.stdout.len();
+        marks.push(from);
+        attachment
+            .send(ClientFrame::Stdin {
+                data: keys.as_bytes().to_vec(),
+            })
+            .await;
+    }
+    if program.name == "vttest" {
+        for menu in VTTEST_MENUS.iter().chain(&["0\r"]) {
+            let either = format!("{VTTEST_MENU}|{VTTEST_SCREEN}");
+            loop {
+                assert!(until_after(&mut attachment, &mut received, from, &either).await);
+                let after = String::from_utf8_lossy(&received.stdout[from..]).into_owned();
+                from = received.stdout.len();
+                marks.push(from);
+                if after.contains(VTTEST_MENU) {
+                    break;
+                }
+                attachment
+                    .send(ClientFrame::Stdin {
+                        data: b"\r".to_vec(),
+                    })
+                    .await;
+            }
+            attachment
+                .send(ClientFrame::Stdin {
+                    data: menu.as_bytes().to_vec(),
+                })
+                .await;
+        }
+    }
+    while received.exit.is_none() {
+        let frame = attachment.frame().await.expect("closed before exit");
+        attachment.record(frame, &mut received);
+    }
+    assert!(received.dropped.is_empty(), "{}: lost output", program.name);
+    (received.stdout, marks, process.id)
+}
+
+/// The server's own view of a process's screen now (`GET .../screen`), once
+/// it has caught up with `len` bytes.
+async fn server_screen(server: &TestServer, id: &str, len: usize) -> Vec<String> {
+    let fetch = || async {
+        let response = server
+            .http
+            .get(server.url(&format!("/v1/processes/{id}/screen")))
+            .send()
+            .await
+            .unwrap();
+        let offset: usize = response.headers()["tether-offset"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        (offset, response.text().await.unwrap())
+    };
+    let (offset, text) = tether_tests::settle_async(fetch, |(offset, _)| *offset == len).await;
+    assert_eq!(offset, len, "the screen never caught up");
+    text.lines().map(|l| l.trim_end().to_string()).collect()
+}
+
+/// Every program's cases (the output up to each step, and the whole), and
+/// for each program the server's `GET .../screen` at its end with the
+/// name of the case it must equal.
+pub async fn cases(server: &TestServer) -> (Vec<Case>, Vec<(String, Vec<String>)>) {
+    let mut cases = Vec::new();
+    let mut server_screens = Vec::new();
+    for program in programs() {
+        let (stream, marks, id) = record(server, &program).await;
+        let mut ends: Vec<usize> = marks.into_iter().filter(|&m| m > 0).collect();
+        ends.push(stream.len());
+        ends.dedup();
+        for (k, end) in ends.iter().enumerate() {
+            let name = if *end == stream.len() {
+                format!("{}_end", program.name)
+            } else {
+                format!("{}_{k:02}", program.name)
+            };
+            cases.push(Case {
+                name,
+                cols: COLS,
+                rows: ROWS,
+                recording: stream[..*end].to_vec(),
+            });
+        }
+        let screen = server_screen(server, &id, stream.len()).await;
+        server_screens.push((format!("{}_end", program.name), screen));
+    }
+    (cases, server_screens)
+}
