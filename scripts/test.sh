@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs what the
-# tests need (Chromium, nginx, tmux, python3-venv, openssl, curl, vim, less
-# procps and time from Debian, websocketd for the benchmark's peer section, the npm packages of the TypeScript client, the web demo
+# tests need (Chromium, nginx, tmux, python3-venv, openssl, curl, vim, less,
+# procps, htop, vttest, xterm, xvfb and time from Debian, websocketd for the benchmark's peer section, the npm packages of the TypeScript client, the web demo
 # and the screen judge, the Python client's test packages and the Kubernetes
 # Python client in venvs; kubectl must be on the PATH), checks formatting and
 # lints, runs the Rust tests,
@@ -13,11 +13,13 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
 
-step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps for the screen judge; time for the usage checks; websocketd for the benchmark peers)"
+step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps, htop, vttest, and xterm under xvfb for the screen judge; time for the usage checks; websocketd for the benchmark peers)"
 need=()
 # openssl makes the TLS tests' certificates; curl checks the Unix socket's mode;
-# /usr/bin/time -v is what tests/tests/limits.rs compares usage with.
-for pkg in chromium nginx tmux python3-venv openssl curl vim less procps time websocketd; do
+# /usr/bin/time -v is what tests/tests/limits.rs compares usage with; real
+# xterm on Xvfb judges the server's screen (tests/tests/screen_corpus/),
+# on recordings of vim, less, top, htop, tmux and vttest.
+for pkg in chromium nginx tmux python3-venv openssl curl vim less procps htop vttest xterm xvfb time websocketd; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

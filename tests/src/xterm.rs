@@ -75,6 +75,9 @@ impl Drop for Xvfb {
 pub struct XtermScreen {
     pub lines: Vec<String>,
     pub cursor: (u16, u16),
+    /// `(columns, rows)` at the end: not the size xterm started with when
+    /// the case made it change (`DECCOLM`).
+    pub size: (u16, u16),
 }
 
 /// A real xterm of `cols x rows` on `xvfb`; killed on drop.
@@ -206,12 +209,13 @@ impl Xterm {
         // are read as queries. Then: cursor (relative to the margins in
         // origin mode, hence origin mode and both margins), print page, a
         // status report that ends the answers.
-        self.write(b"\x18\x1b[6n\x1b[?6$p\x1bP$qr\x1b\\\x1bP$qs\x1b\\\x1b[i\x1b[5n");
-        let replies = self.wait_replies(
-            |r| find_last(r, b"\x1b\\\x1b[0n").is_some(),
-            "the cursor report",
-        );
-        let (row, col) = cursor_report(&replies).unwrap_or_else(|| {
+        // Last, the size xterm has now (the bottom right corner's place):
+        // a case may have made xterm change it (DECCOLM).
+        self.write(b"\x18\x1b[6n\x1b[?6$p\x1bP$qr\x1b\\\x1bP$qs\x1b\\\x1b[i");
+        self.write(b"\x1b[?6l\x1b[999;999H\x1b[6n\x1b[5n");
+        let replies =
+            self.wait_replies(|r| find_last(r, b"R\x1b[0n").is_some(), "the cursor report");
+        let ((row, col), size) = cursor_report(&replies).unwrap_or_else(|| {
             panic!(
                 "no cursor report in {:?}",
                 String::from_utf8_lossy(&replies)
@@ -225,7 +229,8 @@ impl Xterm {
             .collect();
         XtermScreen {
             lines,
-            cursor: (col.min(self.cols - 1), row),
+            cursor: (col.min(size.0.saturating_sub(1)), row),
+            size,
         }
     }
 
@@ -338,9 +343,10 @@ fn find_last(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// The cursor's `(row, column)` from 0 on the page, from the answers to
 /// `CSI 6 n`, `CSI ? 6 $ p` (origin mode) and DECRQSS of the top and bottom
-/// (`r`) and left and right (`s`) margins, the last things in `replies`
-/// before the closing `CSI 0 n`.
-fn cursor_report(replies: &[u8]) -> Option<(u16, u16)> {
+/// (`r`) and left and right (`s`) margins; and the `(columns, rows)` from
+/// the last `CSI 6 n` (the bottom right corner): the last things in
+/// `replies` before the closing `CSI 0 n`.
+fn cursor_report(replies: &[u8]) -> Option<((u16, u16), (u16, u16))> {
     let end = find_last(replies, b"\x1b[0n")?;
     let start = find_last(&replies[..end], b"\x1b[?6;")?;
     let start = find_last(&replies[..start], b"\x1b[")?;
@@ -352,10 +358,11 @@ fn cursor_report(replies: &[u8]) -> Option<(u16, u16)> {
             .filter_map(|n| n.parse().ok())
             .collect()
     };
-    let [cpr, mode, vertical, _, horizontal, _] = pieces.as_slice() else {
+    let [cpr, mode, vertical, _, horizontal, _, corner] = pieces.as_slice() else {
         return None;
     };
     let cpr = numbers(cpr, 0);
+    let corner = numbers(corner, 0);
     let origin = numbers(mode, 0).get(1) == Some(&1);
     // "P1$r<top>;<bottom>r": skip "P1$r"; a refused request is "P0$r".
     let margin = |piece: &str| {
@@ -374,5 +381,5 @@ fn cursor_report(replies: &[u8]) -> Option<(u16, u16)> {
     };
     let row = cpr.first()? + top - 2;
     let col = cpr.get(1)? + left - 2;
-    Some((row, col))
+    Some(((row, col), (*corner.get(1)?, *corner.first()?)))
 }

@@ -38,8 +38,9 @@ pub fn memory_bound(cols: u16, rows: u16, limits: ScreenLimits) -> u64 {
 /// at most one screen and its scrollback of printed cells (plus a line).
 ///
 /// A repeat prints one character `count` times. Once it has printed
-/// enough to fill every visible row and every scrollback line with that
-/// character, each further line's worth of prints scrolls one identical
+/// enough to scroll every line that was there out of the screen and the
+/// scrollback (a wide character does not write a line's last column), each
+/// further line's worth of prints scrolls one identical
 /// line in and one out: nothing changes but the cursor's place in its
 /// line, which repeats every `per_line` prints (`cols` for a narrow
 /// character, `cols / 2` for a wide one, one column then left unused).
@@ -50,7 +51,10 @@ pub fn memory_bound(cols: u16, rows: u16, limits: ScreenLimits) -> u64 {
 pub fn repeat_count(count: u16, cols: u16, rows: u16, wide: bool, limits: ScreenLimits) -> u16 {
     let cols = u64::from(cols.max(1));
     let per_line = if wide { (cols / 2).max(1) } else { cols };
-    let lines = u64::from(rows.max(1)) + limits.scrollback_lines as u64 + 2;
+    // A wide character leaves a line's last column as it was: every line
+    // that was there must scroll out of the screen and the scrollback, not
+    // only be written over (the cursor may start on the top row).
+    let lines = 2 * u64::from(rows.max(1)) + limits.scrollback_lines as u64 + 2;
     let fill = per_line.saturating_mul(lines);
     let count64 = u64::from(count);
     if count64 <= fill {
@@ -87,12 +91,13 @@ mod tests {
 
     #[test]
     fn a_repeat_is_cut_to_the_fill_and_keeps_its_place_in_the_line() {
-        // 4 columns, 2 rows, 3 scrollback lines: 7 lines of 4 prints.
+        // 4 columns, 2 rows, 3 scrollback lines: 2 x 2 + 3 + 2 = 9 lines
+        // of 4 prints.
         assert_eq!(repeat_count(10, 4, 2, false, LIMITS), 10);
-        assert_eq!(repeat_count(28, 4, 2, false, LIMITS), 28);
-        assert_eq!(repeat_count(29, 4, 2, false, LIMITS), 29);
-        assert_eq!(repeat_count(u16::MAX, 4, 2, false, LIMITS), 28 + 3);
+        assert_eq!(repeat_count(36, 4, 2, false, LIMITS), 36);
+        assert_eq!(repeat_count(37, 4, 2, false, LIMITS), 37);
+        assert_eq!(repeat_count(u16::MAX, 4, 2, false, LIMITS), 36 + 3);
         // Wide: two prints fill a line.
-        assert_eq!(repeat_count(u16::MAX, 4, 2, true, LIMITS), 14 + 1);
+        assert_eq!(repeat_count(u16::MAX, 4, 2, true, LIMITS), 18 + 1);
     }
 }

@@ -10,7 +10,9 @@
 //! - erase characters and erase in line (`ECH`, `EL`) with a wrap pending
 //!   act on the last column and end the pending wrap;
 //! - a horizontal tab with a wrap pending does nothing (the wrap stays
-//!   pending).
+//!   pending);
+//! - reverse index (`RI`, `ESC M`) off the top margin moves up one row, in
+//!   origin mode too (avt moves to that row counted from the top margin).
 //!
 //! Each correction is made of avt's own operations, so the emulator's state
 //! (and its dump, the snapshot) stays avt's: nothing here holds state a
@@ -54,7 +56,12 @@ pub(super) enum Correction {
 pub(super) fn needs_state(function: &Function) -> bool {
     matches!(
         function,
-        Function::Il(_) | Function::Dl(_) | Function::Ech(_) | Function::El(_) | Function::Ht
+        Function::Il(_)
+            | Function::Dl(_)
+            | Function::Ech(_)
+            | Function::El(_)
+            | Function::Ht
+            | Function::Ri
     )
 }
 
@@ -82,6 +89,9 @@ pub(super) fn correct(function: &Function, terminal: &Terminal, region: &mut Reg
             Correction::Instead(vec![last_column(cols), function.clone()])
         }
         Function::Ht if wrap_pending => Correction::Instead(Vec::new()),
+        Function::Ri if cursor.row != region.rows(rows).0 => {
+            Correction::Instead(vec![Function::Cuu(1)])
+        }
         Function::Decstbm(top, bottom) => {
             // As avt's own DECSTBM: 1-based, 0 for the default; kept only
             // when top < bottom within the screen.

@@ -164,3 +164,31 @@ fn skipped_bytes_make_the_screen_stale_until_the_program_erases_it() {
     assert!(!screen.is_stale(), "a full reset makes it whole");
     assert_eq!(screen.text().lines().next(), Some(""));
 }
+
+#[test]
+fn reverse_index_in_origin_mode_moves_up_one_row() {
+    // vttest's "soft scroll down region": origin mode, a two-row region,
+    // text written with CR LF then RI RI.
+    let mut screen = Screen::new(
+        80,
+        24,
+        ScreenLimits {
+            scrollback_lines: 0,
+        },
+    );
+    let mut bytes = b"\x1b[?6h\x1b[12;13r\x1b[24A".to_vec();
+    for i in 1..4 {
+        bytes.extend_from_slice(format!("D{i}\r\n\x1bM\x1bM").as_bytes());
+    }
+    bytes.extend_from_slice(b"Push");
+    screen.feed(&bytes);
+    let rows: Vec<String> = screen
+        .text()
+        .lines()
+        .skip(11)
+        .take(2)
+        .map(String::from)
+        .collect();
+    assert_eq!(rows, ["Push", "D3"]);
+    assert_eq!(screen.cursor(), (4, 11));
+}

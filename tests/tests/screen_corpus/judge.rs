@@ -1,7 +1,9 @@
 //! Real xterm judges a corpus: every case is run through real xterm (under
 //! Xvfb, `tether_tests::xterm`) twice, each time in a fresh xterm; a case
 //! whose two screens differ is dropped (xterm's own answer is not
-//! deterministic) and said so. Every candidate is scored
+//! deterministic) and said so, as is a case after which xterm is not the
+//! case's size (it obeys DECCOLM by resizing its window, while the PTY,
+//! and so the program's idea of the size, stays as it was). Every candidate is scored
 //! on the rest: a case passes when its visible text and its cursor are
 //! xterm's. The cases, xterm's screens and the Rust candidates' results
 //! are written to `target/screen-judge/corpus/<file>.json` for the xterm.js
@@ -42,6 +44,12 @@ fn xterm_screens(cases: &[Case]) -> Vec<Result<XtermScreen, String>> {
         .iter()
         .map(|case| {
             let (a, b) = (run(case), run(case));
+            if a.size != (case.cols, case.rows) {
+                return Err(format!(
+                    "xterm made itself {}x{} (DECCOLM), the terminal stays {}x{}",
+                    a.size.0, a.size.1, case.cols, case.rows
+                ));
+            }
             if a == b {
                 return Ok(a);
             }

@@ -183,7 +183,6 @@ async fn record(server: &TestServer, program: &Program) -> (Vec<u8>, Vec<usize>,
     let mut marks = Vec::new();
     let mut from = 0;
     for Step(needle, keys) in &program.steps {
-        println!("{}: waiting for {needle:?}", program.name);
         let shown = until_after(&mut attachment, &mut received, from, needle).await;
         assert!(
             shown,
