@@ -26,6 +26,7 @@ use crate::latency::{cooked_cat, echo_round, raw_cat, wait_for_output};
 use crate::peers::{free_port, wait_listening};
 use crate::report::Figure;
 use crate::stats::Dist;
+use crate::tetherd::{spent, Spent};
 use crate::Ctx;
 
 const FRAME_WAIT: Duration = Duration::from_secs(10);
@@ -115,39 +116,6 @@ async fn ttyd_round(ws: &mut Ws, key: u8) -> Result<f64> {
 }
 
 /// CPU time of every thread of `pid` so far, in seconds.
-/// What a server has spent so far, over all its threads: CPU time (from
-/// `schedstat`, nanoseconds) and context switches, voluntary (a thread
-/// went to sleep: each is a wake-up later) and not.
-#[derive(Clone, Copy, Default)]
-struct Spent {
-    cpu_s: f64,
-    switches: u64,
-}
-
-fn spent(pid: u32) -> Spent {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Spent::default();
-    };
-    let mut total = Spent::default();
-    for task in tasks.flatten() {
-        let path = task.path();
-        if let Some(ns) = std::fs::read_to_string(path.join("schedstat"))
-            .ok()
-            .and_then(|line| line.split_whitespace().next()?.parse::<u64>().ok())
-        {
-            total.cpu_s += ns as f64 / 1e9;
-        }
-        if let Ok(status) = std::fs::read_to_string(path.join("status")) {
-            total.switches += status
-                .lines()
-                .filter(|l| l.contains("ctxt_switches:"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum::<u64>();
-        }
-    }
-    total
-}
-
 /// One server's samples of one kind of echo: every round trip, and per
 /// block (a few hundred keys, alternating with the other server's) the CPU
 /// time and context switches per keystroke, so that a burst of load from

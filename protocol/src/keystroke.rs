@@ -132,11 +132,15 @@ mod tests {
 
     #[test]
     fn both_shapes_decode_here_and_others_are_left_to_the_general_decoder() {
-        let stdin = ClientFrame::Stdin { data: b"a".to_vec() };
+        let stdin = ClientFrame::Stdin {
+            data: b"a".to_vec(),
+        };
         assert_eq!(decode(&stdin.encode()), Some(stdin));
         let input = ClientFrame::Input {
             seq: 7,
-            action: InputAction::Stdin { data: b"ls\r".to_vec() },
+            action: InputAction::Stdin {
+                data: b"ls\r".to_vec(),
+            },
         };
         assert_eq!(decode(&input.encode()), Some(input));
         let eof = ClientFrame::Input {

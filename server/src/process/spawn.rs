@@ -203,7 +203,7 @@ pub fn spawn(
         contained: contained.clone(),
     });
 
-    output.record(&process.info());
+    output.record(&process.birth_info());
     let (reaped, reaped_rx) = watch::channel(None);
     let captures = sources
         .into_iter()
@@ -230,7 +230,7 @@ pub fn spawn(
     let supervisor = Supervisor {
         pidfd,
         contained,
-        birth: process.info(),
+        birth: process.birth_info(),
         started,
         timeout: plan.timeout,
         kill_grace: config.kill_grace(),
