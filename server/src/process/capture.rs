@@ -84,7 +84,7 @@ pub struct Capture {
 impl Capture {
     /// Captures until end of file, or until the drain bound after the reap.
     /// Returns true when it reached end of file.
-    pub async fn run(mut self) -> bool {
+    pub async fn run(self) -> bool {
         use futures_util::FutureExt;
         let mut deadline: Option<Instant> = None;
         let mut since_yield = 0;
