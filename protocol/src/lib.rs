@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod frame;
+mod in_place;
 pub mod process;
 pub mod resources;
 pub mod signal;
