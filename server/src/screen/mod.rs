@@ -21,10 +21,13 @@
 //! screen that has never had output holds no emulator at all.
 
 mod bounds;
+mod charsets;
 mod corrections;
 mod modes;
 mod render;
 mod repeat;
+
+use std::borrow::Cow;
 
 use avt::Terminal;
 
@@ -70,6 +73,8 @@ pub struct Screen {
     shadow: avt::Parser,
     /// avt's scroll region, mirrored (`corrections.rs`).
     region: corrections::Region,
+    /// The character sets saved with the cursor (`charsets.rs`).
+    charsets: charsets::SavedCharsets,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
@@ -113,6 +118,7 @@ impl Screen {
             side_parser: vte::Parser::new(),
             shadow: avt::Parser::new(),
             region: corrections::Region::default(),
+            charsets: charsets::SavedCharsets::default(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -160,6 +166,7 @@ impl Screen {
             terminal,
             shadow: &mut self.shadow,
             region: &mut self.region,
+            charsets: &mut self.charsets,
             cut_repeats: true,
             limits: self.limits,
         };
@@ -221,12 +228,12 @@ impl Screen {
     pub fn snapshot(&self) -> Snapshot {
         let mut data = Vec::new();
         self.modes.restore_sequence(&mut data);
-        match &self.emulator {
-            Emulator::Live(terminal) => {
-                data.extend_from_slice(emulator_dump(terminal, self.limits).as_bytes())
-            }
-            Emulator::Asleep(dump) => data.extend_from_slice(dump),
-        }
+        let dump = match &self.emulator {
+            Emulator::Live(terminal) => Cow::Owned(emulator_dump(terminal, self.limits)),
+            // Written from a String by `sleep`.
+            Emulator::Asleep(dump) => String::from_utf8_lossy(dump),
+        };
+        data.extend_from_slice(self.charsets.inject(&dump).as_bytes());
         data.extend_from_slice(self.utf8.pending());
         Snapshot {
             offset: self.offset,

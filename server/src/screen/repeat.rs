@@ -16,6 +16,7 @@ use avt::parser::{Function, State};
 use avt::Terminal;
 
 use super::bounds::{repeat_count, ScreenLimits};
+use super::charsets::{self, SavedCharsets};
 use super::corrections::{correct, needs_state, Correction, Region};
 
 /// The emulator with the shadow parser that stays in step with its own.
@@ -23,6 +24,7 @@ pub(super) struct Guarded<'a> {
     pub terminal: &'a mut Terminal,
     pub shadow: &'a mut avt::Parser,
     pub region: &'a mut Region,
+    pub charsets: &'a mut SavedCharsets,
     /// False only for the fuzz test's reference, which repeats in full.
     pub cut_repeats: bool,
     pub limits: ScreenLimits,
@@ -37,6 +39,13 @@ impl Guarded<'_> {
             if self.shadow.state == State::Ground
                 && (ch >= '\u{a0}' || (' '..='\u{7f}').contains(&ch))
             {
+                if self.charsets.drawing_in_use() {
+                    if let Some(drawn) = charsets::xterm_graphic(ch) {
+                        self.terminal.feed(&text[start..at]);
+                        self.terminal.feed(drawn);
+                        start = at + ch.len_utf8();
+                    }
+                }
                 continue;
             }
             let Some(function) = self.shadow.feed(ch) else {
@@ -57,11 +66,17 @@ impl Guarded<'_> {
                 }
                 continue;
             }
-            if needs_state(&function) {
+            if needs_state(&function) || charsets::needs_state(&function) {
                 self.terminal.feed(&text[start..at]);
                 start = at;
             }
-            match correct(&function, self.terminal, self.region) {
+            let active = self.terminal.active_screen_kind();
+            let restore = self.charsets.track(&function, active);
+            let mut correction = correct(&function, self.terminal, self.region);
+            if let (Some(operations), Correction::Pass) = (restore, &correction) {
+                correction = Correction::After(operations);
+            }
+            match correction {
                 Correction::Pass => {}
                 Correction::Instead(operations) => {
                     self.terminal.feed(&text[start..at]);

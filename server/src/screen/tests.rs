@@ -192,3 +192,30 @@ fn reverse_index_in_origin_mode_moves_up_one_row() {
     assert_eq!(rows, ["Push", "D3"]);
     assert_eq!(screen.cursor(), (4, 11));
 }
+
+#[test]
+fn a_restored_cursor_brings_back_its_character_sets_and_a_snapshot_keeps_them() {
+    // vttest's character set screen: line drawing saved with the cursor,
+    // ASCII written elsewhere, the cursor restored.
+    let limits = ScreenLimits {
+        scrollback_lines: 0,
+    };
+    let before = "\x1b(0qq\x1b7\x1b[2;1H\x1b(BA";
+    let after = "\x1b8qq\x1b[3;1H\x1b[?1049h\x1b(0\x1b[?1049lqq";
+    let mut whole = Screen::new(10, 4, limits);
+    whole.feed(format!("{before}{after}").as_bytes());
+    let rows: Vec<String> = whole.text().lines().take(3).map(String::from).collect();
+    assert_eq!(
+        rows,
+        ["\u{2500}\u{2500}\u{2500}\u{2500}", "A", "\u{2500}\u{2500}"]
+    );
+    // A snapshot between the save and the restore carries the saved sets.
+    let mut cut = Screen::new(10, 4, limits);
+    cut.feed(before.as_bytes());
+    let snapshot = cut.snapshot();
+    let mut again = Screen::new(10, 4, limits);
+    again.feed(&snapshot.data);
+    again.feed(after.as_bytes());
+    assert_eq!(again.text(), whole.text());
+    assert_eq!(again.snapshot().data, whole.snapshot().data);
+}
