@@ -9,6 +9,7 @@ call and raises ``KeyboardInterrupt``.
 from __future__ import annotations
 
 import ssl as _ssl
+import weakref
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 
@@ -59,6 +60,10 @@ class Client:
         except BaseException:
             self._runner.close()
             raise
+        # A client never closed is closed when it is collected, or at exit
+        # (the loop thread is still alive then): its connections go quietly,
+        # without aiohttp's "Unclosed client session".
+        self._finalizer = weakref.finalize(self, _close, self._runner, self.aio)
 
     @property
     def base_url(self) -> str:
@@ -78,9 +83,7 @@ class Client:
 
     def close(self) -> None:
         """Closes the connection pool and stops the private event loop."""
-        if self._runner.loop.is_running():
-            self._runner.run(self.aio.aclose())
-        self._runner.close()
+        self._finalizer()
 
     def spawn(
         self,
@@ -290,3 +293,10 @@ class Client:
             return self.aio.terminal(command, cols=cols, rows=rows, env=env, cwd=cwd, timeout=timeout)
 
         return SyncTerminal(self._runner, self._runner.run(make()))
+
+
+def _close(runner: LoopThread, aio: AsyncClient) -> None:
+    """Closes a client's pool on its loop, then stops the loop: :meth:`Client.close`, also run at collection or exit."""
+    if runner.loop.is_running():
+        runner.run(aio.aclose())
+    runner.close()
