@@ -100,6 +100,15 @@ pub struct ResizeRequest {
     pub rows: u32,
 }
 
+/// `PATCH /v1/processes/{id}`: what may change while a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessUpdate {
+    /// The new `unattached_timeout_ms` (0: never), counted afresh from this
+    /// change while nobody is attached; as at spawn.
+    pub unattached_timeout_ms: u64,
+}
+
 /// The largest accepted terminal width or height.
 pub const MAX_TERMINAL_SIZE: u32 = 4096;
 
