@@ -218,6 +218,20 @@ export class TetherClient {
   }
 
   /**
+   * `PATCH /v1/processes/{id}`: sets a running process's unattached
+   * timeout in ms (0 or `null`: never), counted from now while nobody is
+   * attached; needs the `kill` right. 409 `not_running` once it has exited.
+   * Not retried.
+   */
+  async setUnattachedTimeout(id: string, timeoutMs: number | null, options: CallOptions = {}): Promise<ProcessInfo> {
+    const ms = timeoutMs ?? 0;
+    if (!Number.isSafeInteger(ms) || ms < 0) throw new InvalidArgumentError(`unattached timeout must be a whole number of ms, 0 or more, not ${timeoutMs}`);
+    return parseProcess(
+      await this.requestJson({ method: "PATCH", path: `/v1/processes/${segment(id)}`, json: { unattached_timeout_ms: ms }, signal: options.signal }),
+    );
+  }
+
+  /**
    * `POST /v1/processes/{id}/tokens`: mints a token scoped to this one
    * process with `rights` (any of "read", "write", "kill"; read is
    * implied), valid for `ttlMs` (operator only). Not retried.

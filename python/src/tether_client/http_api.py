@@ -252,6 +252,19 @@ class HttpApi:
             )
         )
 
+    async def set_unattached_timeout(self, process_id: str, timeout: float | None) -> ProcessInfo:
+        """Sets a running process's unattached timeout in seconds (``None``: never), counted from now while nobody is attached (``PATCH /v1/processes/{id}``; the ``kill`` right). Raises :class:`NotRunning` once it has exited. Not retried."""
+        if timeout is None:
+            ms = 0
+        elif not timeout > 0 or math.isinf(timeout):
+            raise InvalidArgument(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+        else:
+            ms = math.ceil(timeout * 1000)
+        body = json.dumps({"unattached_timeout_ms": ms}).encode()
+        return ProcessInfo.from_wire(
+            await self._json("PATCH", f"/v1/processes/{segment(process_id)}", content=body)
+        )
+
     async def write_stdin(self, process_id: str, data: bytes | str) -> None:
         """Writes bytes (a ``str`` is encoded as UTF-8) to the process's stdin over HTTP; the process needs ``stdin=True``. Not retried."""
         raw = data.encode() if isinstance(data, str) else bytes(data)

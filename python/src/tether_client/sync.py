@@ -141,6 +141,10 @@ class Client:
         """Forgets the process; ``force`` kills a running one first (:meth:`AsyncClient.remove`)."""
         return self._runner.run(self.aio.remove(process_id, force=force))
 
+    def set_unattached_timeout(self, process_id: str, timeout: float | None) -> ProcessInfo:
+        """Sets a running process's unattached timeout (:meth:`AsyncClient.set_unattached_timeout`)."""
+        return self._runner.run(self.aio.set_unattached_timeout(process_id, timeout))
+
     def write_stdin(self, process_id: str, data: bytes | str) -> None:
         """Writes to stdin over HTTP (:meth:`AsyncClient.write_stdin`)."""
         self._runner.run(self.aio.write_stdin(process_id, data))
