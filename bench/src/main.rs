@@ -10,6 +10,7 @@
 //! section ends (or when the harness dies, by PR_SET_PDEATHSIG).
 
 mod client;
+mod command;
 mod fairness;
 mod fanout;
 mod floors;
@@ -69,7 +70,7 @@ struct Cli {
     /// section says so and measures nothing.
     #[arg(long)]
     ttyd: Option<PathBuf>,
-    /// Do not run `cargo build --release -p tether-server` first.
+    /// Do not build tetherd and the CLI (`cargo build --release`) first.
     #[arg(long)]
     no_build: bool,
     /// Concurrent PTY sessions of the scale run (default 10000, 50 quick).
@@ -127,6 +128,7 @@ enum What {
     Fanout,
     Waits,
     Ttyd,
+    Command,
 }
 
 /// Sizes and repetitions.
@@ -212,6 +214,8 @@ pub fn all_zero(data: &[u8]) -> bool {
 /// What every section gets.
 pub struct Ctx {
     pub bin: PathBuf,
+    /// The `tether` CLI beside it, if built.
+    pub cli: Option<PathBuf>,
     /// Extra flags for every tetherd.
     pub extra: Vec<String>,
     pub p: Params,
@@ -248,6 +252,7 @@ async fn main() -> Result<()> {
     );
     let started = Instant::now();
     let mut ctx = Ctx {
+        cli: command::cli_beside(&bin),
         bin: bin.clone(),
         extra: cli.tetherd_args.clone(),
         ttyd: cli.ttyd.clone(),
@@ -307,6 +312,10 @@ async fn main() -> Result<()> {
         (What::Fanout, "10. one PTY session, many viewers"),
         (What::Waits, "11. concurrent wait long-polls"),
         (What::Ttyd, "12. a keystroke: tetherd beside ttyd"),
+        (
+            What::Command,
+            "13. one command: exec and the CLI beside the floor",
+        ),
     ];
     let mut failed = Vec::new();
     for (what, title) in sections {
@@ -328,6 +337,7 @@ async fn main() -> Result<()> {
             What::Fanout => fanout::fanout(&mut ctx).await,
             What::Waits => waits::waits(&mut ctx).await,
             What::Ttyd => ttyd::ttyd(&mut ctx).await,
+            What::Command => command::command(&mut ctx).await,
             What::All => Ok(()),
         };
         match result {

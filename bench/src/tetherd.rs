@@ -161,6 +161,39 @@ pub fn proc_status(pid: u32, key: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// What a server has spent so far, over all its threads: CPU time (from
+/// `schedstat`, nanoseconds) and context switches, voluntary (a thread
+/// went to sleep: each is a wake-up later) and not.
+#[derive(Clone, Copy, Default)]
+pub struct Spent {
+    pub cpu_s: f64,
+    pub switches: u64,
+}
+
+pub fn spent(pid: u32) -> Spent {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Spent::default();
+    };
+    let mut total = Spent::default();
+    for task in tasks.flatten() {
+        let path = task.path();
+        if let Some(ns) = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        {
+            total.cpu_s += ns as f64 / 1e9;
+        }
+        if let Ok(status) = std::fs::read_to_string(path.join("status")) {
+            total.switches += status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum::<u64>();
+        }
+    }
+    total
+}
+
 /// User plus system CPU time of a process, in seconds.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -234,7 +267,7 @@ pub fn locate(explicit: Option<&Path>, build: bool) -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO");
     if build || !candidate.exists() {
         let cargo = cargo.unwrap_or_else(|| "cargo".into());
-        eprintln!("building tetherd: cargo build --release -p tether-server --bin tetherd");
+        eprintln!("building tetherd and the CLI: cargo build --release -p tether-server -p tether-client --bin tetherd --bin tether");
         let mut command = Command::new(cargo);
         // Not with the variables cargo set for this crate (`cargo run`):
         // build scripts that track them (ring's) would rebuild each time.
@@ -253,8 +286,12 @@ pub fn locate(explicit: Option<&Path>, build: bool) -> Result<PathBuf> {
                 "--release",
                 "-p",
                 "tether-server",
+                "-p",
+                "tether-client",
                 "--bin",
                 "tetherd",
+                "--bin",
+                "tether",
             ])
             .status()
             .context("run cargo build")?;

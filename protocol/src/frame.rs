@@ -336,15 +336,27 @@ impl ServerFrame {
     ];
 }
 
+/// A client frame through serde (the reference the keystroke decoder is
+/// held to).
+pub(crate) fn decode_general(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
+    decode(bytes, ClientFrame::TYPES)
+}
+
 impl ClientFrame {
     /// MessagePack bytes of this frame (a map with named fields).
     pub fn encode(&self) -> Vec<u8> {
         encode(self)
     }
 
-    /// Decodes a frame sent by a client.
+    /// Decodes a frame sent by a client. A keystroke's frame (`stdin`, or
+    /// `input` with a stdin action) is read in place by
+    /// [`crate::keystroke`]; every other frame, and any keystroke frame of
+    /// an unusual shape, by the general decoder.
     pub fn decode(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
-        decode(bytes, Self::TYPES)
+        match crate::keystroke::decode(bytes) {
+            Some(frame) => Ok(frame),
+            None => decode_general(bytes),
+        }
     }
 
     /// Every `type` a client sends.

@@ -14,6 +14,7 @@
 
 pub mod api;
 pub mod frame;
+mod keystroke;
 pub mod process;
 pub mod resources;
 pub mod signal;

@@ -1,6 +1,14 @@
 //! PTY master: opened close-on-exec, non-blocking, driven by tokio's reactor
 //! (no thread per session), shared by capture (reads), the stdin writer
 //! (writes) and resize requests (ioctl).
+//!
+//! The master is registered for reading only. A PTY master reports
+//! writability (an EPOLLOUT edge) after every write to it and every read
+//! from it, so a registration that also watched for writing woke the
+//! reactor twice more per keystroke for nothing. Writes are non-blocking
+//! and almost always taken at once; the rare write that finds the terminal's
+//! input queue full waits on a duplicate of the fd registered for writing
+//! just for that wait.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -9,6 +17,7 @@ use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use nix::pty::{grantpt, posix_openpt, ptsname_r, unlockpt, Winsize};
 use nix::sys::stat::Mode;
 use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 
 use tether_protocol::TermSize;
 
@@ -42,11 +51,17 @@ pub fn open(size: TermSize) -> io::Result<(PtyMaster, OwnedFd)> {
     Ok((pty, slave))
 }
 
-/// Registers an owned, non-blocking fd with tokio's reactor.
+/// Registers an owned, non-blocking fd with tokio's reactor for reading
+/// (an output pipe, a PTY master): readiness for writing is never asked
+/// of it, so it never wakes the reactor for that.
 pub fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    register_for(fd, Interest::READABLE)
+}
+
+fn register_for(fd: OwnedFd, interest: Interest) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: an OwnedFd is open for as long as it is owned, and always
     // reports the same descriptor; the AsyncFd owns it until dropped.
-    Ok(unsafe { AsyncFd::register(fd) }?)
+    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(io::Error::from)
 }
 
 /// Puts an fd in non-blocking mode, as the reactor requires.
@@ -83,16 +98,33 @@ impl PtyMaster {
             .unwrap_or(4)
     }
 
-    /// Writes all of `data` to the master (the program's input).
+    /// Writes all of `data` to the master (the program's input). When the
+    /// terminal's input queue is full, waits for room on a duplicate of the
+    /// fd registered for writing (see the module's note), kept only while
+    /// this write lasts.
     pub async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
+        let mut for_writing: Option<AsyncFd<OwnedFd>> = None;
         while !data.is_empty() {
-            let mut guard = self.fd.writable().await?;
-            match guard.try_io(|fd| nix::unistd::write(fd.get_ref(), data).map_err(io::Error::from))
-            {
-                Ok(Ok(n)) => data = &data[n..],
-                Ok(Err(e)) => return Err(e),
-                Err(_would_block) => continue,
+            match nix::unistd::write(self.fd.get_ref(), data) {
+                Ok(n) => {
+                    data = &data[n..];
+                    continue;
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(nix::errno::Errno::EAGAIN) => {}
+                Err(e) => return Err(e.into()),
             }
+            let waiter = match &mut for_writing {
+                Some(waiter) => waiter,
+                None => {
+                    let dup = self.fd.get_ref().try_clone()?;
+                    for_writing.insert(register_for(dup, Interest::WRITABLE)?)
+                }
+            };
+            // Ready means the write above may now succeed; a spurious
+            // readiness is cleared by the next EAGAIN.
+            let mut guard = waiter.writable().await?;
+            guard.clear_ready();
         }
         Ok(())
     }

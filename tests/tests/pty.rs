@@ -155,6 +155,39 @@ async fn ctrl_z_suspends_the_foreground_job_and_the_shell_carries_on() {
         .await;
 }
 
+/// A terminal takes about 4 KiB of input at a time: the rest of a paste
+/// waits for room (the master is registered for reading only, so the wait
+/// is a registration of its own) and arrives whole and in order.
+#[tokio::test]
+async fn a_paste_far_larger_than_the_terminal_input_queue_arrives_whole_and_in_order() {
+    let server = TestServer::start();
+    let process = server
+        .spawn(json!({
+            "argv": ["sh", "-c", "stty raw -echo; printf R; exec cat"],
+            "tty": true, "retain_bytes": 4 << 20
+        }))
+        .await;
+    let mut attachment = server.attach(&process.id, "").await;
+    let mut received = Received::default();
+    attachment.until_stdout_contains("R", &mut received).await;
+    let paste: Vec<u8> = (0..40_000u32)
+        .flat_map(|i| format!("{i:07}\n").into_bytes())
+        .collect();
+    for chunk in paste.chunks(64 << 10) {
+        attachment
+            .send(ClientFrame::Stdin {
+                data: chunk.to_vec(),
+            })
+            .await;
+    }
+    let mut expected = b"R".to_vec();
+    expected.extend_from_slice(&paste);
+    let last = format!("{:07}\n", 40_000 - 1);
+    attachment.until_stdout_contains(&last, &mut received).await;
+    assert_eq!(received.stdout.len(), expected.len());
+    assert!(received.stdout == expected, "the paste came back changed");
+}
+
 #[tokio::test]
 async fn a_megabyte_printed_just_before_exit_arrives_before_the_exit_frame() {
     let server = TestServer::start();

@@ -131,7 +131,7 @@ impl Writer {
         loop {
             output.borrow_and_update();
             let exited = exit.borrow_and_update().is_some();
-            let sent = self.send_available().await;
+            let sent = self.send_available(exited).await;
             match sent {
                 Err(()) => return None,
                 Ok(Progress::Complete) if exited => {
@@ -192,7 +192,8 @@ impl Writer {
                 // Once exited, the supervisor has dropped the sender and
                 // `changed` fails at once: watching it then would spin.
                 Ok(()) = exit.changed(), if !exited => {}
-                _ = self.credit.changed.notified() => {
+                // Without a window no credit is counted: nothing to watch.
+                _ = self.credit.changed.notified(), if self.window.is_some() => {
                     // Credit acknowledges bytes already sent: block-mode
                     // capture may reuse their room now.
                     self.release_sent();
@@ -205,10 +206,18 @@ impl Writer {
     /// Sends what output this attachment may be sent now, batching frames
     /// between flushes, and returns after one flush's worth so that events
     /// get their turn.
-    async fn send_available(&mut self) -> Result<Progress, ()> {
+    ///
+    /// While the process runs, a round that left every stream drained (its
+    /// frame shorter than allowed, or nothing) ends it: output that came
+    /// since wakes the writer again through the watch it marked seen before
+    /// this call, so a keystroke's echo costs one look at the retained
+    /// output, not two. After the exit no wake-up will come, so it looks
+    /// until every stream says so itself.
+    async fn send_available(&mut self, exited: bool) -> Result<Progress, ()> {
         loop {
             let mut sent_any = false;
             let mut done = true;
+            let mut drained = !exited;
             let granted = self.credit.granted();
             // One frame per stream per round: neither stream starves.
             for stream in StreamName::ALL {
@@ -242,6 +251,7 @@ impl Writer {
                         continue;
                     }
                     Next::Dropped { offset, length } => {
+                        drained = false;
                         Metrics::add(&self.process.metrics.dropped, stream, length);
                         if wanted {
                             self.framing.dropped(stream, offset, length)
@@ -250,6 +260,7 @@ impl Writer {
                         }
                     }
                     Next::Data { length, .. } => {
+                        drained &= (length as usize) < max;
                         if wanted {
                             Metrics::add(&self.process.metrics.sent, stream, length);
                         }
@@ -284,11 +295,11 @@ impl Writer {
                     return Ok(Progress::More);
                 }
             }
-            if !sent_any {
+            if !sent_any || drained {
                 if self.unflushed > 0 {
                     self.flush().await?;
                 }
-                return Ok(if done {
+                return Ok(if done && !sent_any {
                     Progress::Complete
                 } else {
                     Progress::Waiting

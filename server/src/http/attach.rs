@@ -148,16 +148,14 @@ fn upgrade_to_attachment(
     }
     let mode = if !writer { "read" } else { "read,write" };
     Ok(attach::configure_upgrade(upgrade, table.config(), SUBPROTOCOL)
-        .on_upgrade(move |socket| {
-            use tracing::Instrument;
-            let span = tracing::info_span!("attach", id = %process.id);
-            async move {
-                tracing::info!(target: "audit", event = "attach", identity = %grant.identity(),
-                    process = %process.id, peer = %grant.peer, rights = %grant.rights(), mode, "attach");
-                attach::serve(socket, admission, options, grant.clone()).await;
-                grant.audit("detach", &process.id);
-            }
-            .instrument(span)
+        // No span around the attachment: one would be entered and left at
+        // every poll of its writer (every keystroke's echo); its events
+        // carry the process id instead.
+        .on_upgrade(move |socket| async move {
+            tracing::info!(target: "audit", event = "attach", identity = %grant.identity(),
+                process = %process.id, peer = %grant.peer, rights = %grant.rights(), mode, "attach");
+            attach::serve(socket, admission, options, grant.clone()).await;
+            grant.audit("detach", &process.id);
         }))
 }
 

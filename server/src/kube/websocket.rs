@@ -193,8 +193,7 @@ async fn serve(
     readonly: bool,
     grant: Grant,
 ) {
-    use tracing::Instrument;
-    let span = tracing::info_span!("kube", id = %process.id, protocol = framing.protocol().name());
+    // No span: see http/attach.rs (one would be entered at every poll).
     let options = AttachOptions {
         start: [0, 0],
         window: None,
@@ -202,21 +201,17 @@ async fn serve(
         screen: crate::attach::ScreenStart::Never,
     };
     let id = process.id.clone();
-    async move {
-        grant.audit("attach", &id);
-        attach::serve_framed(
-            socket,
-            admission,
-            options,
-            grant.clone(),
-            Framing::Kube(framing.clone()),
-            Decoder::Kube(framing),
-        )
-        .await;
-        grant.audit("detach", &id);
-    }
-    .instrument(span)
-    .await
+    grant.audit("attach", &id);
+    attach::serve_framed(
+        socket,
+        admission,
+        options,
+        grant.clone(),
+        Framing::Kube(framing.clone()),
+        Decoder::Kube(framing),
+    )
+    .await;
+    grant.audit("detach", &id);
 }
 
 /// Ends a session that could not start: one `Failure` status, Close 1000,

@@ -66,6 +66,8 @@ pub struct Capture {
     pub output: Arc<RetainedOutput>,
     /// Which stream this is.
     pub stream: StreamName,
+    /// The process's id, for the log.
+    pub id: String,
     /// Where they come from.
     pub source: Source,
     /// Set by the supervisor to the moment of the reap.
@@ -123,7 +125,7 @@ impl Capture {
                             screen_awake = self.screen_idle.is_some();
                         }
                         Ok(Err(e)) => {
-                            tracing::warn!(stream = self.stream.as_str(), error = %e, "capture read failed");
+                            tracing::warn!(id = %self.id, stream = self.stream.as_str(), error = %e, "capture read failed");
                             return true;
                         }
                         Err(_would_block) => {}

@@ -118,6 +118,18 @@ impl Process {
             }
             return info;
         }
+        self.running_info(true)
+    }
+
+    /// The process object at spawn, for what is kept of it and for the
+    /// supervisor to fill in at the exit: without `usage`, which is nothing
+    /// yet and costs a few reads of cgroupfs per controller (the exit
+    /// carries the final bill).
+    pub fn birth_info(&self) -> ProcessInfo {
+        self.running_info(false)
+    }
+
+    fn running_info(&self, with_usage: bool) -> ProcessInfo {
         let [stdout_bytes, stderr_bytes] = self.output.totals();
         ProcessInfo {
             id: self.id.clone(),
@@ -141,8 +153,8 @@ impl Process {
             containment: Some(self.contained.kind()),
             limits: self.contained.limits(),
             // Live: a few reads of cgroupfs (in memory, microseconds).
-            usage: self.contained.usage(),
-            pids_limit_hit: self.contained.pids_limit_hit(),
+            usage: with_usage.then(|| self.contained.usage()).flatten(),
+            pids_limit_hit: with_usage && self.contained.pids_limit_hit(),
             retention_error: self.output.retention_error(),
         }
     }

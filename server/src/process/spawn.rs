@@ -11,7 +11,6 @@ use std::time::{Duration, SystemTime};
 use futures_util::FutureExt;
 use tether_protocol::{KubernetesNames, Overflow, StreamName, TermSize};
 use tokio::sync::{mpsc, watch};
-use tracing::Instrument;
 
 use super::capture::{Capture, Source};
 use super::stdin::StdinQueue;
@@ -204,8 +203,7 @@ pub fn spawn(
         contained: contained.clone(),
     });
 
-    output.record(&process.info());
-    let span = tracing::info_span!("process", id = %process.id);
+    output.record(&process.birth_info());
     let (reaped, reaped_rx) = watch::channel(None);
     let captures = sources
         .into_iter()
@@ -213,6 +211,7 @@ pub fn spawn(
             let capture = Capture {
                 output: output.clone(),
                 stream,
+                id: process.id.clone(),
                 source,
                 reaped: reaped_rx.clone(),
                 drain: config.drain_timeout(),
@@ -220,8 +219,8 @@ pub fn spawn(
                 screen_idle: (plan.tty.is_some() && stream == StreamName::Stdout)
                     .then(|| config.screen_idle()),
             };
-            // Polled inside the supervisor's future, so inside its span:
-            // a span of its own would be entered a second time per read.
+            // Polled inside the supervisor's future, not a task of its
+            // own: no wake-up of another task per read.
             let run = std::panic::AssertUnwindSafe(capture.run())
                 .catch_unwind()
                 .map(|ended| ended.unwrap_or(false));
@@ -231,7 +230,7 @@ pub fn spawn(
     let supervisor = Supervisor {
         pidfd,
         contained,
-        birth: process.info(),
+        birth: process.birth_info(),
         started,
         timeout: plan.timeout,
         kill_grace: config.kill_grace(),
@@ -246,7 +245,9 @@ pub fn spawn(
         exit: exit_tx,
         metrics,
     };
-    tokio::spawn(supervisor.run().instrument(span));
+    // No span around the supervisor: one would be entered and left at
+    // every poll (every read of output); its events carry the id instead.
+    tokio::spawn(supervisor.run());
     Ok(process)
 }
 

@@ -150,8 +150,11 @@ impl Supervisor {
         let (ends, (status, killed, duration_ms, bill)) = tokio::join!(captures, self.life());
         let complete = ends.into_iter().all(|end| end);
         let [stdout_bytes, stderr_bytes] = self.output.complete();
+        if let Err(e) = &status {
+            tracing::error!(id = %self.birth.id, error = %e, "wait failed");
+        }
         let (exit_code, signal, reason) = classify(status, killed, bill.oom_kills);
-        tracing::info!(exit_code, ?reason, duration_ms, "process exited");
+        tracing::info!(id = %self.birth.id, exit_code, ?reason, duration_ms, "process exited");
         self.metrics.exited(reason);
         let finished_at = SystemTime::now();
         let info = ProcessInfo {
@@ -227,7 +230,7 @@ impl Supervisor {
                     return (status, killed, until);
                 }
                 _ = wait_deadline(deadline), if killed.is_none() => {
-                    tracing::info!("deadline reached; killing every descendant");
+                    tracing::info!(id = %self.birth.id, "deadline reached; killing every descendant");
                     killed = Some(ExitReason::Timeout);
                     self.contained.terminate().await;
                     kill_at = Some(Instant::now() + self.kill_grace);
@@ -237,7 +240,7 @@ impl Supervisor {
                     kill_at = None;
                 }
                 _ = unattached(&mut self.unattached), if killed.is_none() => {
-                    tracing::info!("no attachment for the unattached timeout; killing session");
+                    tracing::info!(id = %self.birth.id, "no attachment for the unattached timeout; killing session");
                     killed = Some(ExitReason::Unattached);
                     self.contained.terminate().await;
                     kill_at = Some(Instant::now() + self.kill_grace);
@@ -304,10 +307,7 @@ fn classify(
             (None, Some(sig)) => (128 + sig, Some(tether_protocol::signal::signal_name(sig))),
             (None, None) => (-1, None),
         },
-        Err(e) => {
-            tracing::error!(error = %e, "wait failed");
-            (-1, None)
-        }
+        Err(_) => (-1, None),
     };
     match killed {
         Some(ExitReason::Timeout) => (124, signal, ExitReason::Timeout),

@@ -215,7 +215,7 @@ impl StreamLog {
         d.start = d.end.max(offset);
         d.failed = true;
         if self.fault.is_none() {
-            tracing::warn!(error = %error, offset, "reading the disk log failed: its bytes are reported as dropped");
+            tracing::warn!(file = d.file.name(), error = %error, offset, "reading the disk log failed: its bytes are reported as dropped");
             self.fault = Some(format!("log not readable: {error}"));
         }
     }
@@ -305,7 +305,7 @@ impl StreamLog {
                 disk.end = write.offset + fault.written;
                 disk.start = disk.start.min(disk.end);
                 disk.failed = true;
-                tracing::warn!(error = %fault.error, "retention falls back to memory only");
+                tracing::warn!(file = disk.file.name(), error = %fault.error, "retention falls back to memory only");
                 self.fault = Some(fault.describe());
             }
         }

@@ -1,0 +1,166 @@
+//! Section 13: one command, as an agent platform or a script runs it,
+//! beside the local floor in the same run: `POST /v1/exec` of `true` (one
+//! HTTP request, the result once it has exited) and `tether run -- true`
+//! (the CLI as a whole process), rounds interleaved with a local
+//! fork+exec+wait of `true`. The CLI pays an exec of its own before it
+//! does anything, so `tether --version` (the same binary doing nothing) is
+//! timed too, and the CLI's figure is also given less that start-up.
+//! tetherd's CPU per exec is read from every thread's `schedstat`.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+
+use crate::report::Figure;
+use crate::stats::Dist;
+use crate::tetherd::spent;
+use crate::Ctx;
+
+/// fork+exec+wait of `argv` with nothing attached; ms.
+fn run_local(argv: &[&str]) -> Result<f64> {
+    let t0 = Instant::now();
+    let status = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("run {}", argv[0]))?;
+    let elapsed = t0.elapsed().as_secs_f64() * 1e3;
+    if !status.success() {
+        bail!("{argv:?} failed: {status}");
+    }
+    Ok(elapsed)
+}
+
+/// `POST /v1/exec {"argv":["true"]}` until its 200; ms.
+async fn exec_true(http: &reqwest::Client, base: &str) -> Result<f64> {
+    let t0 = Instant::now();
+    let response = http
+        .post(format!("{base}/v1/exec"))
+        .json(&serde_json::json!({"argv": ["true"]}))
+        .send()
+        .await
+        .context("POST /v1/exec")?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().await?;
+    let elapsed = t0.elapsed().as_secs_f64() * 1e3;
+    if status.as_u16() != 200 || body["exit_code"] != 0 {
+        bail!("exec failed: {status} {body}");
+    }
+    Ok(elapsed)
+}
+
+/// Section 13.
+pub async fn command(ctx: &mut Ctx) -> Result<()> {
+    let Some(cli) = ctx.cli.clone() else {
+        bail!("no tether CLI beside tetherd (build it: cargo build --release -p tether-client --bin tether)");
+    };
+    let server = ctx.start_server(&[])?;
+    let http = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let cli_path = cli.to_string_lossy().into_owned();
+    let run = [
+        cli_path.as_str(),
+        "--server",
+        &server.base,
+        "run",
+        "--",
+        "true",
+    ];
+    let version = [cli_path.as_str(), "--version"];
+    for _ in 0..5 {
+        exec_true(&http, &server.base).await?;
+        blocking(&run).await?;
+    }
+    let runs = ctx.p.spawn_runs;
+    let (mut floor, mut exec, mut cli_run, mut cli_start) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut exec_cpu = 0.0;
+    for _ in 0..runs {
+        floor.push(blocking(&["true"]).await?);
+        let cpu = spent(server.pid).cpu_s;
+        exec.push(exec_true(&http, &server.base).await?);
+        exec_cpu += spent(server.pid).cpu_s - cpu;
+        cli_run.push(blocking(&run).await?);
+        cli_start.push(blocking(&version).await?);
+    }
+    server.stop();
+    let (floor, exec) = (Dist::new(floor), Dist::new(exec));
+    let (cli_run, cli_start) = (Dist::new(cli_run), Dist::new(cli_start));
+    let ratio = |d: &Dist| d.median() / floor.median();
+    ctx.report.push(Figure::from_dist(
+        "command.floor",
+        13,
+        "fork+exec+wait `true`, local (floor)",
+        "ms",
+        &floor,
+        runs,
+    ));
+    ctx.report.push(
+        Figure::from_dist(
+            "command.exec",
+            13,
+            "POST /v1/exec `true` (200 with the result)",
+            "ms",
+            &exec,
+            runs,
+        )
+        .floor(floor.median())
+        .target("≤ 1.5× floor (median)", ratio(&exec) <= 1.5)
+        .note(format!("{:.2}× the floor", ratio(&exec))),
+    );
+    ctx.report.push(Figure::single(
+        "command.exec_cpu",
+        13,
+        "POST /v1/exec `true`: tetherd CPU per command",
+        "us",
+        exec_cpu * 1e6 / runs.max(1) as f64,
+    ));
+    ctx.report.push(Figure::from_dist(
+        "command.cli_start",
+        13,
+        "`tether --version`, local (the CLI's own start-up)",
+        "ms",
+        &cli_start,
+        runs,
+    ));
+    let over_start = cli_run.median() - cli_start.median();
+    ctx.report.push(
+        Figure::from_dist(
+            "command.cli_run",
+            13,
+            "`tether run -- true` (whole process)",
+            "ms",
+            &cli_run,
+            runs,
+        )
+        .floor(floor.median())
+        .target(
+            "≤ 1.5× floor (median), less the CLI's start-up",
+            over_start / floor.median() <= 1.5,
+        )
+        .note(format!(
+            "{:.2}× the floor as a whole; {:.2}× less `tether --version`",
+            ratio(&cli_run),
+            over_start / floor.median()
+        )),
+    );
+    Ok(())
+}
+
+async fn blocking(argv: &[&str]) -> Result<f64> {
+    let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        run_local(&argv)
+    })
+    .await?
+}
+
+/// The `tether` CLI beside a tetherd binary, if there is one.
+pub fn cli_beside(tetherd: &Path) -> Option<std::path::PathBuf> {
+    let cli = tetherd.parent()?.join("tether");
+    cli.exists().then_some(cli)
+}

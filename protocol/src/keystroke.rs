@@ -1,0 +1,186 @@
+//! The decoder of the frames a keystroke arrives in: `stdin`, and `input`
+//! wrapping `stdin` (what every client sends by default). It reads the
+//! MessagePack map in place, with no intermediate value and one copy of the
+//! bytes; serde's internally tagged enums buffer every field of the map
+//! before choosing the variant, which cost more than the rest of a
+//! keystroke's decoding together.
+//!
+//! It takes only the exact shapes it knows (those keys once each, a binary
+//! `data`, an unsigned `seq`, nothing after the map) and answers `None` for
+//! anything else, which then goes through the general decoder: whatever the
+//! bytes, the result is the general decoder's (a property test holds the
+//! two to it).
+
+use crate::frame::{ClientFrame, InputAction};
+
+/// The frame, when `bytes` are a `stdin` frame or an `input` frame with a
+/// `stdin` action in the plain shape; `None` for anything else.
+pub fn decode(bytes: &[u8]) -> Option<ClientFrame> {
+    let mut rest = bytes;
+    let frame = match map_len(&mut rest)? {
+        2 => ClientFrame::Stdin {
+            data: stdin_fields(&mut rest)?,
+        },
+        3 => input_fields(&mut rest)?,
+        _ => return None,
+    };
+    rest.is_empty().then_some(frame)
+}
+
+/// The two fields of a stdin map, `type` first or not: its bytes.
+fn stdin_fields(rest: &mut &[u8]) -> Option<Vec<u8>> {
+    let mut typed = false;
+    let mut data = None;
+    for _ in 0..2 {
+        match key(rest)? {
+            b"type" if !typed => {
+                typed = str_value(rest)? == b"stdin";
+                if !typed {
+                    return None;
+                }
+            }
+            b"data" if data.is_none() => data = Some(bin_value(rest)?),
+            _ => return None,
+        }
+    }
+    data
+}
+
+/// The three fields of an `input` map whose action is stdin.
+fn input_fields(rest: &mut &[u8]) -> Option<ClientFrame> {
+    let mut typed = false;
+    let mut seq = None;
+    let mut data = None;
+    for _ in 0..3 {
+        match key(rest)? {
+            b"type" if !typed => {
+                typed = str_value(rest)? == b"input";
+                if !typed {
+                    return None;
+                }
+            }
+            b"seq" if seq.is_none() => seq = Some(rmp::decode::read_int::<u64, _>(rest).ok()?),
+            b"action" if data.is_none() => {
+                if map_len(rest)? != 2 {
+                    return None;
+                }
+                data = Some(stdin_fields(rest)?);
+            }
+            _ => return None,
+        }
+    }
+    Some(ClientFrame::Input {
+        seq: seq?,
+        action: InputAction::Stdin { data: data? },
+    })
+}
+
+fn map_len(rest: &mut &[u8]) -> Option<u32> {
+    rmp::decode::read_map_len(rest).ok()
+}
+
+/// A map key: a string, borrowed.
+fn key<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    str_value(rest)
+}
+
+/// A string's bytes, borrowed (compared with ASCII names only, so they
+/// need no UTF-8 check: anything else fails the comparison).
+fn str_value<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = rmp::decode::read_str_len(rest).ok()? as usize;
+    take(rest, len)
+}
+
+fn bin_value(rest: &mut &[u8]) -> Option<Vec<u8>> {
+    let len = rmp::decode::read_bin_len(rest).ok()? as usize;
+    take(rest, len).map(<[u8]>::to_vec)
+}
+
+fn take<'a>(rest: &mut &'a [u8], len: usize) -> Option<&'a [u8]> {
+    if rest.len() < len {
+        return None;
+    }
+    let (taken, after) = rest.split_at(len);
+    *rest = after;
+    Some(taken)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn general(bytes: &[u8]) -> Option<ClientFrame> {
+        crate::frame::decode_general(bytes).ok()
+    }
+
+    fn keystroke_frame() -> impl Strategy<Value = ClientFrame> {
+        let data = proptest::collection::vec(any::<u8>(), 0..100);
+        prop_oneof![
+            data.clone().prop_map(|data| ClientFrame::Stdin { data }),
+            (any::<u64>(), data).prop_map(|(seq, data)| ClientFrame::Input {
+                seq,
+                action: InputAction::Stdin { data },
+            }),
+            any::<u64>().prop_map(|seq| ClientFrame::Input {
+                seq,
+                action: InputAction::StdinEof,
+            }),
+            Just(ClientFrame::StdinEof),
+        ]
+    }
+
+    #[test]
+    fn both_shapes_decode_here_and_others_are_left_to_the_general_decoder() {
+        let stdin = ClientFrame::Stdin {
+            data: b"a".to_vec(),
+        };
+        assert_eq!(decode(&stdin.encode()), Some(stdin));
+        let input = ClientFrame::Input {
+            seq: 7,
+            action: InputAction::Stdin {
+                data: b"ls\r".to_vec(),
+            },
+        };
+        assert_eq!(decode(&input.encode()), Some(input));
+        let eof = ClientFrame::Input {
+            seq: 7,
+            action: InputAction::StdinEof,
+        };
+        assert_eq!(decode(&eof.encode()), None);
+        assert_eq!(decode(&ClientFrame::StdinEof.encode()), None);
+    }
+
+    proptest! {
+        #[test]
+        fn whatever_it_decodes_the_general_decoder_decodes_the_same(
+            frame in keystroke_frame(),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+            cut in any::<usize>(),
+            extra in proptest::collection::vec(any::<u8>(), 0..3),
+        ) {
+            let mut bytes = frame.encode();
+            for (at, value) in flips {
+                if !bytes.is_empty() {
+                    let i = at % bytes.len();
+                    bytes[i] = value;
+                }
+            }
+            for variant in [bytes.clone(), bytes[..cut % (bytes.len() + 1)].to_vec(), [bytes.clone(), extra].concat()] {
+                if let Some(fast) = decode(&variant) {
+                    prop_assert_eq!(Some(fast), general(&variant));
+                }
+            }
+        }
+
+        #[test]
+        fn every_plain_keystroke_frame_takes_this_path(frame in keystroke_frame()) {
+            let bytes = frame.encode();
+            let expected = matches!(&frame, ClientFrame::Stdin { .. } | ClientFrame::Input { action: InputAction::Stdin { .. }, .. });
+            prop_assert_eq!(decode(&bytes).is_some(), expected);
+            if expected {
+                prop_assert_eq!(decode(&bytes), Some(frame));
+            }
+        }
+    }
+}
