@@ -217,6 +217,10 @@ pub struct RunArgs {
     /// gap); --block to pace it instead.
     #[arg(short, long)]
     pub detach: bool,
+    /// Signals to tether (Ctrl-C, TERM, HUP, QUIT) detach it instead of
+    /// reaching the process, which runs on (docker's --sig-proxy=false).
+    #[arg(long, conflicts_with = "detach")]
+    pub no_signals: bool,
     /// A name for the process, unique on the server, usable wherever its
     /// id is.
     #[arg(long)]
