@@ -60,6 +60,10 @@ pub struct SpawnRequest {
     /// process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// With `user`: run with this group (name or gid) instead of the
+    /// user's primary group. Without `user` it is refused (400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Resource limits of the process and everything it forks; each
     /// absent one is the server's default (`--default-memory-bytes`...).
     #[serde(default, skip_serializing_if = "Option::is_none")]

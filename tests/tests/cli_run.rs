@@ -55,7 +55,51 @@ fn run_as_another_user_where_the_server_is_root_else_a_clear_refusal() {
             b"",
         );
         assert_eq!(out.status.code(), Some(125));
+        // A group instead of the user's primary one (nobody's is nogroup
+        // on Debian: root's group, 0, shows the choice was made).
+        let out = tether(
+            &server.base,
+            &["run", "-u", "nobody", "-g", "0", "--", "id", "-g"],
+            b"",
+        );
+        assert_eq!(
+            (text(&out.stdout).as_str(), out.status.code()),
+            ("0\n", Some(0)),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = tether(
+            &server.base,
+            &[
+                "run",
+                "-u",
+                "nobody",
+                "--group",
+                "no-such-group-xyz",
+                "--",
+                "true",
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            text(&out.stderr).contains("no such group"),
+            "{}",
+            text(&out.stderr)
+        );
     }
+    // A group needs a user: refused by the CLI (usage) and the server.
+    let out = tether(&server.base, &["run", "-g", "0", "--", "true"], b"");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    let (status, body) = block_on(server.post(
+        "/v1/processes",
+        serde_json::json!({"argv": ["true"], "group": "0"}),
+    ));
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &serde_json::json!("invalid_request")),
+        "{body}"
+    );
     // A server that is not root cannot switch user: a clear refusal (as
     // root, one run as nobody shows it).
     let unprivileged = if root {

@@ -194,6 +194,10 @@ pub struct RunArgs {
     /// only a server running as root can switch user.
     #[arg(short, long)]
     pub user: Option<String>,
+    /// With --user: run with this group (name or gid) instead of the
+    /// user's primary group.
+    #[arg(short, long, requires = "user")]
+    pub group: Option<String>,
     /// Working directory of the process.
     #[arg(short = 'w', long, visible_alias = "workdir")]
     pub cwd: Option<String>,
