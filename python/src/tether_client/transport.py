@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl as _ssl
+import urllib.request
+from urllib.parse import urlsplit
 
 import aiohttp
 from yarl import URL
@@ -42,11 +44,10 @@ class HttpTransport:
             connector = aiohttp.TCPConnector(
                 limit=POOL_SIZE, limit_per_host=0, keepalive_timeout=KEEPALIVE_IDLE, ssl=self._ssl
             )
-            # trust_env: HTTP(S)_PROXY and NO_PROXY are honoured, as the
-            # WebSocket library does.
-            self._session = aiohttp.ClientSession(
-                headers=self._headers, connector=connector, trust_env=True, auto_decompress=False
-            )
+            # Not trust_env: it would also read ~/.netrc, whose Basic
+            # credentials aiohttp refuses beside our bearer token. Proxies
+            # come from the environment all the same (_proxy_for).
+            self._session = aiohttp.ClientSession(headers=self._headers, connector=connector, auto_decompress=False)
         return self._session
 
     async def request(
@@ -72,7 +73,12 @@ class HttpTransport:
         bounds = aiohttp.ClientTimeout(total=total, sock_connect=connect)
         try:
             async with self._pool().request(
-                method, URL(url, encoded=True), data=content, headers=headers, timeout=bounds
+                method,
+                URL(url, encoded=True),
+                data=content,
+                headers=headers,
+                timeout=bounds,
+                proxy=_proxy_for(url),
             ) as response:
                 return response.status, await response.read()
         except aiohttp.ClientConnectorError as e:
@@ -89,6 +95,14 @@ class HttpTransport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``HTTP_PROXY``, ``HTTPS_PROXY``, minus ``NO_PROXY``), as the WebSocket library finds its own."""
+    parts = urlsplit(url)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme)
 
 
 def _describe(error: BaseException) -> str:
