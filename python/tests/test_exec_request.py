@@ -74,3 +74,13 @@ async def test_bytes_input_and_a_pty_in_one_request(client: AsyncClient) -> None
     tty = await asyncio.wait_for(client.exec("read x; echo got $x; exit 4", tty=True, input="hi\n"), WAIT)
     assert b"got hi" in tty.stdout and tty.exit_code == 4
     assert tty.process.tty
+
+
+async def test_a_server_with_a_smaller_answer_cap_still_gives_the_whole_output(
+    start_server: Callable[..., Tetherd],
+) -> None:
+    server = start_server("--max-exec-output-bytes", "65536")
+    expected = "".join(f"{n}\n" for n in range(1, 40_001)).encode()
+    async with AsyncClient(server.base, retry=FAST_RETRY) as client:
+        result = await asyncio.wait_for(client.exec("seq 1 40000"), WAIT)
+    assert (result.stdout, result.dropped, result.exit_code) == (expected, 0, 0)

@@ -14,10 +14,13 @@ import { ProtocolError } from "./errors.js";
 import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js";
 
 /**
- * `max_output_bytes` asked of `POST /v1/exec`: bytes of each stream carried
- * in the answer. The server reserves three times it per stream while the
- * command runs (against `--retain-total`), so it stays small: 50 commands
- * in flight reserve 300 MiB. Output past it comes from retention.
+ * Bytes of each stream an answer of `POST /v1/exec` carries: the server's
+ * default `max_output_bytes` (less if its `--max-exec-output-bytes` is
+ * less). Not asked for: the server's default fits whatever it allows, and
+ * the answer says the cap that applied. The server reserves three times it
+ * per stream while the command runs (against `--retain-total`), so it stays
+ * small: 50 commands in flight reserve 300 MiB. Output past it comes from
+ * retention.
  */
 export const OUTPUT_CAP = 1 << 20;
 
@@ -46,13 +49,15 @@ export async function execOnce(
   boundMs: number,
   options: CallOptions,
 ): Promise<{ info: ProcessInfo; stdout: Uint8Array; stderr: Uint8Array; dropped: number }> {
-  const body: Record<string, unknown> = { ...request, max_output_bytes: OUTPUT_CAP };
+  const body: Record<string, unknown> = { ...request };
   delete body.stdin;
   if (typeof input === "string") body.input = input;
   else if (input !== undefined) body.input_base64 = toBase64(input);
   const answer = await host.execRequest(body, { signal: options.signal, timeoutMs: boundMs });
   const info = parseProcess(answer);
   const captured = answer as Record<string, unknown>;
+  const cap = captured.max_output_bytes;
+  if (typeof cap !== "number" || !Number.isSafeInteger(cap) || cap < 0) throw new ProtocolError("POST /v1/exec answered without a valid max_output_bytes");
   let dropped = 0;
   const streams: Uint8Array[] = [];
   for (const name of ["stdout", "stderr"] as const) {
@@ -60,7 +65,7 @@ export async function execOnce(
     dropped += part.dropped;
     let bytes = part.bytes;
     if (part.truncated) {
-      const rest = await host.readOutput(info.id, name, OUTPUT_CAP, options);
+      const rest = await host.readOutput(info.id, name, cap, options);
       const whole = new Uint8Array(bytes.length + rest.length);
       whole.set(bytes);
       whole.set(rest, bytes.length);
@@ -68,7 +73,7 @@ export async function execOnce(
       // Retention keeps a stream's newest bytes: what is missing is between
       // the cap and what was still retained.
       const total = name === "stdout" ? info.stdout_bytes : info.stderr_bytes;
-      dropped += Math.max(0, total - OUTPUT_CAP - rest.length);
+      dropped += Math.max(0, total - cap - rest.length);
     }
     streams.push(bytes);
   }

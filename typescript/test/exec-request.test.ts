@@ -95,3 +95,14 @@ test("under fetch (browsers) exec is one request when its deadline fits fetch's 
   const attached = await within(30_000, c.exec("seq 1 400000"), "exec");
   assert.deepEqual([Buffer.from(attached.stdout).equals(SEQ), attached.dropped], [true, 0]);
 });
+
+test("a server with a smaller answer cap still gives the whole output", async () => {
+  const capped = await startServer(["--max-exec-output-bytes", "65536"]);
+  try {
+    const out = await within(30_000, new TetherClient({ baseUrl: capped.url }).exec("seq 1 40000"), "exec");
+    const expected = Buffer.from(Array.from({ length: 40_000 }, (_, i) => `${i + 1}\n`).join(""));
+    assert.deepEqual([Buffer.from(out.stdout).equals(expected), out.dropped, out.exitCode], [true, 0, 0]);
+  } finally {
+    capped.stop();
+  }
+});

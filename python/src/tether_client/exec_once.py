@@ -19,11 +19,12 @@ from .errors import ProtocolError
 from .protocol import ProcessInfo
 
 OUTPUT_CAP = 1 << 20
-"""``max_output_bytes`` asked of ``POST /v1/exec``: bytes of each stream carried in the answer.
+"""Bytes of each stream an answer of ``POST /v1/exec`` carries: the server's default ``max_output_bytes`` (less if its ``--max-exec-output-bytes`` is less).
 
-The server reserves three times it per stream for the answer while the
-command runs (against ``--retain-total``), so it stays small: 50 commands in
-flight reserve 300 MiB. Output past it comes from retention.
+Not asked for: the server's default fits whatever it allows, and the answer
+says the cap that applied. The server reserves three times it per stream
+while the command runs (against ``--retain-total``), so it stays small: 50
+commands in flight reserve 300 MiB. Output past it comes from retention.
 """
 
 ANSWER_GRACE = 60.0
@@ -45,7 +46,6 @@ async def exec_once(
 ) -> tuple[ProcessInfo, bytes, bytes, int]:
     """Runs a spawn body to completion in one request: the exited process, its stdout, its stderr, and the bytes lost (evicted before they could be read)."""
     request = dict(body)
-    request["max_output_bytes"] = OUTPUT_CAP
     if isinstance(input, str):
         request["input"] = input
     elif input is not None:
@@ -57,6 +57,9 @@ async def exec_once(
         info = ProcessInfo.from_wire(answer)
     except ValueError as e:
         raise ProtocolError(f"POST /v1/exec answered a bad process object: {e}") from None
+    cap = answer.get("max_output_bytes")
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
+        raise ProtocolError("POST /v1/exec answered without a valid 'max_output_bytes'")
     streams: list[bytes] = []
     lost = 0
     for name, total in (("stdout", info.stdout_bytes), ("stderr", info.stderr_bytes)):
@@ -64,11 +67,11 @@ async def exec_once(
         data, dropped, truncated = _captured(name, captured)
         lost += dropped
         if truncated:
-            rest = await client.read_output(info.id, name, OUTPUT_CAP)
+            rest = await client.read_output(info.id, name, cap)
             data += rest
             # Retention keeps a stream's newest bytes: what is missing is
             # between the cap and what was still retained.
-            lost += max(0, total - OUTPUT_CAP - len(rest))
+            lost += max(0, total - cap - len(rest))
         streams.append(data)
     return info, streams[0], streams[1], lost
 
