@@ -84,3 +84,21 @@ async def test_a_server_with_a_smaller_answer_cap_still_gives_the_whole_output(
     async with AsyncClient(server.base, retry=FAST_RETRY) as client:
         result = await asyncio.wait_for(client.exec("seq 1 40000"), WAIT)
     assert (result.stdout, result.dropped, result.exit_code) == (expected, 0, 0)
+
+
+async def test_input_too_large_for_one_request_is_streamed_instead(
+    start_server: Callable[..., Tetherd],
+) -> None:
+    async with AsyncClient(start_server().base, retry=FAST_RETRY) as client:
+        # 2 MiB: over the server's default --max-body-bytes (1 MiB) even
+        # before base64; exec attaches and streams it.
+        big = bytes(range(256)) * 8192
+        result = await asyncio.wait_for(client.exec("sha256sum", input=big), WAIT)
+        assert result.stdout.split()[0].decode() == hashlib.sha256(big).hexdigest()
+    # A server with a smaller bound refuses the body before starting
+    # anything (413): exec attaches instead.
+    small = start_server("--max-body-bytes", "4096")
+    async with AsyncClient(small.base, retry=FAST_RETRY) as client:
+        result = await asyncio.wait_for(client.exec("wc -c", input="x" * 5000), WAIT)
+        assert (result.stdout.strip(), result.exit_code) == (b"5000", 0)
+        assert len([p for p in await client.list() if p.argv[-1] == "wc -c"]) == 1, "started once"

@@ -339,7 +339,8 @@ export class TetherClient {
    * stream; a longer stream's rest is read back from the server's retention
    * (64 MiB per stream by default), and a stream longer than both loses its
    * middle, counted in `dropped`. Aborting kills the command. With
-   * `onStdout`/`onStderr`, `retainBytes`, or (under fetch, which gives up on
+   * `onStdout`/`onStderr`, `retainBytes`, a `stdin` over 512 KiB encoded
+   * (or refused by the server's `--max-body-bytes`), or (under fetch, which gives up on
    * an answer after 300 s: browsers) no deadline or one of minutes, it
    * spawns and attaches instead, in block mode: the server keeps every byte
    * until this client has read it, pacing the program.

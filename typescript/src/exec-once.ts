@@ -24,6 +24,20 @@ import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js
  */
 export const OUTPUT_CAP = 1 << 20;
 
+/**
+ * Largest `stdin` sent inside the request, encoded (JSON text, or base64):
+ * half the server's default `--max-body-bytes`. Larger input is streamed
+ * over an attachment, which has no such bound.
+ */
+export const INPUT_IN_REQUEST = 512 << 10;
+
+/** True when `input` (as {@link execOnce} encodes it) is at most {@link INPUT_IN_REQUEST}. */
+export function fitsOneRequest(input: Uint8Array | string | undefined): boolean {
+  if (input === undefined) return true;
+  if (typeof input === "string") return new TextEncoder().encode(JSON.stringify(input)).length <= INPUT_IN_REQUEST;
+  return 4 * Math.ceil(input.length / 3) <= INPUT_IN_REQUEST;
+}
+
 /** Allowed past a command's own deadline for its kill, drain and answer, in ms. */
 const ANSWER_GRACE_MS = 60_000;
 

@@ -3,11 +3,11 @@
 
 import type { Attachment, AttachOptions } from "./attach.js";
 import type { CallOptions } from "./endpoint.js";
-import { ProtocolError, TetherError } from "./errors.js";
+import { HttpError, ProtocolError, TetherError } from "./errors.js";
 import { concat, type OutputStream } from "./output.js";
 import type { ExitReason, ProcessInfo, SpawnRequest } from "./protocol.js";
 import type { RetryPolicy } from "./retry.js";
-import { answerBoundMs, execOnce, type ExecOnceHost } from "./exec-once.js";
+import { answerBoundMs, execOnce, fitsOneRequest, type ExecOnceHost } from "./exec-once.js";
 
 /**
  * What exec needs of the client that runs it ({@link TetherClient} is
@@ -96,11 +96,18 @@ export async function exec(client: ExecHost, command: string | string[] | SpawnR
   // One request unless the caller streams, bounds the retention (only an
   // attachment paces the program so that nothing is lost) or the transport
   // could not wait for the command's deadline (fetch gives up after 300 s).
+  // An input too large for one request body is streamed instead, and so
+  // is one a server with a smaller --max-body-bytes refused (413, before
+  // starting anything).
   const bound = answerBoundMs(client, request.timeout_ms);
-  if (!options.onStdout && !options.onStderr && request.retain_bytes === undefined && bound !== undefined) {
+  if (!options.onStdout && !options.onStderr && request.retain_bytes === undefined && bound !== undefined && fitsOneRequest(options.stdin)) {
     options.signal?.throwIfAborted();
-    const once = await execOnce(client, request, options.stdin, bound, { signal: options.signal });
-    return result(once.info, once.stdout, once.stderr, once.dropped);
+    try {
+      const once = await execOnce(client, request, options.stdin, bound, { signal: options.signal });
+      return result(once.info, once.stdout, once.stderr, once.dropped);
+    } catch (e) {
+      if (!(e instanceof HttpError && e.status === 413)) throw e;
+    }
   }
   if (options.stdin !== undefined) request.stdin = true;
   // Keep the window below the retention: in block mode sent-but-uncredited

@@ -106,3 +106,21 @@ test("a server with a smaller answer cap still gives the whole output", async ()
     capped.stop();
   }
 });
+
+test("stdin too large for one request is streamed instead", async () => {
+  // 2 MiB: over the server's default --max-body-bytes (1 MiB) even before base64.
+  const big = new Uint8Array(2 << 20).map((_, i) => i & 0xff);
+  const out = await within(30_000, client.exec("sha256sum", { stdin: big }), "exec");
+  assert.equal(out.stdoutText.split(" ")[0], createHash("sha256").update(big).digest("hex"));
+  // A server with a smaller bound refuses the body before starting anything
+  // (413): exec attaches instead, and the command runs once.
+  const bounded = await startServer(["--max-body-bytes", "4096"]);
+  try {
+    const c = new TetherClient({ baseUrl: bounded.url });
+    const wc = await within(30_000, c.exec("wc -c", { stdin: "x".repeat(5000) }), "exec");
+    assert.deepEqual([wc.stdoutText.trim(), wc.exitCode], ["5000", 0]);
+    assert.equal((await c.list()).filter((p) => p.argv.at(-1) === "wc -c").length, 1, "started once");
+  } finally {
+    bounded.stop();
+  }
+});

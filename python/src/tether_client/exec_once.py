@@ -12,6 +12,7 @@ process has exited, so its retention no longer moves).
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -27,6 +28,9 @@ while the command runs (against ``--retain-total``), so it stays small: 50
 commands in flight reserve 300 MiB. Output past it comes from retention.
 """
 
+INPUT_IN_REQUEST = 512 << 10
+"""Largest ``input`` sent inside the request, encoded (JSON text, or base64): half the server's default ``--max-body-bytes``. Larger input is streamed over an attachment, which has no such bound."""
+
 ANSWER_GRACE = 60.0
 """Seconds allowed past a command's own deadline for its kill, drain and answer."""
 
@@ -39,6 +43,15 @@ class ExecHost(Protocol):
     async def exec_request(self, body: Mapping[str, Any], *, timeout: float | None) -> Any: ...
 
     async def read_output(self, process_id: str, stream: str = ..., offset: int = ...) -> bytes: ...
+
+
+def fits_one_request(input: bytes | str | None) -> bool:
+    """True when ``input`` (as :func:`exec_once` encodes it) is at most :data:`INPUT_IN_REQUEST`."""
+    if input is None:
+        return True
+    if isinstance(input, str):
+        return len(json.dumps(input).encode()) <= INPUT_IN_REQUEST
+    return 4 * ((len(input) + 2) // 3) <= INPUT_IN_REQUEST
 
 
 async def exec_once(

@@ -10,8 +10,8 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from .attach import AttachContext, Attachment, Chunk, OutputReader
-from .errors import ProtocolError, TetherError
-from .exec_once import ExecHost, exec_once
+from .errors import BodyTooLarge, ProtocolError, TetherError
+from .exec_once import ExecHost, exec_once, fits_one_request
 from .protocol import Data, ExitReason, Limits, ProcessInfo
 from .spawn import spawn_body
 
@@ -137,13 +137,15 @@ async def exec_command(
     each stream; a longer stream's rest is read back from the server's
     retention (``--retain-bytes`` per stream, 64 MiB by default), and a
     stream longer than both loses its middle, counted in ``dropped``.
-    Cancelling the call kills the command. With ``retain_bytes`` given, the
+    Cancelling the call kills the command. With ``retain_bytes`` given, or
+    an ``input`` too large for one request body (over 512 KiB encoded, or
+    refused by the server's ``--max-body-bytes``), the
     process is spawned and attached to instead, in block mode (the server
     keeps every byte until this client has read it, pacing the program), so
     the output is complete whatever the retention; ``window`` is that
     attachment's credit window.
     """
-    if retain_bytes is None:
+    if retain_bytes is None and fits_one_request(input):
         body = spawn_body(
             command,
             timeout=timeout,
@@ -153,9 +155,15 @@ async def exec_command(
             overflow="block",
             limits=limits,
         )
-        info, stdout, stderr, lost = await exec_once(client, body, input)
-        status = ExitStatus.of(info, lost)
-        return ExecResult(**{**status.__dict__, "stdout": stdout, "stderr": stderr})
+        try:
+            info, stdout, stderr, lost = await exec_once(client, body, input)
+        except BodyTooLarge:
+            # A server with a smaller --max-body-bytes refused the input
+            # before starting anything: attach and stream it instead.
+            pass
+        else:
+            status = ExitStatus.of(info, lost)
+            return ExecResult(**{**status.__dict__, "stdout": stdout, "stderr": stderr})
     body = spawn_body(
         command,
         timeout=timeout,
