@@ -102,3 +102,12 @@ async def test_input_too_large_for_one_request_is_streamed_instead(
         result = await asyncio.wait_for(client.exec("wc -c", input="x" * 5000), WAIT)
         assert (result.stdout.strip(), result.exit_code) == (b"5000", 0)
         assert len([p for p in await client.list() if p.argv[-1] == "wc -c"]) == 1, "started once"
+
+
+async def test_an_answer_that_starts_before_the_exit_is_read_whole(start_server: Callable[..., Tetherd]) -> None:
+    # Past a ping interval the server answers at once and sends spaces
+    # until the document (for proxies' read timeouts).
+    server = start_server("--ping-interval-ms", "200")
+    async with AsyncClient(server.base, retry=FAST_RETRY) as client:
+        result = await asyncio.wait_for(client.exec("sleep 1; echo late; exit 3"), WAIT)
+    assert (result.stdout, result.exit_code, result.reason) == (b"late\n", 3, "exit")

@@ -124,3 +124,13 @@ test("stdin too large for one request is streamed instead", async () => {
     bounded.stop();
   }
 });
+
+test("an answer that starts before the exit (spaces, then the document) is read whole", async () => {
+  const pinging = await startServer(["--ping-interval-ms", "200"]);
+  try {
+    const out = await within(30_000, new TetherClient({ baseUrl: pinging.url }).exec("sleep 1; echo late; exit 3"), "exec");
+    assert.deepEqual([out.stdoutText, out.exitCode, out.reason], ["late\n", 3, "exit"]);
+  } finally {
+    pinging.stop();
+  }
+});
