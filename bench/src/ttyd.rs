@@ -182,6 +182,149 @@ async fn ttyd_block(
     Ok(())
 }
 
+/// A PTY printing `bytes` 'x's with no output processing.
+fn flood_script(bytes: u64) -> String {
+    format!("stty raw -echo; head -c {bytes} /dev/zero | tr '\\0' x")
+}
+
+/// One run of the flood through tetherd (`GET /v1/run`, block mode: no
+/// byte dropped): seconds until the exit frame, and whether every byte
+/// came, each an 'x'.
+async fn tetherd_flood(api: &Api, bytes: u64) -> Result<(f64, bool)> {
+    let mut request = crate::client::shell(&flood_script(bytes));
+    request.tty = true;
+    request.overflow = tether_protocol::Overflow::Block;
+    let t0 = Instant::now();
+    let mut conn = api.run(&request).await?;
+    let mut got = 0u64;
+    let mut clean = true;
+    loop {
+        match tokio::time::timeout(FRAME_WAIT, conn.next()).await? {
+            Ok(Some(tether_protocol::ServerFrame::Stdout { data, .. })) => {
+                got += data.len() as u64;
+                clean &= data.iter().all(|b| *b == b'x');
+            }
+            Ok(Some(tether_protocol::ServerFrame::Exit { .. })) | Ok(None) => break,
+            Ok(Some(_)) => clean = false,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((t0.elapsed().as_secs_f64(), clean && got == bytes))
+}
+
+/// One run of the flood through ttyd (a connection starts the program;
+/// ttyd closes it once the program has gone): seconds until the close,
+/// and whether every byte came.
+async fn ttyd_flood(ttyd: &Ttyd, bytes: u64) -> Result<(f64, bool)> {
+    let mut request = ttyd.url.as_str().into_client_request()?;
+    request
+        .headers_mut()
+        .insert("Sec-WebSocket-Protocol", "tty".parse()?);
+    let t0 = Instant::now();
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await?;
+    ws.send(Message::Binary(
+        br#"{"AuthToken":"","columns":80,"rows":24}"#.to_vec().into(),
+    ))
+    .await?;
+    let (mut got, mut clean) = (0u64, true);
+    loop {
+        match tokio::time::timeout(FRAME_WAIT, ws.next()).await? {
+            Some(Ok(Message::Binary(data))) if data.first() == Some(&b'0') => {
+                got += data.len() as u64 - 1;
+                clean &= data[1..].iter().all(|b| *b == b'x');
+            }
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+            Some(Ok(_)) => {}
+        }
+    }
+    Ok((t0.elapsed().as_secs_f64(), clean && got == bytes))
+}
+
+/// PTY throughput, rounds alternating between the servers: MB/s of the
+/// complete runs, how many were complete, and CPU per MB.
+async fn flood(ctx: &mut Ctx, bin: &Path, api: &Api, tetherd_pid: u32) -> Result<()> {
+    let quick = ctx.report.mode == "quick";
+    let (rounds, bytes) = if quick {
+        (3, 4u64 << 20)
+    } else {
+        (8, 64u64 << 20)
+    };
+    let peer = Ttyd::start(bin, &flood_script(bytes))?;
+    let mb = bytes as f64 / 1e6;
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut ours_cpu, mut theirs_cpu) = (Vec::new(), Vec::new());
+    let (mut ours_lost, mut theirs_lost) = (0, 0);
+    for _ in 0..rounds {
+        let before = spent(tetherd_pid);
+        let (secs, whole) = tetherd_flood(api, bytes).await?;
+        if whole {
+            ours.push(mb / secs);
+            ours_cpu.push((spent(tetherd_pid).cpu_s - before.cpu_s) * 1e3 / mb);
+        } else {
+            ours_lost += 1;
+        }
+        let before = spent(peer.pid());
+        let (secs, whole) = ttyd_flood(&peer, bytes).await?;
+        if whole {
+            theirs.push(mb / secs);
+            theirs_cpu.push((spent(peer.pid()).cpu_s - before.cpu_s) * 1e3 / mb);
+        } else {
+            theirs_lost += 1;
+        }
+    }
+    let (ours, theirs) = (Dist::new(ours), Dist::new(theirs));
+    let ratio = ours.median() / theirs.median();
+    ctx.report.push(
+        Figure::rate(
+            "ttyd.pty.peer",
+            12,
+            "PTY throughput via ttyd (complete runs)",
+            &theirs,
+            rounds,
+        )
+        .note(format!(
+            "{theirs_lost} of {rounds} runs lost bytes (not counted)"
+        )),
+    );
+    ctx.report.push(
+        Figure::rate(
+            "ttyd.pty.tetherd",
+            12,
+            "PTY throughput via tetherd, block mode, same run",
+            &ours,
+            rounds,
+        )
+        .target("≥ 1.3× ttyd's (median)", ratio >= 1.3)
+        .note(format!(
+            "{ratio:.2}× ttyd; {ours_lost} of {rounds} runs lost bytes"
+        )),
+    );
+    let (ours_cpu, theirs_cpu) = (Dist::new(ours_cpu), Dist::new(theirs_cpu));
+    ctx.report.push(Figure::from_dist(
+        "ttyd.pty.peer_cpu",
+        12,
+        "PTY flood: server CPU per MB, ttyd",
+        "ms",
+        &theirs_cpu,
+        rounds,
+    ));
+    ctx.report.push(
+        Figure::from_dist(
+            "ttyd.pty.cpu",
+            12,
+            "PTY flood: server CPU per MB, tetherd",
+            "ms",
+            &ours_cpu,
+            rounds,
+        )
+        .note(format!(
+            "tetherd/ttyd {:.2}×",
+            ours_cpu.median() / theirs_cpu.median().max(1e-9)
+        )),
+    );
+    Ok(())
+}
+
 /// Section 12.
 pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
     let Some(bin) = ctx.ttyd.clone() else {
@@ -293,6 +436,7 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
             .note("every thread's voluntary + involuntary switches; a voluntary one is a sleep, so a wake-up"),
         );
     }
+    flood(ctx, &bin, &api, server.pid).await?;
     server.stop();
     Ok(())
 }

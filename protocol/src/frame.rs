@@ -319,8 +319,14 @@ impl ServerFrame {
     }
 
     /// Decodes a frame sent by a server.
+    ///
+    /// A data frame (`stdout`, `stderr`) is read in place by
+    /// [`crate::in_place`]; every other frame by the general decoder.
     pub fn decode(bytes: &[u8]) -> Result<ServerFrame, DecodeError> {
-        decode(bytes, Self::TYPES)
+        match crate::in_place::server(bytes) {
+            Some(frame) => Ok(frame),
+            None => decode_server_general(bytes),
+        }
     }
 
     /// Every `type` a server sends.
@@ -336,10 +342,15 @@ impl ServerFrame {
     ];
 }
 
-/// A client frame through serde (the reference the keystroke decoder is
+/// A client frame through serde (the reference the in-place decoder is
 /// held to).
-pub(crate) fn decode_general(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
+pub(crate) fn decode_client_general(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
     decode(bytes, ClientFrame::TYPES)
+}
+
+/// A server frame through serde (likewise).
+pub(crate) fn decode_server_general(bytes: &[u8]) -> Result<ServerFrame, DecodeError> {
+    decode(bytes, ServerFrame::TYPES)
 }
 
 impl ClientFrame {
@@ -350,12 +361,12 @@ impl ClientFrame {
 
     /// Decodes a frame sent by a client. A keystroke's frame (`stdin`, or
     /// `input` with a stdin action) is read in place by
-    /// [`crate::keystroke`]; every other frame, and any keystroke frame of
+    /// [`crate::in_place`]; every other frame, and any keystroke frame of
     /// an unusual shape, by the general decoder.
     pub fn decode(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
-        match crate::keystroke::decode(bytes) {
+        match crate::in_place::client(bytes) {
             Some(frame) => Ok(frame),
-            None => decode_general(bytes),
+            None => decode_client_general(bytes),
         }
     }
 

@@ -14,7 +14,7 @@
 
 pub mod api;
 pub mod frame;
-mod keystroke;
+mod in_place;
 pub mod process;
 pub mod resources;
 pub mod signal;

@@ -84,10 +84,21 @@ pub struct Capture {
 impl Capture {
     /// Captures until end of file, or until the drain bound after the reap.
     /// Returns true when it reached end of file.
-    pub async fn run(mut self) -> bool {
+    pub async fn run(self) -> bool {
+        use futures_util::FutureExt;
         let mut deadline: Option<Instant> = None;
-        let mut screen_awake = false;
         let mut since_yield = 0;
+        // Made once, not at every read: each would register with the watch
+        // and, for the screen's idle timer, with the timer wheel, and leave
+        // both again when the read came (every keystroke's echo).
+        let mut reaped = self.reaped.clone();
+        let reaped_changed = reaped.changed().fuse();
+        tokio::pin!(reaped_changed);
+        let idle = self.screen_idle;
+        let screen_timer = sleep(Duration::ZERO);
+        tokio::pin!(screen_timer);
+        let mut screen_awake = false;
+        let mut last_output = Instant::now();
         loop {
             if since_yield >= CAPTURE_SLICE {
                 since_yield = 0;
@@ -101,7 +112,7 @@ impl Capture {
                 biased;
                 room = self.output.room(self.stream) => room,
                 _ = wait_deadline(deadline) => return false,
-                Ok(()) = self.reaped.changed(), if deadline.is_none() => {
+                Ok(()) = &mut reaped_changed, if deadline.is_none() => {
                     deadline = self.on_reaped();
                     continue;
                 }
@@ -122,7 +133,13 @@ impl Capture {
                                 guard.clear_ready();
                             }
                             since_yield += n;
-                            screen_awake = self.screen_idle.is_some();
+                            if let Some(idle) = idle {
+                                last_output = Instant::now();
+                                if !screen_awake {
+                                    screen_awake = true;
+                                    screen_timer.as_mut().reset(last_output + idle);
+                                }
+                            }
                         }
                         Ok(Err(e)) => {
                             tracing::warn!(id = %self.id, stream = self.stream.as_str(), error = %e, "capture read failed");
@@ -132,12 +149,21 @@ impl Capture {
                     }
                 }
                 _ = wait_deadline(deadline) => return false,
-                Ok(()) = self.reaped.changed(), if deadline.is_none() => {
+                Ok(()) = &mut reaped_changed, if deadline.is_none() => {
                     deadline = self.on_reaped();
                 }
-                _ = sleep(self.screen_idle.unwrap_or_default()), if screen_awake => {
-                    self.output.sleep_screen();
-                    screen_awake = false;
+                // The timer runs from the first output after a quiet spell
+                // and, when it fires, is set again from the last output if
+                // there was any since: one timer per quiet spell, not one
+                // per read.
+                () = &mut screen_timer, if screen_awake => {
+                    let quiet_until = last_output + idle.unwrap_or_default();
+                    if Instant::now() >= quiet_until {
+                        self.output.sleep_screen();
+                        screen_awake = false;
+                    } else {
+                        screen_timer.as_mut().reset(quiet_until);
+                    }
                 }
             }
         }
@@ -180,5 +206,73 @@ pub async fn wait_deadline(deadline: Option<Instant>) {
     match deadline {
         Some(at) => sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retained::log::StreamLog;
+    use crate::screen::{Screen, ScreenLimits};
+    use tether_protocol::Overflow;
+
+    /// Waits (bounded) for `done`, looking every few milliseconds: the
+    /// capture task's timer is what is being tested, so there is nothing
+    /// else to wait on.
+    async fn within(bound: Duration, done: impl Fn() -> bool) -> bool {
+        let deadline = Instant::now() + bound;
+        while Instant::now() < deadline {
+            if done() {
+                return true;
+            }
+            sleep(Duration::from_millis(5)).await;
+        }
+        done()
+    }
+
+    #[tokio::test]
+    async fn a_quiet_terminal_rests_its_screen_after_each_quiet_spell_and_never_while_busy() {
+        let screen = Screen::new(
+            10,
+            3,
+            ScreenLimits {
+                scrollback_lines: 0,
+            },
+        );
+        let logs = [StreamLog::memory(1 << 20), StreamLog::memory(1 << 20)];
+        let output = Arc::new(RetainedOutput::with_logs(
+            logs,
+            Overflow::Drop,
+            None,
+            Some(screen),
+        ));
+        let (read, write) = nix::unistd::pipe().unwrap();
+        let (_reaped_tx, reaped) = watch::channel(None);
+        let idle = Duration::from_secs(1);
+        let capture = Capture {
+            output: output.clone(),
+            stream: StreamName::Stdout,
+            id: "test".into(),
+            source: Source::pipe(read).unwrap(),
+            reaped,
+            drain: Duration::from_secs(1),
+            metrics: Arc::default(),
+            screen_idle: Some(idle),
+        };
+        let task = tokio::spawn(capture.run());
+        for spell in 0..2 {
+            // Busy: output every 10 ms for longer than the idle bound.
+            for _ in 0..150 {
+                nix::unistd::write(&write, b"x").unwrap();
+                sleep(Duration::from_millis(10)).await;
+            }
+            assert!(!output.screen_resting(), "spell {spell}: rested while busy");
+            assert!(
+                within(Duration::from_secs(10), || output.screen_resting()).await,
+                "spell {spell}: never rested"
+            );
+        }
+        drop(write);
+        assert!(task.await.unwrap(), "capture ends at end of file");
     }
 }

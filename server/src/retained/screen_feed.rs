@@ -95,6 +95,15 @@ impl RetainedOutput {
         }
     }
 
+    /// Whether the screen has been put to sleep (or asked to be) since its
+    /// last output: what capture's idle timer did, for tests.
+    #[cfg(test)]
+    pub(crate) fn screen_resting(&self) -> bool {
+        self.screen.as_ref().is_some_and(|feed| {
+            feed.sleep_requested.load(Ordering::Relaxed) || feed.lock().is_asleep()
+        })
+    }
+
     /// The terminal screen as bytes for a fresh terminal, with the stdout
     /// offset it corresponds to, after letting the emulator catch up to the
     /// end of the output (for at most 100 ms).

@@ -1,21 +1,58 @@
-//! The decoder of the frames a keystroke arrives in: `stdin`, and `input`
-//! wrapping `stdin` (what every client sends by default). It reads the
+//! The decoder of the frames a keystroke and its echo travel in: from the
+//! client `stdin`, and `input` wrapping `stdin` (what every client sends by
+//! default); from the server `stdout` and `stderr`. It reads the
 //! MessagePack map in place, with no intermediate value and one copy of the
 //! bytes; serde's internally tagged enums buffer every field of the map
 //! before choosing the variant, which cost more than the rest of a
 //! keystroke's decoding together.
 //!
 //! It takes only the exact shapes it knows (those keys once each, a binary
-//! `data`, an unsigned `seq`, nothing after the map) and answers `None` for
-//! anything else, which then goes through the general decoder: whatever the
-//! bytes, the result is the general decoder's (a property test holds the
-//! two to it).
+//! `data`, an unsigned `seq` or `offset`, nothing after the map) and answers
+//! `None` for anything else, which then goes through the general decoder:
+//! whatever the bytes, the result is the general decoder's (property tests
+//! hold the two to it).
 
-use crate::frame::{ClientFrame, InputAction};
+use crate::frame::{ClientFrame, InputAction, ServerFrame};
+
+/// The frame, when `bytes` are a `stdout` or `stderr` frame in the plain
+/// shape; `None` for anything else.
+pub fn server(bytes: &[u8]) -> Option<ServerFrame> {
+    let mut rest = bytes;
+    if map_len(&mut rest)? != 3 {
+        return None;
+    }
+    let mut stream = None;
+    let mut offset = None;
+    let mut data = None;
+    for _ in 0..3 {
+        match key(&mut rest)? {
+            b"type" if stream.is_none() => {
+                stream = Some(match str_value(&mut rest)? {
+                    b"stdout" => true,
+                    b"stderr" => false,
+                    _ => return None,
+                })
+            }
+            b"offset" if offset.is_none() => {
+                offset = Some(rmp::decode::read_int::<u64, _>(&mut rest).ok()?)
+            }
+            b"data" if data.is_none() => data = Some(bin_value(&mut rest)?),
+            _ => return None,
+        }
+    }
+    if !rest.is_empty() {
+        return None;
+    }
+    let (offset, data) = (offset?, data?);
+    Some(match stream? {
+        true => ServerFrame::Stdout { offset, data },
+        false => ServerFrame::Stderr { offset, data },
+    })
+}
 
 /// The frame, when `bytes` are a `stdin` frame or an `input` frame with a
 /// `stdin` action in the plain shape; `None` for anything else.
-pub fn decode(bytes: &[u8]) -> Option<ClientFrame> {
+pub fn client(bytes: &[u8]) -> Option<ClientFrame> {
     let mut rest = bytes;
     let frame = match map_len(&mut rest)? {
         2 => ClientFrame::Stdin {
@@ -110,8 +147,47 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    use crate::StreamName;
+
     fn general(bytes: &[u8]) -> Option<ClientFrame> {
-        crate::frame::decode_general(bytes).ok()
+        crate::frame::decode_client_general(bytes).ok()
+    }
+
+    fn general_server(bytes: &[u8]) -> Option<ServerFrame> {
+        crate::frame::decode_server_general(bytes).ok()
+    }
+
+    fn data_frame() -> impl Strategy<Value = ServerFrame> {
+        let data = proptest::collection::vec(any::<u8>(), 0..100);
+        prop_oneof![
+            (any::<u64>(), data.clone())
+                .prop_map(|(offset, data)| ServerFrame::Stdout { offset, data }),
+            (any::<u64>(), data).prop_map(|(offset, data)| ServerFrame::Stderr { offset, data }),
+            any::<u64>().prop_map(|offset| ServerFrame::Dropped {
+                stream: StreamName::Stdout,
+                offset,
+                length: 3
+            }),
+        ]
+    }
+
+    /// The frame's bytes changed at a few places, cut short, or extended.
+    fn variants(
+        bytes: Vec<u8>,
+        flips: Vec<(usize, u8)>,
+        cut: usize,
+        extra: Vec<u8>,
+    ) -> [Vec<u8>; 3] {
+        let mut bytes = bytes;
+        for (at, value) in flips {
+            if !bytes.is_empty() {
+                let i = at % bytes.len();
+                bytes[i] = value;
+            }
+        }
+        let short = bytes[..cut % (bytes.len() + 1)].to_vec();
+        let long = [bytes.clone(), extra].concat();
+        [bytes, short, long]
     }
 
     fn keystroke_frame() -> impl Strategy<Value = ClientFrame> {
@@ -135,20 +211,20 @@ mod tests {
         let stdin = ClientFrame::Stdin {
             data: b"a".to_vec(),
         };
-        assert_eq!(decode(&stdin.encode()), Some(stdin));
+        assert_eq!(client(&stdin.encode()), Some(stdin));
         let input = ClientFrame::Input {
             seq: 7,
             action: InputAction::Stdin {
                 data: b"ls\r".to_vec(),
             },
         };
-        assert_eq!(decode(&input.encode()), Some(input));
+        assert_eq!(client(&input.encode()), Some(input));
         let eof = ClientFrame::Input {
             seq: 7,
             action: InputAction::StdinEof,
         };
-        assert_eq!(decode(&eof.encode()), None);
-        assert_eq!(decode(&ClientFrame::StdinEof.encode()), None);
+        assert_eq!(client(&eof.encode()), None);
+        assert_eq!(client(&ClientFrame::StdinEof.encode()), None);
     }
 
     proptest! {
@@ -159,27 +235,40 @@ mod tests {
             cut in any::<usize>(),
             extra in proptest::collection::vec(any::<u8>(), 0..3),
         ) {
-            let mut bytes = frame.encode();
-            for (at, value) in flips {
-                if !bytes.is_empty() {
-                    let i = at % bytes.len();
-                    bytes[i] = value;
-                }
-            }
-            for variant in [bytes.clone(), bytes[..cut % (bytes.len() + 1)].to_vec(), [bytes.clone(), extra].concat()] {
-                if let Some(fast) = decode(&variant) {
+            for variant in variants(frame.encode(), flips, cut, extra) {
+                if let Some(fast) = client(&variant) {
                     prop_assert_eq!(Some(fast), general(&variant));
                 }
             }
         }
 
         #[test]
+        fn whatever_it_decodes_of_a_server_the_general_decoder_decodes_the_same(
+            frame in data_frame(),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+            cut in any::<usize>(),
+            extra in proptest::collection::vec(any::<u8>(), 0..3),
+        ) {
+            for variant in variants(frame.encode(), flips, cut, extra) {
+                if let Some(fast) = server(&variant) {
+                    prop_assert_eq!(Some(fast), general_server(&variant));
+                }
+            }
+        }
+
+        #[test]
+        fn every_data_frame_the_server_makes_takes_this_path(offset in any::<u64>(), data in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let bytes = ServerFrame::encode_data(StreamName::Stdout, offset, &data);
+            prop_assert_eq!(server(&bytes), Some(ServerFrame::Stdout { offset, data }));
+        }
+
+        #[test]
         fn every_plain_keystroke_frame_takes_this_path(frame in keystroke_frame()) {
             let bytes = frame.encode();
             let expected = matches!(&frame, ClientFrame::Stdin { .. } | ClientFrame::Input { action: InputAction::Stdin { .. }, .. });
-            prop_assert_eq!(decode(&bytes).is_some(), expected);
+            prop_assert_eq!(client(&bytes).is_some(), expected);
             if expected {
-                prop_assert_eq!(decode(&bytes), Some(frame));
+                prop_assert_eq!(client(&bytes), Some(frame));
             }
         }
     }
