@@ -5,10 +5,17 @@ Beside the server's own rate (``POST /v1/exec`` over raw keep-alive
 HTTP/1.1 connections, plain asyncio streams, nothing parsed beyond what
 HTTP needs), it measures:
 
-- ``python``: the Python client's ``AsyncClient.exec`` (spawn, attach, exit);
+- ``python``: the Python client's ``AsyncClient.exec`` (one ``POST /v1/exec``);
 - ``ts``: the TypeScript client's ``TetherClient.exec`` (``exec_rate.mjs``);
 - ``httpx``, ``aiohttp``: each HTTP library alone, ``POST /v1/exec`` (what
-  a client built on it could reach at best; aiohttp only if importable).
+  a client built on it could reach at best; httpx only if importable: the
+  client no longer uses it).
+
+``--check`` makes it a test that cannot flake on a slow machine: every
+client exec must be one request (the server's ``tether_spawns_total`` rises
+by the commands run and ``tether_attaches_total`` not at all), and each
+client must reach ``--min-share`` (default 25%, half the goal of 50%) of the
+server's own rate with 50 in flight, medians of the rounds.
 
 The machine is shared and noisy, so every measurement runs ``--rounds``
 times, interleaved (round 1 of each, then round 2 of each...), and the
@@ -16,7 +23,7 @@ table gives the median and the spread (min-max). Usage, from the
 repository root, with the Python client installed in target/py-venv and
 the TypeScript client built::
 
-    target/py-venv/bin/python bench/clients/exec_rate.py [--tetherd target/release/tetherd] [--rounds 5]
+    target/py-venv/bin/python bench/clients/exec_rate.py [--tetherd target/release/tetherd] [--rounds 5] [--check]
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -151,6 +159,17 @@ def ts_client_rate(base: str, total: int, inflight: int) -> float:
     return float(json.loads(out.stdout)["rate"])
 
 
+def counters(base: str) -> dict[str, int]:
+    """The server's spawn and attach totals, from ``/metrics``."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=30) as answer:
+        text = answer.read().decode()
+    found = re.findall(r"^(tether_(?:spawns|attaches)_total) (\d+)$", text, re.MULTILINE)
+    return {name: int(value) for name, value in found}
+
+
+CLIENTS = ("Python AsyncClient.exec", "TypeScript TetherClient.exec")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tetherd", default=str(ROOT / "target/release/tetherd"))
@@ -158,30 +177,39 @@ def main() -> int:
     parser.add_argument("--serial", type=int, default=200, help="commands per measurement, one at a time")
     parser.add_argument("--parallel", type=int, default=1000, help="commands per measurement, 50 in flight")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--check", action="store_true", help="fail unless each client exec is one request and reaches --min-share")
+    parser.add_argument("--min-share", type=float, default=0.25, help="with --check: least share of the server's rate at 50 in flight")
     args = parser.parse_args()
     if not Path(args.tetherd).exists():
         raise SystemExit(f"no tetherd at {args.tetherd}: cargo build --release -p tether-server, or --tetherd PATH")
     try:
-        import aiohttp  # noqa: F401
+        import httpx  # noqa: F401
 
-        has_aiohttp = True
+        has_httpx = True
     except ImportError:
-        has_aiohttp = False
+        has_httpx = False
     proc, base, scratch = start_tetherd(args.tetherd)
     host, port = base.removeprefix("http://").split(":")
     kinds: dict[str, Callable[[int, int], float]] = {
         "server (raw HTTP/1.1)": lambda n, c: asyncio.run(raw_rate(host, int(port), n, c)),
-        "httpx alone": lambda n, c: asyncio.run(httpx_rate(base, n, c)),
-        **({"aiohttp alone": lambda n, c: asyncio.run(aiohttp_rate(base, n, c))} if has_aiohttp else {}),
+        **({"httpx alone": lambda n, c: asyncio.run(httpx_rate(base, n, c))} if has_httpx else {}),
+        "aiohttp alone": lambda n, c: asyncio.run(aiohttp_rate(base, n, c)),
         "Python AsyncClient.exec": lambda n, c: asyncio.run(python_client_rate(base, n, c)),
         "TypeScript TetherClient.exec": lambda n, c: ts_client_rate(base, n, c),
     }
     results: dict[str, dict[int, list[float]]] = {k: {1: [], 50: []} for k in kinds}
+    failures: list[str] = []
     try:
         for round_no in range(args.rounds):
             for inflight, total in ((1, args.serial), (50, args.parallel)):
                 for name, measure in kinds.items():
+                    before = counters(base)
                     value = measure(total, inflight)
+                    after = counters(base)
+                    spawned = after["tether_spawns_total"] - before["tether_spawns_total"]
+                    attached = after["tether_attaches_total"] - before["tether_attaches_total"]
+                    if name in CLIENTS and (spawned, attached) != (total, 0):
+                        failures.append(f"{name}: {total} execs made {spawned} spawns and {attached} attaches, not {total} and 0")
                     results[name][inflight].append(value)
                     print(f"round {round_no + 1} {name:30} {inflight:2} in flight: {value:7.0f}/s", file=sys.stderr)
     finally:
@@ -198,6 +226,16 @@ def main() -> int:
         print(f"| {name} | {cells[0]} | {cells[1]} | {share:.0%} |")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.check:
+        for name in CLIENTS:
+            share = statistics.median(results[name][50]) / server[50]
+            if share < args.min_share:
+                failures.append(f"{name}: {share:.0%} of the server's rate with 50 in flight, under {args.min_share:.0%}")
+        for failure in failures:
+            print(f"FAIL {failure}", file=sys.stderr)
+        if failures:
+            return 1
+        print(f"check passed: each client exec is one request, at least {args.min_share:.0%} of the server's rate", file=sys.stderr)
     return 0
 
 

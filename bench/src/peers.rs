@@ -28,6 +28,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use crate::client::{argv, Api, Conn, Ws};
 use crate::report::Figure;
 use crate::stats::Dist;
+use crate::tetherd::spent;
 use crate::Ctx;
 
 /// Bytes a `base64 -w 76` line encodes: 57 in, 76 out plus a newline.
@@ -470,16 +471,44 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
         tetherd_output(&api, &scripts, work).await?;
         websocketd_output(peer, &scripts, work).await?;
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let (mut ours_cpu, mut theirs_cpu) = (Vec::new(), Vec::new());
+        let mb = bytes as f64 / 1e6;
         for _ in 0..runs {
+            let cpu = spent(server.pid).cpu_s;
             let t = tetherd_output(&api, &scripts, work)
                 .await
                 .with_context(|| format!("tetherd, {key}"))?;
+            ours_cpu.push((spent(server.pid).cpu_s - cpu) * 1e3 / mb);
             ours.push(mbps(bytes, t));
+            let cpu = spent(peer.child.id()).cpu_s;
             let w = websocketd_output(peer, &scripts, work)
                 .await
                 .with_context(|| format!("websocketd, {key}"))?;
+            theirs_cpu.push((spent(peer.child.id()).cpu_s - cpu) * 1e3 / mb);
             theirs.push(mbps(bytes, w));
         }
+        let (ours_cpu, theirs_cpu) = (Dist::new(ours_cpu), Dist::new(theirs_cpu));
+        let cpu_ratio = ours_cpu.median() / theirs_cpu.median().max(1e-9);
+        ctx.report.push(Figure::from_dist(
+            &format!("peers.cpu.{key}.websocketd"),
+            9,
+            &format!("{label}: server CPU per MB, websocketd"),
+            "ms",
+            &theirs_cpu,
+            runs,
+        ));
+        ctx.report.push(
+            Figure::from_dist(
+                &format!("peers.cpu.{key}.tetherd"),
+                9,
+                &format!("{label}: server CPU per MB, tetherd"),
+                "ms",
+                &ours_cpu,
+                runs,
+            )
+            .target("≤ 0.5× websocketd's (median)", cpu_ratio <= 0.5)
+            .note(format!("tetherd/websocketd {cpu_ratio:.2}× (every thread's schedstat; the programs' own CPU is neither's)")),
+        );
         push_pair(
             ctx,
             &format!("throughput.{key}"),

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
-use tether_protocol::api::{SignalRequest, SpawnRequest};
+use tether_protocol::api::{ProcessUpdate, SignalRequest, SpawnRequest};
 use tether_protocol::ProcessInfo;
 
 use crate::error::{Error, Result};
@@ -385,6 +385,27 @@ impl Client {
             self.inner.request_timeout,
         )
         .await
+    }
+
+    /// `PATCH /v1/processes/{id}`: sets the unattached timeout of a running
+    /// process (`None`: never), counted from now while nobody is attached;
+    /// needs the `kill` right. Not retried.
+    pub async fn set_unattached_timeout(
+        &self,
+        id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<ProcessInfo> {
+        let ms = timeout.map_or(0, |t| {
+            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+        });
+        let body = serde_json::to_vec(&ProcessUpdate {
+            unattached_timeout_ms: ms,
+        })
+        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        let path = format!("/v1/processes/{}", path_segment(id));
+        let timeout = self.inner.request_timeout;
+        self.request(Method::PATCH, &path, Some(body), None, timeout)
+            .await
     }
 
     /// Writes raw bytes to the process's stdin over HTTP (the process must

@@ -51,6 +51,9 @@ pub trait SpawnSpec: Sized {
     /// Runs the process as this user (name or uid) on a server running as
     /// root; any other server refuses it (403 `user_unavailable`).
     fn user(self, user: impl Into<String>) -> Self;
+    /// With [`SpawnSpec::user`]: runs with this group (name or gid) instead
+    /// of the user's primary group.
+    fn group(self, group: impl Into<String>) -> Self;
     /// Sets resource limits (memory, CPUs, tasks) of the process and
     /// everything it forks.
     fn limits(self, limits: Limits) -> Self;
@@ -121,6 +124,11 @@ impl SpawnSpec for SpawnRequest {
 
     fn user(mut self, user: impl Into<String>) -> Self {
         self.user = Some(user.into());
+        self
+    }
+
+    fn group(mut self, group: impl Into<String>) -> Self {
+        self.group = Some(group.into());
         self
     }
 

@@ -60,6 +60,10 @@ pub struct SpawnRequest {
     /// process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// With `user`: run with this group (name or gid) instead of the
+    /// user's primary group. Without `user` it is refused (400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Resource limits of the process and everything it forks; each
     /// absent one is the server's default (`--default-memory-bytes`...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +102,15 @@ pub struct ResizeRequest {
     pub cols: u32,
     /// Rows, 1 to [`MAX_TERMINAL_SIZE`].
     pub rows: u32,
+}
+
+/// `PATCH /v1/processes/{id}`: what may change while a process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessUpdate {
+    /// The new `unattached_timeout_ms` (0: never), counted afresh from this
+    /// change while nobody is attached; as at spawn.
+    pub unattached_timeout_ms: u64,
 }
 
 /// The largest accepted terminal width or height.

@@ -321,7 +321,7 @@ impl ServerFrame {
     /// Decodes a frame sent by a server.
     ///
     /// A data frame (`stdout`, `stderr`) is read in place by
-    /// [`crate::in_place`]; every other frame by the general decoder.
+    /// `in_place.rs`; every other frame by the general decoder.
     pub fn decode(bytes: &[u8]) -> Result<ServerFrame, DecodeError> {
         match crate::in_place::server(bytes) {
             Some(frame) => Ok(frame),
@@ -361,7 +361,7 @@ impl ClientFrame {
 
     /// Decodes a frame sent by a client. A keystroke's frame (`stdin`, or
     /// `input` with a stdin action) is read in place by
-    /// [`crate::in_place`]; every other frame, and any keystroke frame of
+    /// `in_place.rs`; every other frame, and any keystroke frame of
     /// an unusual shape, by the general decoder.
     pub fn decode(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
         match crate::in_place::client(bytes) {

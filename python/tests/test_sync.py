@@ -85,3 +85,15 @@ print(result.exit_code)
     for _ in range(12):
         ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
         assert (ran.returncode, ran.stdout, ran.stderr) == (0, "3\n", "")
+
+
+def test_a_client_never_closed_is_closed_quietly_at_exit(server: Tetherd) -> None:
+    script = (
+        "import sys\n"
+        "from tether_client import Client\n"
+        "client = Client(sys.argv[1])\n"
+        "print(client.exec('echo unclosed').stdout_text, end='')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, server.base], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "unclosed\n"), done.stderr
+    assert done.stderr == "", f"a client left open complained at exit: {done.stderr}"

@@ -1,4 +1,4 @@
-"""wait returns the real exit across server-side long-poll expiries and across 503 answers from a proxy, never a failure dressed up as an exit."""
+"""wait returns the real exit across server-side long-poll expiries and across 503 answers from a proxy, never a failure dressed up as an exit; the unattached timeout set while a process runs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tether_client import AsyncClient, RetriesExhausted, RetryPolicy
+from tether_client import AsyncClient, InvalidArgument, NotRunning, RetriesExhausted, RetryPolicy
 
 from .conftest import FAST_RETRY, WAIT, Tetherd
 from .proxies import AnswerLosingFront, CuttingProxy, FlakyFront
@@ -101,3 +101,18 @@ async def test_a_spawn_whose_answer_is_lost_is_retried_and_starts_once(
         assert [p.id for p in matching] == [process.id], "the command started more than once"
     finally:
         await front.stop()
+
+
+async def test_set_unattached_timeout_ends_an_unattached_process_and_none_keeps_one(client: AsyncClient) -> None:
+    ending = await client.spawn(["sleep", "30"])
+    assert (await client.set_unattached_timeout(ending.id, 0.2)).id == ending.id
+    final = await asyncio.wait_for(client.wait(ending.id), WAIT)
+    assert final.reason == "unattached"
+    kept = await client.spawn_request({"argv": ["sleep", "30"], "unattached_timeout_ms": 1000})
+    await client.set_unattached_timeout(kept.id, None)
+    assert (await client.wait(kept.id, timeout=2.0)).status == "running"
+    await client.remove(kept.id, force=True)
+    with pytest.raises(NotRunning):
+        await client.set_unattached_timeout(ending.id, None)
+    with pytest.raises(InvalidArgument):
+        await client.set_unattached_timeout(ending.id, 0)

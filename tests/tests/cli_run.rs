@@ -7,7 +7,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use tether_tests::cli::{block_on, ps, tether, tether_lines, text, wait_output};
+use tether_tests::cli::{block_on, get_bytes, ps, tether, tether_lines, text, wait_output};
 use tether_tests::cut::CuttingProxy;
 use tether_tests::front::Front;
 use tether_tests::{tether_binary, TestServer, WAIT};
@@ -55,7 +55,51 @@ fn run_as_another_user_where_the_server_is_root_else_a_clear_refusal() {
             b"",
         );
         assert_eq!(out.status.code(), Some(125));
+        // A group instead of the user's primary one (nobody's is nogroup
+        // on Debian: root's group, 0, shows the choice was made).
+        let out = tether(
+            &server.base,
+            &["run", "-u", "nobody", "-g", "0", "--", "id", "-g"],
+            b"",
+        );
+        assert_eq!(
+            (text(&out.stdout).as_str(), out.status.code()),
+            ("0\n", Some(0)),
+            "{}",
+            text(&out.stderr)
+        );
+        let out = tether(
+            &server.base,
+            &[
+                "run",
+                "-u",
+                "nobody",
+                "--group",
+                "no-such-group-xyz",
+                "--",
+                "true",
+            ],
+            b"",
+        );
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            text(&out.stderr).contains("no such group"),
+            "{}",
+            text(&out.stderr)
+        );
     }
+    // A group needs a user: refused by the CLI (usage) and the server.
+    let out = tether(&server.base, &["run", "-g", "0", "--", "true"], b"");
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    let (status, body) = block_on(server.post(
+        "/v1/processes",
+        serde_json::json!({"argv": ["true"], "group": "0"}),
+    ));
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (400, &serde_json::json!("invalid_request")),
+        "{body}"
+    );
     // A server that is not root cannot switch user: a clear refusal (as
     // root, one run as nobody shows it).
     let unprivileged = if root {
@@ -526,4 +570,66 @@ fn a_run_too_long_for_a_url_is_posted_then_attached() {
         lines[1].starts_with("GET /v1/processes/") && lines[1].ends_with("/attach"),
         "{lines:?}"
     );
+}
+
+/// `run --no-signals`: a signal to tether detaches it (exit 0, said on
+/// stderr) and never reaches the process, which runs on.
+#[test]
+fn run_with_no_signals_detaches_on_a_signal_and_leaves_the_process_running() {
+    use std::io::{BufRead, BufReader};
+    let server = TestServer::start();
+    let mut child = Command::new(tether_binary())
+        .args([
+            "run",
+            "--no-signals",
+            "--name",
+            "unsignalled",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo got-int' INT; echo ready; while :; do sleep 0.05; done",
+        ])
+        .env("TETHER_SERVER", &server.base)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                return;
+            }
+        }
+    });
+    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("tether: detached"),
+        "{}",
+        text(&out.stderr)
+    );
+    let info = block_on(server.status("unsignalled"));
+    assert!(!info.is_exited(), "{info:?}");
+    let output = get_bytes(&server, "/v1/processes/unsignalled/output");
+    assert_eq!(
+        String::from_utf8_lossy(&output),
+        "ready\n",
+        "no signal reached it"
+    );
+    // Not with -d, which has no signals to handle.
+    let out = tether(
+        &server.base,
+        &["run", "-d", "--no-signals", "--", "true"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
 }

@@ -254,3 +254,39 @@ async fn errors_carry_status_code_and_message() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+#[tokio::test]
+async fn set_unattached_timeout_ends_an_unattached_process_and_none_keeps_it() {
+    let server = TestServer::start();
+    let client = client(&server);
+    let ending = client
+        .spawn(SpawnRequest::argv(["sleep", "30"]))
+        .await
+        .unwrap();
+    let info = client
+        .set_unattached_timeout(&ending.id, Some(Duration::from_millis(200)))
+        .await
+        .unwrap();
+    assert_eq!(info.id, ending.id);
+    let exit = bounded("wait", client.wait(&ending.id)).await.unwrap();
+    assert_eq!(exit.reason, Some(ExitReason::Unattached));
+
+    let mut request = SpawnRequest::argv(["sleep", "30"]);
+    request.unattached_timeout_ms = Some(1000);
+    let kept = client.spawn(request).await.unwrap();
+    client.set_unattached_timeout(&kept.id, None).await.unwrap();
+    let still = client
+        .wait_timeout(&kept.id, Duration::from_millis(2000))
+        .await
+        .unwrap();
+    assert_eq!(still.status, tether_client::ProcessStatus::Running);
+    client.remove(&kept.id, true).await.unwrap();
+    let error = client
+        .set_unattached_timeout(&ending.id, None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (error.status(), error.code()),
+        (Some(409), Some("not_running"))
+    );
+}

@@ -1,7 +1,8 @@
 //! `POST /v1/exec` inside the budgets: a server maximum for
 //! `max_output_bytes`, the buffered output reserved against
 //! `--retain-total` (503 when it does not fit, never silently cut), JSON
-//! that never grows a byte into six, and stdin from the request.
+//! that never grows a byte into six, stdin from the request, and a long
+//! command answered at once and kept busy (a proxy's read timeout).
 
 use base64::Engine;
 use serde_json::{json, Value};
@@ -123,4 +124,68 @@ async fn exec_feeds_input_to_stdin_then_closes_it() {
         assert_eq!(status, 400, "{body} -> {answer}");
         assert_eq!(answer["error"]["code"], "invalid_request");
     }
+}
+
+/// A command still running after a ping interval is answered at once and
+/// its connection kept busy until the document: through nginx with a 1 s
+/// read timeout, a 3 s command comes back whole (without the spaces nginx
+/// would answer 504 and the command would be killed).
+#[tokio::test]
+async fn a_long_exec_is_kept_busy_so_a_proxys_read_timeout_does_not_cut_it() {
+    let server = TestServer::start_with(&["--ping-interval-ms", "300"]);
+    let upstream = server.base.trim_start_matches("http://").to_string();
+    let nginx = tether_tests::nginx::Nginx::start(|_, port| {
+        format!(
+            "server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://{upstream}; \
+             proxy_http_version 1.1; proxy_buffering off; proxy_read_timeout 1s; }} }}"
+        )
+    })
+    .await;
+    let answer = reqwest::Client::new()
+        .post(format!("{}/v1/exec", nginx.base))
+        .json(&json!({"command": "sleep 3; echo done"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    // The answer started before the exit.
+    let (_, list) = server.get("/v1/processes").await;
+    assert_eq!(list[0]["status"], "running", "{list}");
+    let text = answer.text().await.unwrap();
+    assert!(text.starts_with(' '), "{text:?}");
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (&value["exit_code"], &value["reason"]),
+        (&json!(0), &json!("exit")),
+        "{value}"
+    );
+    assert_eq!(decoded(&value["stdout"]), b"done\n");
+
+    // A quick one is answered whole, as before.
+    let quick = reqwest::Client::new()
+        .post(server.url("/v1/exec"))
+        .json(&json!({"command": "echo quick"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(quick.content_length().is_some(), "{:?}", quick.headers());
+}
+
+/// A client that goes away after the answer started still kills the
+/// command (noticed at the next space, within a ping interval).
+#[tokio::test]
+async fn a_client_gone_after_the_answer_started_still_kills_the_command() {
+    let server = TestServer::start_with(&["--ping-interval-ms", "300"]);
+    let answer = reqwest::Client::new()
+        .post(server.url("/v1/exec"))
+        .json(&json!({"command": "exec sleep 30"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let (_, list) = server.get("/v1/processes").await;
+    let id = list[0]["id"].as_str().unwrap().to_string();
+    drop(answer);
+    let exited = server.wait_exit(&id).await;
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
 }

@@ -1,6 +1,6 @@
 //! Scoped tokens on every route beyond the first ones: the output stream
 //! (raw and Server-Sent Events), the screen and `screen=1` attach need
-//! `read`; `kill` and `DELETE ?force` need `kill`; `POST /v1/exec`,
+//! `read`; `kill`, `DELETE ?force` and `PATCH` need `kill`; `POST /v1/exec`,
 //! `GET /v1/run` and every page of the list need the operator; a name or an id of another
 //! node reaches nothing but the token's own process; and a token for a
 //! process recovered from a data directory dies when it is forgotten.
@@ -121,8 +121,11 @@ async fn kill_and_forced_delete_need_the_kill_right_and_leave_the_process_runnin
         ("POST", format!("/v1/processes/{a}/kill?grace_ms=0")),
         ("DELETE", format!("/v1/processes/{a}?force=1")),
         ("DELETE", format!("/v1/processes/{a}")),
+        // A shorter unattached timeout would end it.
+        ("PATCH", format!("/v1/processes/{a}")),
     ] {
-        let (status, answer) = call(&server, method, &path, Some(&reader), None).await;
+        let body = (method == "PATCH").then(|| json!({"unattached_timeout_ms": 1}));
+        let (status, answer) = call(&server, method, &path, Some(&reader), body).await;
         assert_eq!(
             (status, code(&answer)),
             (403, "missing_right"),
@@ -132,6 +135,19 @@ async fn kill_and_forced_delete_need_the_kill_right_and_leave_the_process_runnin
     assert_eq!(operator_status(&server, &a).await["status"], "running");
 
     let killer = mint(&server, &a, &["kill"]).await;
+    let (status, info) = call(
+        &server,
+        "PATCH",
+        &format!("/v1/processes/{a}"),
+        Some(&killer),
+        Some(json!({"unattached_timeout_ms": 600_000})),
+    )
+    .await;
+    assert_eq!(
+        (status, &info["status"]),
+        (200, &json!("running")),
+        "{info}"
+    );
     let (status, info) = call(
         &server,
         "POST",

@@ -7,10 +7,11 @@
 
 import { attach, run, type AttachOptions, type Attachment } from "./attach.js";
 import { checkSize, randomKey, segment, subprotocols, webSocketUrl, type CallOptions } from "./endpoint.js";
-import { httpErrorOf, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
+import { HttpError, httpErrorOf, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
 import { exec, type ExecOptions, type ExecResult } from "./exec.js";
 import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js";
 import { Backoff, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+import { defaultTransport, type HttpTransport } from "./transport.js";
 import { resolveWebSocket, type WebSocketConstructor } from "./websocket.js";
 
 /** How to reach a tetherd. Only `baseUrl` is required. */
@@ -96,6 +97,8 @@ export class TetherClient {
   /** Time each `wait` long-poll asks for, in ms. */
   readonly longPollMs: number;
   private readonly webSocketImpl: WebSocketConstructor | undefined;
+  /** How requests are sent: fetch, or node:http under the Node entry. */
+  readonly transport: HttpTransport;
 
   /** A client for the server at `options.baseUrl` (or that URL itself). Nothing is sent until the first call. */
   constructor(options: ClientOptions | string) {
@@ -118,6 +121,7 @@ export class TetherClient {
     this.requestTimeoutMs = o.requestTimeoutMs ?? 30_000;
     this.longPollMs = o.longPollMs ?? 25_000;
     this.webSocketImpl = o.WebSocket;
+    this.transport = defaultTransport();
   }
 
   /**
@@ -214,6 +218,20 @@ export class TetherClient {
   }
 
   /**
+   * `PATCH /v1/processes/{id}`: sets a running process's unattached
+   * timeout in ms (0 or `null`: never), counted from now while nobody is
+   * attached; needs the `kill` right. 409 `not_running` once it has exited.
+   * Not retried.
+   */
+  async setUnattachedTimeout(id: string, timeoutMs: number | null, options: CallOptions = {}): Promise<ProcessInfo> {
+    const ms = timeoutMs ?? 0;
+    if (!Number.isSafeInteger(ms) || ms < 0) throw new InvalidArgumentError(`unattached timeout must be a whole number of ms, 0 or more, not ${timeoutMs}`);
+    return parseProcess(
+      await this.requestJson({ method: "PATCH", path: `/v1/processes/${segment(id)}`, json: { unattached_timeout_ms: ms }, signal: options.signal }),
+    );
+  }
+
+  /**
    * `POST /v1/processes/{id}/tokens`: mints a token scoped to this one
    * process with `rights` (any of "read", "write", "kill"; read is
    * implied), valid for `ttlMs` (operator only). Not retried.
@@ -238,6 +256,38 @@ export class TetherClient {
   async resize(id: string, cols: number, rows: number, options: CallOptions = {}): Promise<void> {
     checkSize(cols, rows);
     await this.requestJson({ method: "POST", path: `/v1/processes/${segment(id)}/resize`, json: { cols, rows }, signal: options.signal });
+  }
+
+  /**
+   * `POST /v1/exec` of a ready body (a spawn request plus
+   * `max_output_bytes`, `input`...): the answer's JSON once the command
+   * has exited. `timeoutMs` bounds the request (default: none but the
+   * signal, as the command runs as long as it runs). Retried only where the
+   * command cannot have started: no connection could be made, or the
+   * server refused it for want of room (503 `too_many_processes`,
+   * `retention_exhausted`). Aborting closes the connection, and the server
+   * then kills the command (`kill_on_disconnect`, its default).
+   */
+  async execRequest(body: Record<string, unknown>, options: CallOptions & { timeoutMs?: number } = {}): Promise<unknown> {
+    const { signal } = options;
+    const backoff = new Backoff(this.retry);
+    for (;;) {
+      try {
+        return await this.requestJson({ method: "POST", path: "/v1/exec", json: body, timeoutMs: options.timeoutMs ?? Infinity, signal });
+      } catch (e) {
+        if (isAbort(e, signal) || !(e instanceof Error)) throw e;
+        const unsent = e instanceof TransportError ? !e.timeout && connectFailed(e) : false;
+        const refused = e instanceof HttpError && (e.code === "too_many_processes" || e.code === "retention_exhausted");
+        if (!unsent && !refused) throw e;
+        await backoff.failed(e as TetherError, signal);
+      }
+    }
+  }
+
+  /** `GET /v1/processes/{id}/output`: the retained bytes of one stream from `offset` on, as they are now (ranges already evicted are skipped). */
+  async readOutput(id: string, stream: "stdout" | "stderr" = "stdout", offset = 0, options: CallOptions = {}): Promise<Uint8Array> {
+    if (!Number.isSafeInteger(offset) || offset < 0) throw new InvalidArgumentError(`offset must be 0 or more, not ${offset}`);
+    return this.request({ method: "GET", path: `/v1/processes/${segment(id)}/output?stream=${stream}&offset=${offset}`, timeoutMs: Infinity, signal: options.signal });
   }
 
   /**
@@ -284,6 +334,16 @@ export class TetherClient {
    * Runs a command to completion and returns its output, exit code and
    * reason. A string is a shell command line, an array an argv; see
    * {@link ExecOptions} for a deadline, stdin, streaming callbacks and abort.
+   *
+   * One request (`POST /v1/exec`) runs it and brings the first MiB of each
+   * stream; a longer stream's rest is read back from the server's retention
+   * (64 MiB per stream by default), and a stream longer than both loses its
+   * middle, counted in `dropped`. Aborting kills the command. With
+   * `onStdout`/`onStderr`, `retainBytes`, a `stdin` over 512 KiB encoded
+   * (or refused by the server's `--max-body-bytes`), or (under fetch, which gives up on
+   * an answer after 300 s: browsers) no deadline or one of minutes, it
+   * spawns and attaches instead, in block mode: the server keeps every byte
+   * until this client has read it, pacing the program.
    */
   exec(command: string | string[] | SpawnRequest, options: ExecOptions = {}): Promise<ExecResult> {
     return exec(this, command, options);
@@ -334,30 +394,39 @@ export class TetherClient {
 
   /** One request; a success status gives the parsed JSON body (undefined when empty), anything else an error. */
   private async requestJson(spec: RequestSpec): Promise<unknown> {
+    const raw = await this.request(spec);
+    const text = new TextDecoder().decode(raw);
+    try {
+      return text ? JSON.parse(text) : undefined;
+    } catch {
+      throw new ProtocolError(`unexpected response from ${spec.method} ${this.baseUrl}${spec.path}: not JSON: ${text.slice(0, 200)}`);
+    }
+  }
+
+  /** One request; a success status gives the body's bytes, anything else an error. `timeoutMs` Infinity: no bound but the call's signal. */
+  private async request(spec: RequestSpec): Promise<Uint8Array> {
     const url = this.baseUrl + spec.path;
     const headers: Record<string, string> = { Accept: "application/json" };
-    let body: string | Uint8Array<ArrayBuffer> | undefined;
+    let body: string | Uint8Array | undefined;
     if (spec.json !== undefined) {
       headers["Content-Type"] = "application/json";
       body = JSON.stringify(spec.json);
     } else if (spec.bytes !== undefined) {
       headers["Content-Type"] = "application/octet-stream";
-      body = spec.bytes as Uint8Array<ArrayBuffer>;
+      body = spec.bytes;
     }
     if (this.token) headers.Authorization = `Bearer ${this.token}`;
     if (spec.idempotencyKey) headers["Idempotency-Key"] = spec.idempotencyKey;
     spec.signal?.throwIfAborted();
     const timeoutMs = spec.timeoutMs ?? this.requestTimeoutMs;
     const timeout = new AbortController();
-    const timer = setTimeout(() => timeout.abort(), timeoutMs);
+    const timer = Number.isFinite(timeoutMs) ? setTimeout(() => timeout.abort(), timeoutMs) : undefined;
     const onAbort = () => timeout.abort();
     spec.signal?.addEventListener("abort", onAbort, { once: true });
     let status: number;
-    let text: string;
+    let raw: Uint8Array;
     try {
-      const response = await fetch(url, { method: spec.method, headers, body, signal: timeout.signal });
-      status = response.status;
-      text = await response.text();
+      ({ status, body: raw } = await this.transport.request({ method: spec.method, url, headers, body, signal: timeout.signal }));
     } catch (e) {
       if (spec.signal?.aborted) throw spec.signal.reason;
       if (timeout.signal.aborted) throw new TransportError(url, `no answer within ${timeoutMs} ms`, true, e);
@@ -366,14 +435,8 @@ export class TetherClient {
       clearTimeout(timer);
       spec.signal?.removeEventListener("abort", onAbort);
     }
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      if (status < 300) throw new ProtocolError(`unexpected response from ${spec.method} ${url}: not JSON: ${text.slice(0, 200)}`);
-    }
-    if (status >= 200 && status < 300) return json;
-    throw httpErrorOf(status, text);
+    if (status >= 200 && status < 300) return raw;
+    throw httpErrorOf(status, new TextDecoder().decode(raw));
   }
 }
 
@@ -387,4 +450,15 @@ function describeFetchError(error: unknown): string {
     return e.message || String(e);
   }
   return String(e);
+}
+
+/** Errors of the connection's making (refused, no such host, connect timeout): the request never reached the server. */
+const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"]);
+
+function connectFailed(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if (e instanceof AggregateError && e.errors.some((x) => connectFailed(x))) return true;
+    if (CONNECT_FAILURES.has(String((e as { code?: unknown }).code))) return true;
+  }
+  return false;
 }

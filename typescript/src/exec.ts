@@ -3,16 +3,17 @@
 
 import type { Attachment, AttachOptions } from "./attach.js";
 import type { CallOptions } from "./endpoint.js";
-import { ProtocolError, TetherError } from "./errors.js";
+import { HttpError, ProtocolError, TetherError } from "./errors.js";
 import { concat, type OutputStream } from "./output.js";
 import type { ExitReason, ProcessInfo, SpawnRequest } from "./protocol.js";
 import type { RetryPolicy } from "./retry.js";
+import { answerBoundMs, execOnce, fitsOneRequest, type ExecOnceHost } from "./exec-once.js";
 
 /**
  * What exec needs of the client that runs it ({@link TetherClient} is
  * one): an interface, so that exec sits below the client and never imports it.
  */
-export interface ExecHost {
+export interface ExecHost extends ExecOnceHost {
   spawn(request: SpawnRequest, options?: CallOptions): Promise<ProcessInfo>;
   attach(id: string, options?: AttachOptions): Promise<Attachment>;
   kill(id: string, options?: CallOptions): Promise<ProcessInfo>;
@@ -28,11 +29,15 @@ export interface ExecOptions extends CallOptions {
   cwd?: string;
   /** Bytes (a string is sent as UTF-8) written to the process's stdin, which is then closed. Without it stdin is `/dev/null`. */
   stdin?: Uint8Array | string;
-  /** Retention per stream on the server, in bytes (the server's default when absent). */
+  /**
+   * Retention per stream on the server, in bytes (the server's default when
+   * absent). Given, exec attaches (see {@link TetherClient.exec}), so every
+   * byte arrives whatever the retention.
+   */
   retainBytes?: number;
-  /** Credit window per stream (default 256 KiB, at most half the retention). */
+  /** Credit window per stream when exec attaches (default 256 KiB, at most half the retention). */
   window?: number;
-  /** Reconnect budget of the attachment (default 30 s). */
+  /** Reconnect budget of the attachment when exec attaches (default 30 s). */
   reconnect?: Partial<RetryPolicy>;
   /**
    * Streams stdout to this function instead of collecting it (`stdout` of the
@@ -63,11 +68,11 @@ export interface ExecResult {
   readonly stderrText: string;
   /**
    * Some output may be missing: a descendant kept an output open past the
-   * server's drain bound (`output_incomplete`), or bytes were dropped (never
-   * in block mode, which exec uses).
+   * server's drain bound (`output_incomplete`), or bytes were dropped (see
+   * `dropped`).
    */
   incomplete: boolean;
-  /** Bytes lost to `dropped` gaps (0 in block mode). */
+  /** Bytes lost: a stream longer than 1 MiB and its retention loses its middle (never when exec attaches). */
   dropped: number;
   /** True when the server's deadline killed it. */
   timedOut: boolean;
@@ -88,6 +93,22 @@ export async function exec(client: ExecHost, command: string | string[] | SpawnR
   if (options.env) request.env = options.env;
   if (options.cwd) request.cwd = options.cwd;
   if (options.retainBytes !== undefined) request.retain_bytes = options.retainBytes;
+  // One request unless the caller streams, bounds the retention (only an
+  // attachment paces the program so that nothing is lost) or the transport
+  // could not wait for the command's deadline (fetch gives up after 300 s).
+  // An input too large for one request body is streamed instead, and so
+  // is one a server with a smaller --max-body-bytes refused (413, before
+  // starting anything).
+  const bound = answerBoundMs(client, request.timeout_ms);
+  if (!options.onStdout && !options.onStderr && request.retain_bytes === undefined && bound !== undefined && fitsOneRequest(options.stdin)) {
+    options.signal?.throwIfAborted();
+    try {
+      const once = await execOnce(client, request, options.stdin, bound, { signal: options.signal });
+      return result(once.info, once.stdout, once.stderr, once.dropped);
+    } catch (e) {
+      if (!(e instanceof HttpError && e.status === 413)) throw e;
+    }
+  }
   if (options.stdin !== undefined) request.stdin = true;
   // Keep the window below the retention: in block mode sent-but-uncredited
   // bytes stay retained, so a window as large as the retention would stop

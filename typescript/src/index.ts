@@ -16,5 +16,6 @@ export {
   TransportError,
 } from "./errors.js";
 export { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+export { setDefaultTransport, type HttpTransport, type TransportRequest, type TransportResponse } from "./transport.js";
 export { setDefaultWebSocket, type WebSocketConstructor, type WebSocketLike } from "./websocket.js";
 export * from "./protocol.js";

@@ -8,6 +8,8 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { setLocalTokenLookup } from "./client.js";
 import { setDefaultWebSocket, type WebSocketConstructor } from "./websocket.js";
+import { nodeTransport } from "./node-http.js";
+import { setDefaultTransport } from "./transport.js";
 
 /**
  * The one token file a user named, `$TETHER_TOKEN_FILE`: read instead of
@@ -89,6 +91,7 @@ export function localTokenFor(baseUrl: string): string | undefined {
 }
 
 setLocalTokenLookup(localTokenFor);
+setDefaultTransport(nodeTransport);
 
 if (typeof (globalThis as { WebSocket?: unknown }).WebSocket !== "function") {
   setDefaultWebSocket(WebSocket as unknown as WebSocketConstructor);

@@ -235,7 +235,10 @@ test("the WebSocket implementation is injectable, and its absence is a clear err
     }
   }
   const counted = new TetherClient({ baseUrl: server.url, WebSocket: CountingWebSocket as unknown as WebSocketConstructor });
-  assert.equal((await counted.exec("echo via-injected")).stdoutText, "via-injected\n");
+  // Streaming to a callback: exec attaches (without one it is a single POST).
+  let streamed = "";
+  await counted.exec("echo via-injected", { onStdout: (d) => void (streamed += Buffer.from(d).toString()) });
+  assert.equal(streamed, "via-injected\n");
   assert.equal(made, 1);
 
   // A runtime with no global WebSocket (Node 20) and nothing registered.

@@ -1,4 +1,5 @@
-// The HTTP calls: wait across long-poll expiries and 503 answers, and the
+// The HTTP calls: wait across long-poll expiries and 503 answers, the
+// unattached timeout set while a process runs, and the
 // clear errors of bad input (unknown id, wrong token, no server).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -144,4 +145,18 @@ test("signal and stdin over HTTP reach the process", async () => {
   const late = await failure(client.signal(p.id, "TERM"));
   assert.ok(late instanceof HttpError);
   assert.equal(late.code, "not_running");
+});
+
+test("setUnattachedTimeout ends an unattached process, and null keeps one that would have ended", async () => {
+  const ending = await client.spawn({ argv: ["sleep", "30"] });
+  assert.equal((await client.setUnattachedTimeout(ending.id, 200)).id, ending.id);
+  const final = await within(20_000, client.wait(ending.id), "wait");
+  assert.equal(final.reason, "unattached");
+  const kept = await client.spawn({ argv: ["sleep", "30"], unattached_timeout_ms: 1000 });
+  await client.setUnattachedTimeout(kept.id, null);
+  assert.equal((await client.wait(kept.id, { timeoutMs: 2000 })).status, "running");
+  await client.remove(kept.id, { force: true });
+  const gone = await failure(client.setUnattachedTimeout(ending.id, null));
+  assert.ok(gone instanceof HttpError && gone.status === 409 && gone.code === "not_running", String(gone));
+  await assert.rejects(client.setUnattachedTimeout(ending.id, -1), /whole number/);
 });

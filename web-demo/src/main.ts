@@ -9,13 +9,21 @@
 //                 alone: no session list, no command box, and without the
 //                 write right, typing changes nothing
 //   #cmd=TEXT     the command to start (default `bash -i`)
+//   #grace=S      how long a session this tab starts without a name outlives
+//                 the tab, in seconds (default 15, 1 to 600)
 
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { HttpError, TetherClient, type Attachment, type ProcessInfo } from "@tether/client";
 
-/** A session of this page ends after this long with no tab attached (10 minutes). */
-const UNATTACHED_MS = 10 * 60 * 1000;
+/**
+ * A session this page starts without a name ends this long after its last
+ * tab closes (the server's unattached timeout): a closed tab ends its shell,
+ * a reload re-attaches well within it. `#grace=SECONDS` changes it.
+ */
+const DEFAULT_GRACE_MS = 15_000;
+/** A named or shared session is kept this long after its last tab closes (10 minutes), so its owner or a viewer can come back. */
+const KEPT_MS = 10 * 60 * 1000;
 
 // Credit window per stream. Large enough that a fast stream never waits on
 // round trips, small enough that the tab holds at most this much unwritten.
@@ -34,6 +42,8 @@ const shareWriteEl = $<HTMLButtonElement>("share-write");
 const shareEl = $<HTMLSpanElement>("share");
 const shareUrlEl = $<HTMLInputElement>("share-url");
 const modeEl = $<HTMLSpanElement>("mode");
+const nameEl = $<HTMLInputElement>("name");
+const lifetimeEl = $<HTMLSpanElement>("lifetime");
 
 const fragment = new URLSearchParams(location.hash.slice(1));
 const conn = new TetherClient({ baseUrl: location.origin, token: fragment.get("token") ?? undefined });
@@ -60,6 +70,43 @@ if (scope) {
   modeEl.textContent = scope.write ? "shared session (interactive)" : "shared session (read-only)";
 }
 commandEl.value = fragment.get("cmd") ?? DEFAULT_COMMAND;
+const graceSeconds = Number(fragment.get("grace"));
+const GRACE_MS = graceSeconds >= 1 && graceSeconds <= 600 ? Math.round(graceSeconds * 1000) : DEFAULT_GRACE_MS;
+
+/**
+ * How long the sessions this tab started outlive it: "own" (unnamed, the
+ * grace) or "kept" (named or shared: 10 minutes), by id. In sessionStorage,
+ * so a reload still knows, and raises an own session when it is shared.
+ * Sessions started elsewhere are not here: the page never changes theirs.
+ */
+type Lifetime = "own" | "kept";
+const LIFETIMES_KEY = "tether.lifetimes";
+function lifetimes(): Record<string, Lifetime> {
+  try {
+    return JSON.parse(sessionStorage.getItem(LIFETIMES_KEY) ?? "{}") as Record<string, Lifetime>;
+  } catch {
+    return {};
+  }
+}
+function setLifetime(id: string, lifetime: Lifetime): void {
+  // The newest 50 sessions: a tab starts a handful.
+  const kept = Object.entries({ ...lifetimes(), [id]: lifetime }).slice(-50);
+  try {
+    sessionStorage.setItem(LIFETIMES_KEY, JSON.stringify(Object.fromEntries(kept)));
+  } catch {
+    // No storage (a private window's quota): a reload forgets, nothing else.
+  }
+  showLifetime(id);
+}
+function showLifetime(id: string | undefined): void {
+  const lifetime = id === undefined ? undefined : lifetimes()[id];
+  view.lifetime = lifetime;
+  lifetimeEl.hidden = lifetime === undefined;
+  lifetimeEl.textContent =
+    lifetime === "own"
+      ? `ends ${GRACE_MS / 1000} s after this tab closes (share or name it to keep it)`
+      : "kept 10 min after its last tab closes";
+}
 
 const term = new Terminal({
   cursorBlink: true,
@@ -85,6 +132,8 @@ const view = {
   scope,
   /** The last link made by "share". */
   shareUrl: undefined as string | undefined,
+  /** How long the session shown outlives this tab, when this tab started it. */
+  lifetime: undefined as Lifetime | undefined,
   /** The whole buffer (scrollback and screen) as text, one line per row. */
   text(): string {
     const buffer = term.buffer.active;
@@ -186,6 +235,7 @@ async function attach(id: string): Promise<void> {
   shareReadEl.disabled = false;
   shareWriteEl.disabled = false;
   shareEl.hidden = true;
+  showLifetime(id);
   updateFragment(id);
   setStatus(`connecting to ${id}…`, "warn");
   if (startingEl.hidden) setStarting(`connecting to ${id.slice(0, 8)}…`);
@@ -283,6 +333,7 @@ async function startSession(): Promise<void> {
   // `command`, run by /bin/sh -c.
   const command = commandEl.value.trim();
   if (!command) return setStatus("enter a command to run", "bad");
+  const name = nameEl.value.trim() || undefined;
   fit.fit();
   setStarting(`starting ${command}…`);
   setStatus(`starting ${command}…`, "warn");
@@ -290,11 +341,21 @@ async function startSession(): Promise<void> {
     const process = await withToken(() =>
       // overflow "drop": see README.md (a slow or background tab must
       // never stall the shell for everyone else).
-      // A closed tab must not leave a shell running forever: a session
-      // nobody has attached for UNATTACHED_MS ends (reload and other tabs
-      // reattach well within it).
-      conn.spawn({ command, tty: true, cols: term.cols, rows: term.rows, overflow: "drop", unattached_timeout_ms: UNATTACHED_MS }),
+      // A closed tab ends its shell: an unnamed session nobody has
+      // attached for GRACE_MS ends (a reload re-attaches well within it).
+      // A named one is meant to be come back to: 10 minutes.
+      conn.spawn({
+        command,
+        tty: true,
+        cols: term.cols,
+        rows: term.rows,
+        overflow: "drop",
+        ...(name ? { name } : {}),
+        unattached_timeout_ms: name ? KEPT_MS : GRACE_MS,
+      }),
     );
+    nameEl.value = "";
+    setLifetime(process.id, name ? "kept" : "own");
     void attach(process.id);
     void refreshSessions();
   } catch (e) {
@@ -327,6 +388,17 @@ async function share(write: boolean): Promise<void> {
   if (!id) return;
   try {
     const minted = await withToken(() => conn.mintToken(id, write ? ["read", "write"] : ["read"], 3_600_000));
+    // A shared session outlives this tab, so the link keeps working
+    // after it closes (PATCH: this page's own short timeout, raised).
+    let unkept = "";
+    if (lifetimes()[id] === "own") {
+      try {
+        await withToken(() => conn.setUnattachedTimeout(id, KEPT_MS));
+        setLifetime(id, "kept");
+      } catch (e) {
+        unkept = `, but it still ends when this tab closes: ${(e as Error).message}`;
+      }
+    }
     // In the fragment: never sent to the server, never in its logs.
     const url = `${location.origin}${location.pathname}#session=${encodeURIComponent(id)}&token=${minted.token}`;
     view.shareUrl = url;
@@ -334,7 +406,7 @@ async function share(write: boolean): Promise<void> {
     shareEl.hidden = false;
     shareUrlEl.select();
     void navigator.clipboard?.writeText(url).catch(() => {});
-    setStatus(`${write ? "interactive" : "read-only"} link to ${id} made (valid 1 h)`, "ok");
+    setStatus(`${write ? "interactive" : "read-only"} link to ${id} made (valid 1 h)${unkept}`, unkept ? "bad" : "ok");
   } catch (e) {
     setStatus(`could not share ${id}: ${(e as Error).message}`, "bad");
   }

@@ -1,141 +1,32 @@
-// End-to-end: Debian's Chromium (never a downloaded browser) drives the
-// page served by a real tetherd, and reads the terminal through xterm's
-// buffer API (window.tether.text()). Every wait is a bounded wait on a
-// condition; nothing sleeps to synchronise.
-//
-//   TETHERD_BIN   tetherd to run (default ../target/debug/tetherd)
-//   CHROMIUM_BIN  browser to drive (default /usr/bin/chromium)
+// End-to-end: the page in Chromium against a real tetherd (test/harness.mjs):
+// typing, sizes, floods, reloads and second tabs, cuts, UTF-8, exits,
+// tokens, share links, screens, numbered input.
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { connect, createServer } from "node:net";
-import { dirname, join, resolve } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { join } from "node:path";
+import {
+  SHELL,
+  TIMEOUT,
+  baseUrl,
+  browser,
+  count,
+  openTerminal,
+  run,
+  screenshot,
+  setup,
+  startProxy,
+  startServer,
+  stopServer,
+  teardown,
+  waitForText,
+} from "./harness.mjs";
 
-const webDemo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-const tetherd = resolve(webDemo, process.env.TETHERD_BIN ?? "../target/debug/tetherd");
-const webRoot = resolve(webDemo, "dist");
-const artifacts = resolve(webDemo, "test-artifacts");
-// A shell without rc files, so prompts and output are the same everywhere.
-const SHELL = "bash --norc --noprofile -i";
-const TIMEOUT = 20_000;
-
-let server;
-let baseUrl;
-let browser;
-
-before(async () => {
-  assert.ok(existsSync(tetherd), `tetherd not found at ${tetherd}: build it (cargo build -p tether-server) or set TETHERD_BIN`);
-  assert.ok(existsSync(resolve(webRoot, "index.html")), `no ${webRoot}/index.html: run npm run build first`);
-  mkdirSync(artifacts, { recursive: true });
-
-  ({ server, baseUrl } = await startServer([]));
-
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM_BIN ?? "/usr/bin/chromium",
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
-});
-
-after(async () => {
-  await browser?.close();
-  await stopServer(server);
-});
-
-// Starts tetherd on an ephemeral port; resolves with the URL it prints
-// (and, when it generated a token, the `open:` URL with it). Tests that
-// are not about tokens run with --no-token (tetherd would generate one).
-async function startServer(extraArgs, { tokenless = !extraArgs.includes("--token"), env = {} } = {}) {
-  const tokenArgs = tokenless ? ["--no-token"] : [];
-  const child = spawn(tetherd, ["--listen", "127.0.0.1:0", "--web-root", webRoot, ...tokenArgs, ...extraArgs], {
-    stdio: ["ignore", "pipe", "inherit"],
-    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn", ...env },
-  });
-  let openUrl;
-  const opened = new Promise((resolveOpen) => {
-    openUrl = resolveOpen;
-  });
-  const url = await new Promise((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error("tetherd printed no 'listening on' line within 10 s")), 10_000);
-    child.once("exit", (code) => reject(new Error(`tetherd exited early with ${code}`)));
-    createInterface({ input: child.stdout }).on("line", (line) => {
-      const match = /tetherd listening on (https?:\/\/[^\s]+)/.exec(line);
-      if (match) {
-        clearTimeout(timer);
-        resolveUrl(match[1].replace(/\/$/, ""));
-      }
-      const open = /^open: (\S+)/.exec(line);
-      if (open) openUrl(open[1]);
-    });
-  });
-  return { server: child, baseUrl: url, opened };
-}
-
-async function stopServer(child) {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  child.kill("SIGTERM");
-  // Shutdown gives sessions a grace period; past a bound, stop it anyway.
-  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-// Opens the page on a new shell (or the given fragment) and waits for a
-// prompt. Every console error, uncaught exception and failed request of the
-// page is collected in `page.problems`.
-async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false } = {}) {
-  const page = await browser.newPage({ viewport, ignoreHTTPSErrors });
-  page.problems = [];
-  page.on("pageerror", (e) => {
-    console.error("page error:", e);
-    page.problems.push(`page error: ${e.message}`);
-  });
-  page.on("console", (m) => m.type() === "error" && page.problems.push(`console error: ${m.text()}`));
-  page.on("response", (r) => r.status() >= 400 && page.problems.push(`${r.status()} ${r.url()}`));
-  page.on("requestfailed", (r) => page.problems.push(`failed ${r.url()}: ${r.failure()?.errorText}`));
-  if (onDialog) page.on("dialog", onDialog);
-  await page.goto(`${url}/#${fragment}`);
-  await page.waitForFunction(() => window.tether?.status.startsWith("attached"), null, { timeout: TIMEOUT });
-  // The prompt (`bash-5.2# `) ends the last line.
-  if (prompt) await waitForText(page, /[#$] ?$/);
-  return page;
-}
-
-// Waits until the terminal's text (scrollback and screen) matches `pattern`.
-async function waitForText(page, pattern, timeout = TIMEOUT) {
-  try {
-    await page.waitForFunction(
-      ([source, flags]) => new RegExp(source, flags).test(window.tether.text()),
-      [pattern.source, pattern.flags.includes("m") ? pattern.flags : `${pattern.flags}m`],
-      { timeout, polling: 50 },
-    );
-  } catch (e) {
-    const text = await page.evaluate(() => window.tether.text()).catch(() => "(page gone)");
-    throw new Error(`terminal never matched ${pattern}:\n${text.trimEnd().split("\n").slice(-15).join("\n")}\n${e.message}`);
-  }
-}
-
-async function run(page, command) {
-  await page.locator("#terminal").click();
-  await page.keyboard.type(command);
-  await page.keyboard.press("Enter");
-}
-
-const count = (text, pattern) => (text.match(new RegExp(pattern.source, "gm")) ?? []).length;
-const screenshot = (page, name) => page.screenshot({ path: resolve(artifacts, `${name}.png`) });
+before(setup);
+after(teardown);
 
 test("types a command and sees its output", { timeout: 60_000 }, async () => {
   const page = await openTerminal();
@@ -303,40 +194,6 @@ test("a dropped connection resumes without repeating or losing output", { timeou
     await proxy.close();
   }
 });
-
-// A TCP proxy to tetherd whose connections the test can cut.
-async function startProxy(targetPort) {
-  const pairs = new Set();
-  let refusing = false;
-  const server = createServer((client) => {
-    if (refusing) return client.destroy();
-    const upstream = connect(Number(targetPort), "127.0.0.1");
-    const pair = [client, upstream];
-    pairs.add(pair);
-    const end = () => {
-      client.destroy();
-      upstream.destroy();
-      pairs.delete(pair);
-    };
-    for (const socket of pair) socket.on("error", end).on("close", end);
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  return {
-    url: `http://127.0.0.1:${server.address().port}`,
-    cut() {
-      refusing = true;
-      for (const [client, upstream] of pairs) {
-        client.resetAndDestroy();
-        upstream.destroy();
-      }
-    },
-    restore() {
-      refusing = false;
-    },
-    close: () => new Promise((r) => server.close(r)),
-  };
-}
 
 test("UTF-8 split across frames, wide characters and colours render", { timeout: 60_000 }, async () => {
   const page = await openTerminal();

@@ -161,14 +161,17 @@ def error_from_response(status: int, body: bytes) -> ServerError:
 class TransportError(TetherError):
     """The server could not be reached, or the connection broke (refused, reset, timed out).
 
-    ``url`` is what was being requested, ``timeout`` tells a timeout apart.
+    ``url`` is what was being requested, ``timeout`` tells a timeout apart,
+    ``unsent`` is true when no connection was made, so the request never
+    reached the server (safe to send again even where a retry is not).
     """
 
-    def __init__(self, url: str, message: str, *, timeout: bool = False) -> None:
+    def __init__(self, url: str, message: str, *, timeout: bool = False, unsent: bool = False) -> None:
         super().__init__(f"cannot reach tetherd at {url}: {message}")
         self.url = url
         self.message = message
         self.timeout = timeout
+        self.unsent = unsent
 
     @property
     def transient(self) -> bool:
@@ -213,6 +216,7 @@ class Unreachable(RetriesExhausted, TransportError):
         self.url = last.url
         self.message = last.message
         self.timeout = last.timeout
+        self.unsent = last.unsent
         self.args = (
             f"cannot reach tetherd at {last.url} ({last.message}) after {attempts} attempts "
             f"over {elapsed:.1f}s; is tetherd running there?",

@@ -17,14 +17,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from .endpoint import Endpoint, segment
-from .errors import InvalidArgument, ProtocolError, TetherError, TransportError, error_from_response
+from .errors import (
+    InvalidArgument,
+    ProtocolError,
+    ServerError,
+    TetherError,
+    TransportError,
+    error_from_response,
+)
 from .local_token import local_token_for
 from .protocol import Limits, Overflow, ProcessInfo, parse_signal
 from .retry import Backoff, RetryPolicy
 from .spawn import check_size, spawn_body
+from .transport import HttpTransport
 
 DEFAULT_SERVER = "http://127.0.0.1:7420"
 """The server used when neither an argument nor ``TETHER_SERVER`` names one."""
@@ -109,15 +115,11 @@ class HttpApi:
             headers["Authorization"] = f"Bearer {self.token}"
         self.endpoint = Endpoint(base, headers, ssl)
         """Where the server is and how to reach it: what attachments are given."""
-        self._http = httpx.AsyncClient(
-            headers=headers,
-            verify=ssl if ssl is not None else True,
-            timeout=httpx.Timeout(request_timeout, connect=min(request_timeout, 10.0)),
-        )
+        self._http = HttpTransport(headers, ssl, request_timeout)
 
     async def aclose(self) -> None:
         """Closes the HTTP connection pool. Attachments opened from this client should be closed first."""
-        await self._http.aclose()
+        await self._http.close()
 
     # ------------------------------------------------------------ processes
 
@@ -250,6 +252,19 @@ class HttpApi:
             )
         )
 
+    async def set_unattached_timeout(self, process_id: str, timeout: float | None) -> ProcessInfo:
+        """Sets a running process's unattached timeout in seconds (``None``: never), counted from now while nobody is attached (``PATCH /v1/processes/{id}``; the ``kill`` right). Raises :class:`NotRunning` once it has exited. Not retried."""
+        if timeout is None:
+            ms = 0
+        elif not timeout > 0 or math.isinf(timeout):
+            raise InvalidArgument(f"timeout must be a positive number of seconds or None, not {timeout!r}")
+        else:
+            ms = math.ceil(timeout * 1000)
+        body = json.dumps({"unattached_timeout_ms": ms}).encode()
+        return ProcessInfo.from_wire(
+            await self._json("PATCH", f"/v1/processes/{segment(process_id)}", content=body)
+        )
+
     async def write_stdin(self, process_id: str, data: bytes | str) -> None:
         """Writes bytes (a ``str`` is encoded as UTF-8) to the process's stdin over HTTP; the process needs ``stdin=True``. Not retried."""
         raw = data.encode() if isinstance(data, str) else bytes(data)
@@ -270,6 +285,39 @@ class HttpApi:
         check_size("rows", rows)
         body = json.dumps({"cols": cols, "rows": rows}).encode()
         await self._send("POST", f"/v1/processes/{segment(process_id)}/resize", content=body)
+
+    async def exec_request(self, body: Mapping[str, Any], *, timeout: float | None) -> Any:
+        """``POST /v1/exec`` of a ready body (a spawn body plus ``max_output_bytes``, ``input``...): the answer's JSON, once the command has exited.
+
+        ``timeout`` bounds the whole request in seconds (``None``: as long as
+        the command runs). Retried only where the command cannot have
+        started: no connection could be made, or the server refused it for
+        want of room (503 ``too_many_processes``, ``retention_exhausted``).
+        Leaving early (a cancelled task) closes the connection, and the
+        server kills the command (``kill_on_disconnect``, its default).
+        """
+        payload = json.dumps(dict(body)).encode()
+        backoff = Backoff(self.retry)
+        while True:
+            try:
+                return await self._json("POST", "/v1/exec", content=payload, timeout=timeout)
+            except TransportError as e:
+                if not e.unsent:
+                    raise
+                await backoff.failed(e, contacted=self.endpoint.contacted)
+            except ServerError as e:
+                if e.code not in ("too_many_processes", "retention_exhausted"):
+                    raise
+                await backoff.failed(e, contacted=self.endpoint.contacted)
+
+    async def read_output(self, process_id: str, stream: str = "stdout", offset: int = 0) -> bytes:
+        """The retained bytes of one stream from ``offset`` on (``GET /v1/processes/{id}/output``), as they are now; ranges already evicted are skipped."""
+        if stream not in ("stdout", "stderr"):
+            raise InvalidArgument(f"stream must be 'stdout' or 'stderr', not {stream!r}")
+        if offset < 0:
+            raise InvalidArgument(f"offset must be 0 or more, not {offset}")
+        path = f"/v1/processes/{segment(process_id)}/output?stream={stream}&offset={offset}"
+        return await self._send("GET", path, timeout=None)
 
     async def mint_token(
         self, process_id: str, rights: Sequence[str] = ("read",), ttl: float | None = None
@@ -341,7 +389,7 @@ class HttpApi:
         *,
         content: bytes | None = None,
         idempotency_key: str | None = None,
-        timeout: float | None = None,
+        timeout: float | None | bool = True,
     ) -> Any:
         body = await self._send(
             method, path, content=content, idempotency_key=idempotency_key, timeout=timeout
@@ -359,41 +407,21 @@ class HttpApi:
         content: bytes | None = None,
         content_type: str = "application/json",
         idempotency_key: str | None = None,
-        timeout: float | None = None,
+        timeout: float | None | bool = True,
     ) -> bytes:
-        """One request: the body of a success, else the mapped exception."""
+        """One request: the body of a success, else the mapped exception. ``timeout`` as :meth:`HttpTransport.request`."""
         url = self.base_url + path
         headers: dict[str, str] = {}
         if content is not None:
             headers["Content-Type"] = content_type
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
-        try:
-            response = await self._http.request(
-                method,
-                url,
-                content=content,
-                headers=headers,
-                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            )
-        except httpx.TimeoutException as e:
-            raise TransportError(url, f"timed out ({type(e).__name__})", timeout=True) from e
-        except httpx.TransportError as e:
-            raise TransportError(url, _describe(e)) from e
+        status, body = await self._http.request(method, url, content=content, headers=headers, timeout=timeout)
         self._note_contact()
-        if response.is_success:
-            return response.content
-        error = error_from_response(response.status_code, response.content)
-        if response.status_code == 401 and self._token_guessed is not None:
+        if 200 <= status < 300:
+            return body
+        error = error_from_response(status, body)
+        if status == 401 and self._token_guessed is not None:
             # A guessed token says where it was looked for.
             raise type(error)(error.status, error.code, f"{error.message} (token guessed from {self._token_guessed})")
         raise error
-
-
-def _describe(error: BaseException) -> str:
-    """The innermost cause of an error, which says what happened ("Connection refused")."""
-    inner: BaseException = error
-    while inner.__cause__ is not None or inner.__context__ is not None:
-        inner = inner.__cause__ or inner.__context__  # type: ignore[assignment]
-    text = str(inner) or str(error) or type(error).__name__
-    return text

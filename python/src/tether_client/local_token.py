@@ -6,9 +6,7 @@ import ipaddress
 import json
 import os
 from pathlib import Path
-
-import httpx
-
+from urllib.parse import urlsplit
 
 MAX_ENTRY_BYTES = 16 << 10
 """Largest runtime entry read (a URL and a token)."""
@@ -81,18 +79,21 @@ def same_server(entry: str, base: str) -> bool:
     if entry.rstrip("/") == base.rstrip("/"):
         return True
     try:
-        a, b = httpx.URL(entry), httpx.URL(base)
-    except (httpx.InvalidURL, TypeError):
+        a, b = urlsplit(entry), urlsplit(base)
+        default = {"http": 80, "https": 443}
+        ports = (a.port or default.get(a.scheme), b.port or default.get(b.scheme))
+    except (ValueError, TypeError):
         return False
-    default = {"http": 80, "https": 443}
-    ports = (a.port or default.get(a.scheme), b.port or default.get(b.scheme))
-    hosts_alike = a.host.lower() == b.host.lower() or (is_local_url(entry) and is_local_url(base))
+    hosts_alike = (a.hostname or "") == (b.hostname or "") or (is_local_url(entry) and is_local_url(base))
     return a.scheme == b.scheme and ports[0] == ports[1] and hosts_alike
 
 
 def is_local_url(base: str) -> bool:
     """True for a base URL whose host is a loopback address or ``localhost``."""
-    host = (httpx.URL(base).host or "").lower()
+    try:
+        host = urlsplit(base).hostname or ""
+    except ValueError:
+        return False
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:

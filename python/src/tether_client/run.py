@@ -10,7 +10,8 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from .attach import AttachContext, Attachment, Chunk, OutputReader
-from .errors import ProtocolError, TetherError
+from .errors import BodyTooLarge, ProtocolError, TetherError
+from .exec_once import ExecHost, exec_once, fits_one_request
 from .protocol import Data, ExitReason, Limits, ProcessInfo
 from .spawn import spawn_body
 
@@ -18,7 +19,7 @@ EXIT_GRACE = 60.0
 """Seconds to wait for the exit once the output has ended (it normally comes at once)."""
 
 
-class ProcessHost(Protocol):
+class ProcessHost(ExecHost, Protocol):
     """What running a command needs of the client: :class:`~tether_client.AsyncClient` is one.
 
     A protocol rather than the class, so that this layer sits below the
@@ -128,12 +129,41 @@ async def exec_command(
     sequence). ``timeout`` (seconds) is the server-side deadline: when it
     fires the result has ``reason == "timeout"`` and ``exit_code == 124``.
     ``input`` is written to stdin, which is then closed (without it, stdin
-    is ``/dev/null``). The process runs in block mode, so the server keeps
-    every byte until it is read and the output is complete. The output is
-    collected in memory: to stream a large output use
-    :meth:`AsyncClient.exec_stream`. Raises :class:`SpawnFailed` when the
-    program cannot be started.
+    is ``/dev/null``). The output is collected in memory: to stream a large
+    output use :meth:`AsyncClient.exec_stream`. Raises :class:`SpawnFailed`
+    when the program cannot be started.
+
+    One request (``POST /v1/exec``) runs it and brings the first MiB of
+    each stream; a longer stream's rest is read back from the server's
+    retention (``--retain-bytes`` per stream, 64 MiB by default), and a
+    stream longer than both loses its middle, counted in ``dropped``.
+    Cancelling the call kills the command. With ``retain_bytes`` given, or
+    an ``input`` too large for one request body (over 512 KiB encoded, or
+    refused by the server's ``--max-body-bytes``), the
+    process is spawned and attached to instead, in block mode (the server
+    keeps every byte until this client has read it, pacing the program), so
+    the output is complete whatever the retention; ``window`` is that
+    attachment's credit window.
     """
+    if retain_bytes is None and fits_one_request(input):
+        body = spawn_body(
+            command,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+            tty=tty,
+            overflow="block",
+            limits=limits,
+        )
+        try:
+            info, stdout, stderr, lost = await exec_once(client, body, input)
+        except BodyTooLarge:
+            # A server with a smaller --max-body-bytes refused the input
+            # before starting anything: attach and stream it instead.
+            pass
+        else:
+            status = ExitStatus.of(info, lost)
+            return ExecResult(**{**status.__dict__, "stdout": stdout, "stderr": stderr})
     body = spawn_body(
         command,
         timeout=timeout,

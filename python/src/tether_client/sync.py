@@ -9,6 +9,7 @@ call and raises ``KeyboardInterrupt``.
 from __future__ import annotations
 
 import ssl as _ssl
+import weakref
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 
@@ -59,6 +60,10 @@ class Client:
         except BaseException:
             self._runner.close()
             raise
+        # A client never closed is closed when it is collected, or at exit
+        # (the loop thread is still alive then): its connections go quietly,
+        # without aiohttp's "Unclosed client session".
+        self._finalizer = weakref.finalize(self, _close, self._runner, self.aio)
 
     @property
     def base_url(self) -> str:
@@ -78,9 +83,7 @@ class Client:
 
     def close(self) -> None:
         """Closes the connection pool and stops the private event loop."""
-        if self._runner.loop.is_running():
-            self._runner.run(self.aio.aclose())
-        self._runner.close()
+        self._finalizer()
 
     def spawn(
         self,
@@ -137,6 +140,10 @@ class Client:
     def remove(self, process_id: str, *, force: bool = False) -> ProcessInfo:
         """Forgets the process; ``force`` kills a running one first (:meth:`AsyncClient.remove`)."""
         return self._runner.run(self.aio.remove(process_id, force=force))
+
+    def set_unattached_timeout(self, process_id: str, timeout: float | None) -> ProcessInfo:
+        """Sets a running process's unattached timeout (:meth:`AsyncClient.set_unattached_timeout`)."""
+        return self._runner.run(self.aio.set_unattached_timeout(process_id, timeout))
 
     def write_stdin(self, process_id: str, data: bytes | str) -> None:
         """Writes to stdin over HTTP (:meth:`AsyncClient.write_stdin`)."""
@@ -290,3 +297,10 @@ class Client:
             return self.aio.terminal(command, cols=cols, rows=rows, env=env, cwd=cwd, timeout=timeout)
 
         return SyncTerminal(self._runner, self._runner.run(make()))
+
+
+def _close(runner: LoopThread, aio: AsyncClient) -> None:
+    """Closes a client's pool on its loop, then stops the loop: :meth:`Client.close`, also run at collection or exit."""
+    if runner.loop.is_running():
+        runner.run(aio.aclose())
+    runner.close()

@@ -330,7 +330,7 @@ impl Contained {
 
     /// At the reap, before [`Contained::release`]: the usage, how many
     /// members the kernel's OOM killer ended, and whether the pids limit
-    /// was hit; later [`Contained::usage`] answers the same. Blocking.
+    /// was hit; later [`Contained::usage`] answers the same. A few reads of cgroupfs (kernel memory), done inline.
     pub fn final_bill(&self) -> (Option<Usage>, u64, bool) {
         let Some(meter) = &self.meter else {
             return (None, 0, false);

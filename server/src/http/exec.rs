@@ -24,17 +24,28 @@
 //! true): an interrupted `curl` or a cancelled tool call should not leave
 //! work running that nobody will read. `kill_on_disconnect: false` leaves it
 //! running (listed, readable through `output` until the exited TTL).
+//!
+//! A command still running after `--ping-interval-ms` is answered at once
+//! (200, the body to come) and its connection kept busy with a space every
+//! ping interval until the document follows (JSON allows whitespace before
+//! it): a reverse proxy's read timeout (nginx: 60 s of silence) would
+//! otherwise cut the request, and with it kill the command. A quicker one
+//! is answered whole, with a `Content-Length`.
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine;
 use serde::Serialize;
 use tether_protocol::api::SpawnRequest;
 use tether_protocol::{ExitReason, ProcessInfo, StreamName};
+use tokio::sync::oneshot;
+use tokio::time::{Interval, MissedTickBehavior};
 
 use super::follow::{Chunk, Follower};
 use crate::error::ApiError;
@@ -81,7 +92,7 @@ pub async fn exec(
     State(table): State<Arc<ProcessTable>>,
     Extension(grant): Extension<Grant>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<ExecResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     grant.require(&table, Need::Spawn)?;
     let max_body = table.config().max_body_bytes;
     let body = body.map_err(|e| match e {
@@ -114,7 +125,7 @@ pub async fn exec(
     if input.is_some() {
         request.stdin = true;
     }
-    let _budget = table.reserve_memory(cap.saturating_mul(3 * StreamName::ALL.len() as u64))?;
+    let budget = table.reserve_memory(cap.saturating_mul(3 * StreamName::ALL.len() as u64))?;
     let (process, _) = table.spawn(request, None).await?;
     grant.audit("spawn", &process.id);
     if let Some(input) = input {
@@ -130,11 +141,72 @@ pub async fn exec(
             let _ = process.close_stdin().await;
         });
     }
-    let guard = KillOnDrop {
-        process: kill_on_disconnect.then(|| process.clone()),
-    };
+    // Collected in a task of its own, which outlives this handler once the
+    // answer has started (below). The receiver going away is the client
+    // going away, before or after that.
+    let (answer_tx, mut answer_rx) = oneshot::channel::<ExecResponse>();
     let max = table.config().max_data_frame_bytes;
-    let mut follower = Follower::new(process, StreamName::ALL.to_vec(), [0, 0], max, None);
+    tokio::spawn(async move {
+        let _budget = budget;
+        let mut answer_tx = answer_tx;
+        let outcome = tokio::select! {
+            answer = collect(process.clone(), cap, max) => Some(answer),
+            _ = answer_tx.closed() => None,
+        };
+        match outcome {
+            Some(answer) => {
+                let _ = answer_tx.send(answer);
+            }
+            None if kill_on_disconnect => {
+                tracing::info!(id = %process.id, "exec client went away; killing (kill_on_disconnect)");
+                process.kill(ExitReason::Killed).await;
+            }
+            None => {}
+        }
+    });
+    let ping = table.config().ping_interval();
+    tokio::select! {
+        answer = &mut answer_rx => {
+            let answer = answer.map_err(|_| ApiError::Internal("exec ended without an answer".into()))?;
+            return Ok(Json(answer).into_response());
+        }
+        _ = tokio::time::sleep(ping) => {}
+    }
+    let mut ticks = tokio::time::interval(ping);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let body = futures_util::stream::unfold(Some((answer_rx, ticks)), keep_busy);
+    Ok((
+        [(CONTENT_TYPE, "application/json")],
+        Body::from_stream(body),
+    )
+        .into_response())
+}
+
+/// The body of an answer that started before the exit: a space every tick
+/// (the interval's first at once), then the document, then the end.
+async fn keep_busy(
+    state: Option<(oneshot::Receiver<ExecResponse>, Interval)>,
+) -> Option<(
+    std::io::Result<Bytes>,
+    Option<(oneshot::Receiver<ExecResponse>, Interval)>,
+)> {
+    let (mut answer, mut ticks) = state?;
+    tokio::select! {
+        done = &mut answer => {
+            let document = done
+                .map_err(|_| std::io::Error::other("exec ended without an answer"))
+                .and_then(|answer| serde_json::to_vec(&answer).map_err(std::io::Error::other))
+                .map(Bytes::from);
+            Some((document, None))
+        }
+        _ = ticks.tick() => Some((Ok(Bytes::from_static(b" ")), Some((answer, ticks)))),
+    }
+}
+
+/// Reads both streams from offset 0 until the exit: the answer, the first
+/// `cap` bytes of each kept.
+async fn collect(process: Arc<Process>, cap: u64, max_frame: usize) -> ExecResponse {
+    let mut follower = Follower::new(process, StreamName::ALL.to_vec(), [0, 0], max_frame, None);
     let mut kept: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
     let mut dropped = [0u64; 2];
     let info = loop {
@@ -156,18 +228,17 @@ pub async fn exec(
             None => break follower.process().info(),
         }
     };
-    drop(guard.disarm());
     let totals = [info.stdout_bytes, info.stderr_bytes];
     let [stdout, stderr] = StreamName::ALL.map(|stream| {
         let i = stream.index();
         captured(std::mem::take(&mut kept[i]), totals[i] > cap, dropped[i])
     });
-    Ok(Json(ExecResponse {
+    ExecResponse {
         process: info,
         stdout,
         stderr,
         max_output_bytes: cap,
-    }))
+    }
 }
 
 /// `input` (text) or `input_base64` (not both): the bytes for stdin.
@@ -220,27 +291,5 @@ fn captured(bytes: Vec<u8>, truncated: bool, dropped: u64) -> CapturedOutput {
         bytes: length,
         truncated,
         dropped,
-    }
-}
-
-/// Kills the process if the request is dropped before it was answered
-/// (the client went away) and it asked for that.
-struct KillOnDrop {
-    process: Option<Arc<Process>>,
-}
-
-impl KillOnDrop {
-    fn disarm(mut self) -> Self {
-        self.process = None;
-        self
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(process) = self.process.take() {
-            tracing::info!(id = %process.id, "exec client went away; killing (kill_on_disconnect)");
-            tokio::spawn(async move { process.kill(ExitReason::Killed).await });
-        }
     }
 }

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::de::DeserializeOwned;
-use tether_protocol::api::{ResizeRequest, SignalRequest, SpawnRequest};
+use tether_protocol::api::{ProcessUpdate, ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal};
 
 use super::params::{idempotency_key, query_u64};
@@ -35,7 +35,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
     let config = table.config().clone();
     let v1 = Router::new()
         .route("/processes", post(spawn).get(list))
-        .route("/processes/{id}", get(status).delete(delete))
+        .route("/processes/{id}", get(status).delete(delete).patch(update))
         .route("/processes/{id}/wait", get(wait))
         .route("/processes/{id}/kill", post(kill))
         .route("/processes/{id}/signal", post(signal))
@@ -378,6 +378,24 @@ async fn delete(
     }
     grant.audit("forget", &process.id);
     table.forget_when_exited(&process);
+    Ok(Json(process.info()))
+}
+
+/// `PATCH /v1/processes/{id}`: changes what may change while it runs (its
+/// unattached timeout). The `kill` right: a shorter timeout ends it.
+async fn update(
+    State(table): State<AppState>,
+    Extension(grant): Extension<Grant>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Json<ProcessInfo>> {
+    let process = grant.process(&table, Need::Kill, &id)?;
+    let request: ProcessUpdate = json_body(body, table.config())?;
+    let timeout = Some(request.unattached_timeout_ms)
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis);
+    grant.audit("update", &process.id);
+    process.set_unattached_timeout(timeout).await?;
     Ok(Json(process.info()))
 }
 

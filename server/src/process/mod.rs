@@ -176,6 +176,17 @@ impl Process {
         rx.await.map_err(|_| self.not_running())
     }
 
+    /// Replaces the unattached timeout (`None`: never); a new one counts
+    /// from now while nobody is attached. 409 once it has been reaped.
+    pub async fn set_unattached_timeout(&self, timeout: Option<Duration>) -> Result<(), ApiError> {
+        let (tx, rx) = oneshot::channel();
+        self.control
+            .send(Control::SetUnattached(timeout, tx))
+            .await
+            .map_err(|_| self.not_running())?;
+        rx.await.map_err(|_| self.not_running())
+    }
+
     /// Kills the whole session with `reason`: TERM, then KILL after
     /// `--kill-grace-ms`. Once the leader has been reaped (the exit may
     /// still be draining, or published), the reason stays what it was, but

@@ -46,7 +46,7 @@ impl Process {
                         let _ = reply.send(());
                     }
                     // Dropping the reply reports `not_running`.
-                    Control::Signal(..) => {}
+                    Control::Signal(..) | Control::SetUnattached(..) => {}
                 }
             }
         });

@@ -237,6 +237,7 @@ pub fn spawn(
         unattached: plan
             .unattached_timeout
             .map(|timeout| Unattached::new(timeout, process.attachment_slots.watch())),
+        attachments: process.attachment_slots.watch(),
         control: control_rx,
         reaped,
         captures,

@@ -31,6 +31,9 @@ pub enum Control {
     /// Kill the process and every descendant (TERM, then KILL after the
     /// grace; KILL at once for a zero grace) and report this reason.
     Kill(ExitReason, Duration, oneshot::Sender<()>),
+    /// Replace the unattached timeout (`None`: never); a new one counts
+    /// from now while nobody is attached.
+    SetUnattached(Option<Duration>, oneshot::Sender<()>),
 }
 
 /// `unattached_timeout_ms`: fires once the process has had no attachment
@@ -119,6 +122,8 @@ pub struct Supervisor {
     pub kill_grace: Duration,
     /// `unattached_timeout_ms`, if any.
     pub unattached: Option<Unattached>,
+    /// Attachments in use, for an unattached timeout set after the spawn.
+    pub attachments: watch::Receiver<usize>,
     /// Signal and kill requests.
     pub control: mpsc::Receiver<Control>,
     /// Tells capture the moment of the reap (the drain bound starts then).
@@ -180,17 +185,15 @@ impl Supervisor {
         let duration_ms = self.started.elapsed().as_millis() as u64;
         // Read before containment may remove the cgroups, which hold the
         // counts: what the leader and its descendants used until its reap.
-        let contained = self.contained.clone();
-        let bill = tokio::task::spawn_blocking(move || {
-            let (usage, oom_kills, pids_limit_hit) = contained.final_bill();
-            Bill {
-                usage,
-                oom_kills,
-                pids_limit_hit,
-            }
-        })
-        .await
-        .unwrap_or_default();
+        // Read here, as a live process object's usage is: a few reads of
+        // cgroupfs (kernel memory, microseconds), where handing them to the
+        // blocking pool and back cost two thread wake-ups on every exit.
+        let (usage, oom_kills, pids_limit_hit) = self.contained.final_bill();
+        let bill = Bill {
+            usage,
+            oom_kills,
+            pids_limit_hit,
+        };
         self.contained.set_reaped();
         reaper::forget(self.birth.pid);
         tokio::spawn(self.contained.clone().release(leftovers_until));
@@ -260,6 +263,11 @@ impl Supervisor {
                                 kill_at = Some(Instant::now() + grace);
                             }
                         }
+                        let _ = reply.send(());
+                    }
+                    Control::SetUnattached(timeout, reply) => {
+                        self.unattached =
+                            timeout.map(|t| Unattached::new(t, self.attachments.clone()));
                         let _ = reply.send(());
                     }
                 },

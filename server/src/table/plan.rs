@@ -70,7 +70,15 @@ impl ProcessTable {
         if let Some(name) = &request.name {
             check_name(name)?;
         }
-        let identity = request.user.as_deref().map(spawn_user).transpose()?;
+        let identity = match (request.user.as_deref(), request.group.as_deref()) {
+            (Some(user), group) => Some(spawn_user(user, group)?),
+            (None, Some(group)) => {
+                return Err(ApiError::InvalidRequest(format!(
+                    "group {group:?} needs a user: give \"user\" too"
+                )))
+            }
+            (None, None) => None,
+        };
         Ok(SpawnPlan {
             metadata_bytes,
             screen_bytes,
@@ -99,10 +107,10 @@ impl ProcessTable {
     }
 }
 
-/// A spawn's `user`: its uid and gid, when the server runs as root (only
-/// root can switch user); never root itself, whose children could read the
-/// server's memory and token.
-fn spawn_user(user: &str) -> Result<(u32, u32), ApiError> {
+/// A spawn's `user` (and `group`, else the user's primary one): its uid and
+/// gid, when the server runs as root (only root can switch user); never
+/// root itself, whose children could read the server's memory and token.
+fn spawn_user(user: &str, group: Option<&str>) -> Result<(u32, u32), ApiError> {
     if !nix::unistd::Uid::effective().is_root() {
         return Err(ApiError::UserUnavailable(format!(
             "user {user:?}: tetherd runs as uid {} and can only start processes as itself; \
@@ -110,7 +118,7 @@ fn spawn_user(user: &str) -> Result<(u32, u32), ApiError> {
             nix::unistd::Uid::effective()
         )));
     }
-    crate::secret::resolve_identity(user, None)
+    crate::secret::resolve_identity(user, group)
         .map(|identity| (identity.uid, identity.gid))
         .map_err(|e| ApiError::InvalidRequest(format!("user {user:?}: {e}")))
 }

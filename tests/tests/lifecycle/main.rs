@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tether_protocol::{ClientFrame, ExitReason};
+use tether_protocol::{ClientFrame, ExitReason, ProcessStatus};
 use tether_tests::{
     kill_session, session_members, wait_session_gone, Attachment, Received, TestServer,
 };

@@ -194,6 +194,10 @@ pub struct RunArgs {
     /// only a server running as root can switch user.
     #[arg(short, long)]
     pub user: Option<String>,
+    /// With --user: run with this group (name or gid) instead of the
+    /// user's primary group.
+    #[arg(short, long, requires = "user")]
+    pub group: Option<String>,
     /// Working directory of the process.
     #[arg(short = 'w', long, visible_alias = "workdir")]
     pub cwd: Option<String>,
@@ -217,6 +221,10 @@ pub struct RunArgs {
     /// gap); --block to pace it instead.
     #[arg(short, long)]
     pub detach: bool,
+    /// Signals to tether (Ctrl-C, TERM, HUP, QUIT) detach it instead of
+    /// reaching the process, which runs on (docker's --sig-proxy=false).
+    #[arg(long, conflicts_with = "detach")]
+    pub no_signals: bool,
     /// A name for the process, unique on the server, usable wherever its
     /// id is.
     #[arg(long)]

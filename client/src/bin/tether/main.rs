@@ -171,6 +171,8 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         Command::Run(args) => {
             let signals = if args.detach {
                 Caught::none()
+            } else if args.no_signals {
+                Caught::detaching()
             } else {
                 Caught::catch()
             };

@@ -131,6 +131,9 @@ pub async fn run(
     if let Some(user) = args.user {
         spec = spec.user(user);
     }
+    if let Some(group) = args.group {
+        spec = spec.group(group);
+    }
     if let Some(limit) = args.unattached_timeout {
         spec = spec.unattached_timeout(limit);
     }
