@@ -111,10 +111,8 @@ fn programs() -> Vec<Program> {
                 Step("markA", "\x02%seq 100 160; echo mar''kB\r"),
                 Step("markB", "\x02\"ls -l /usr/lib | head -50; echo mar''kC\r"),
                 Step("markC", "\x02oclear; echo mar''kD\r"),
-                Step(
-                    "markD",
-                    Box::leak(format!("tmux -L {inner_tmux} kill-server\r").into_boxed_str()),
-                ),
+                // Inside the session, tmux finds its own server ($TMUX).
+                Step("markD", "tmux kill-server\r"),
             ],
         },
         Program {
