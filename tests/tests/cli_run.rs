@@ -4,13 +4,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use tether_tests::cli::{block_on, get_bytes, ps, tether, tether_lines, text, wait_output};
 use tether_tests::cut::CuttingProxy;
 use tether_tests::front::Front;
-use tether_tests::{tether_binary, TestServer, WAIT};
+use tether_tests::{TestServer, WAIT};
 
 #[test]
 fn run_relays_both_streams_and_exits_with_the_remote_code() {
@@ -221,32 +220,18 @@ fn an_unreachable_server_gets_one_clear_line() {
 
 #[test]
 fn signals_to_tether_reach_the_remote_process() {
-    use std::io::{BufRead, BufReader};
     let server = TestServer::start();
-    let mut child = Command::new(tether_binary())
-        .args([
+    // Lines arrive through a channel, so every wait is bounded.
+    let (child, lines) = tether_lines(
+        &server.base,
+        &[
             "run",
             "--",
             "sh",
             "-c",
             "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.05; done",
-        ])
-        .env("TETHER_SERVER", &server.base)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    // Lines arrive through a channel, so every wait is bounded.
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines() {
-            if tx.send(line.unwrap_or_default()).is_err() {
-                return;
-            }
-        }
-    });
+        ],
+    );
     assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -576,10 +561,10 @@ fn a_run_too_long_for_a_url_is_posted_then_attached() {
 /// stderr) and never reaches the process, which runs on.
 #[test]
 fn run_with_no_signals_detaches_on_a_signal_and_leaves_the_process_running() {
-    use std::io::{BufRead, BufReader};
     let server = TestServer::start();
-    let mut child = Command::new(tether_binary())
-        .args([
+    let (child, lines) = tether_lines(
+        &server.base,
+        &[
             "run",
             "--no-signals",
             "--name",
@@ -588,22 +573,8 @@ fn run_with_no_signals_detaches_on_a_signal_and_leaves_the_process_running() {
             "sh",
             "-c",
             "trap 'echo got-int' INT; echo ready; while :; do sleep 0.05; done",
-        ])
-        .env("TETHER_SERVER", &server.base)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stdout.lines() {
-            if tx.send(line.unwrap_or_default()).is_err() {
-                return;
-            }
-        }
-    });
+        ],
+    );
     assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
