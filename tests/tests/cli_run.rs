@@ -1,12 +1,13 @@
 //! `tether run` against a real tetherd: streams, exit codes as a shell
-//! gives them, stdin, signals, and the one WebSocket a run is (`GET
-//! /v1/run`), across lost answers, cut connections and refusals.
+//! gives them, stdin, and the one WebSocket a run is (`GET /v1/run`),
+//! across lost answers, cut connections and refusals. Signals to `tether`
+//! itself: `cli_signals.rs`.
 
 #![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 
-use tether_tests::cli::{block_on, get_bytes, ps, tether, tether_lines, text, wait_output};
+use tether_tests::cli::{block_on, ps, tether, tether_lines, text, wait_output};
 use tether_tests::cut::CuttingProxy;
 use tether_tests::front::Front;
 use tether_tests::{TestServer, WAIT};
@@ -216,31 +217,6 @@ fn an_unreachable_server_gets_one_clear_line() {
         "{stderr}"
     );
     assert!(stderr.contains("refused"), "{stderr}");
-}
-
-#[test]
-fn signals_to_tether_reach_the_remote_process() {
-    let server = TestServer::start();
-    // Lines arrive through a channel, so every wait is bounded.
-    let (child, lines) = tether_lines(
-        &server.base,
-        &[
-            "run",
-            "--",
-            "sh",
-            "-c",
-            "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.05; done",
-        ],
-    );
-    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "got-int");
-    let status = wait_output(child).status;
-    assert_eq!(status.code(), Some(5));
 }
 
 #[test]
@@ -555,52 +531,4 @@ fn a_run_too_long_for_a_url_is_posted_then_attached() {
         lines[1].starts_with("GET /v1/processes/") && lines[1].ends_with("/attach"),
         "{lines:?}"
     );
-}
-
-/// `run --no-signals`: a signal to tether detaches it (exit 0, said on
-/// stderr) and never reaches the process, which runs on.
-#[test]
-fn run_with_no_signals_detaches_on_a_signal_and_leaves_the_process_running() {
-    let server = TestServer::start();
-    let (child, lines) = tether_lines(
-        &server.base,
-        &[
-            "run",
-            "--no-signals",
-            "--name",
-            "unsignalled",
-            "--",
-            "sh",
-            "-c",
-            "trap 'echo got-int' INT; echo ready; while :; do sleep 0.05; done",
-        ],
-    );
-    assert_eq!(lines.recv_timeout(WAIT).unwrap(), "ready");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let out = wait_output(child);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("tether: detached"),
-        "{}",
-        text(&out.stderr)
-    );
-    let info = block_on(server.status("unsignalled"));
-    assert!(!info.is_exited(), "{info:?}");
-    let output = get_bytes(&server, "/v1/processes/unsignalled/output");
-    assert_eq!(
-        String::from_utf8_lossy(&output),
-        "ready\n",
-        "no signal reached it"
-    );
-    // Not with -d, which has no signals to handle.
-    let out = tether(
-        &server.base,
-        &["run", "-d", "--no-signals", "--", "true"],
-        b"",
-    );
-    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
 }
