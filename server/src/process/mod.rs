@@ -168,23 +168,28 @@ impl Process {
         let signal = nix::sys::signal::Signal::try_from(signal.number()).map_err(|_| {
             ApiError::Internal(format!("signal {} unknown to the OS", signal.name()))
         })?;
-        let (tx, rx) = oneshot::channel();
-        self.control
-            .send(Control::Signal(signal, tx))
-            .await
-            .map_err(|_| self.not_running())?;
-        rx.await.map_err(|_| self.not_running())
+        self.ask(|done| Control::Signal(signal, done)).await
     }
 
     /// Replaces the unattached timeout (`None`: never); a new one counts
     /// from now while nobody is attached. 409 once it has been reaped.
     pub async fn set_unattached_timeout(&self, timeout: Option<Duration>) -> Result<(), ApiError> {
-        let (tx, rx) = oneshot::channel();
+        self.ask(|done| Control::SetUnattached(timeout, done)).await
+    }
+
+    /// Hands a request to the supervisor and waits until it is carried
+    /// out: `not_running` once the process has been reaped (the supervisor
+    /// no longer takes requests, or dropped this one unanswered).
+    async fn ask(
+        &self,
+        request: impl FnOnce(oneshot::Sender<()>) -> Control,
+    ) -> Result<(), ApiError> {
+        let (done, carried_out) = oneshot::channel();
         self.control
-            .send(Control::SetUnattached(timeout, tx))
+            .send(request(done))
             .await
             .map_err(|_| self.not_running())?;
-        rx.await.map_err(|_| self.not_running())
+        carried_out.await.map_err(|_| self.not_running())
     }
 
     /// Kills the whole session with `reason`: TERM, then KILL after
@@ -199,9 +204,11 @@ impl Process {
     /// [`Process::kill`] with this grace between TERM and KILL (zero: KILL
     /// at once).
     pub async fn kill_with_grace(&self, reason: ExitReason, grace: Duration) {
-        let (tx, rx) = oneshot::channel();
-        let request = Control::Kill(reason, grace, tx);
-        if self.control.send(request).await.is_ok() && rx.await.is_ok() {
+        if self
+            .ask(|done| Control::Kill(reason, grace, done))
+            .await
+            .is_ok()
+        {
             return;
         }
         // Reaped: what is left is ended through its cgroup, or through
