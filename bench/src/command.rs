@@ -8,7 +8,6 @@
 //! tetherd's CPU per exec is read from every thread's `schedstat`.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -17,23 +16,6 @@ use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::spent;
 use crate::Ctx;
-
-/// fork+exec+wait of `argv` with nothing attached; ms.
-fn run_local(argv: &[&str]) -> Result<f64> {
-    let t0 = Instant::now();
-    let status = Command::new(argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .with_context(|| format!("run {}", argv[0]))?;
-    let elapsed = t0.elapsed().as_secs_f64() * 1e3;
-    if !status.success() {
-        bail!("{argv:?} failed: {status}");
-    }
-    Ok(elapsed)
-}
 
 /// `POST /v1/exec {"argv":["true"]}` until its 200; ms.
 async fn exec_true(http: &reqwest::Client, base: &str) -> Result<f64> {
@@ -154,7 +136,7 @@ async fn blocking(argv: &[&str]) -> Result<f64> {
     let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        run_local(&argv)
+        crate::floors::fork_exec(&argv)
     })
     .await?
 }

@@ -16,20 +16,28 @@ use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg, Termios};
 
 /// Milliseconds to fork, exec and reap `true`, `runs` times.
 pub fn fork_exec_true(runs: usize) -> Result<Vec<f64>> {
-    let mut out = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t0 = Instant::now();
-        let status = Command::new("true")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
-        out.push(t0.elapsed().as_secs_f64() * 1e3);
-        if !status.success() {
-            bail!("true failed");
-        }
+    (0..runs).map(|_| fork_exec(&["true"])).collect()
+}
+
+/// One fork+exec+wait of `argv` with nothing attached, in ms; an error
+/// unless it succeeds.
+pub fn fork_exec(argv: &[&str]) -> Result<f64> {
+    let Some((program, args)) = argv.split_first() else {
+        bail!("nothing to run");
+    };
+    let t0 = Instant::now();
+    let status = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("run {program}"))?;
+    let elapsed = t0.elapsed().as_secs_f64() * 1e3;
+    if !status.success() {
+        bail!("{argv:?} failed: {status}");
     }
-    Ok(out)
+    Ok(elapsed)
 }
 
 /// A PTY pair whose master is close-on-exec.

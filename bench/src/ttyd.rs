@@ -68,9 +68,9 @@ impl Ttyd {
         self.child.id()
     }
 
-    /// One terminal: the `tty` subprotocol, the opening message, then the
-    /// program's first output (`marker`).
-    async fn connect(&self, marker: u8) -> Result<Ws> {
+    /// One terminal (ttyd starts its program now): the `tty` subprotocol
+    /// and the opening message.
+    async fn open(&self) -> Result<Ws> {
         let mut request = self.url.as_str().into_client_request()?;
         request
             .headers_mut()
@@ -80,6 +80,12 @@ impl Ttyd {
             br#"{"AuthToken":"","columns":80,"rows":24}"#.to_vec().into(),
         ))
         .await?;
+        Ok(ws)
+    }
+
+    /// [`Ttyd::open`], then the program's first output (`marker`).
+    async fn connect(&self, marker: u8) -> Result<Ws> {
+        let mut ws = self.open().await?;
         until_output(&mut ws, marker).await?;
         Ok(ws)
     }
@@ -216,16 +222,8 @@ async fn tetherd_flood(api: &Api, bytes: u64) -> Result<(f64, bool)> {
 /// ttyd closes it once the program has gone): seconds until the close,
 /// and whether every byte came.
 async fn ttyd_flood(ttyd: &Ttyd, bytes: u64) -> Result<(f64, bool)> {
-    let mut request = ttyd.url.as_str().into_client_request()?;
-    request
-        .headers_mut()
-        .insert("Sec-WebSocket-Protocol", "tty".parse()?);
     let t0 = Instant::now();
-    let (mut ws, _) = tokio_tungstenite::connect_async(request).await?;
-    ws.send(Message::Binary(
-        br#"{"AuthToken":"","columns":80,"rows":24}"#.to_vec().into(),
-    ))
-    .await?;
+    let mut ws = ttyd.open().await?;
     let (mut got, mut clean) = (0u64, true);
     loop {
         match tokio::time::timeout(FRAME_WAIT, ws.next()).await? {
