@@ -135,6 +135,70 @@ async fn the_process_object_says_how_it_is_contained() {
     assert_eq!(info.containment, Some(Containment::Cgroup2));
 }
 
+/// Each line of `/proc/self/cgroup` as the program sees it at its first
+/// instruction, by controller list (`""` for v2).
+async fn own_cgroups(server: &TestServer) -> (String, Vec<(String, String)>) {
+    let (status, answer): (u16, serde_json::Value) = server
+        .post("/v1/exec", json!({"argv": ["cat", "/proc/self/cgroup"]}))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let id = answer["id"].as_str().unwrap().to_string();
+    let text = answer["stdout"]["data"].as_str().unwrap();
+    let lines = text
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let _rank = parts.next()?;
+            Some((parts.next()?.to_string(), parts.next()?.to_string()))
+        })
+        .collect();
+    (id, lines)
+}
+
+#[tokio::test]
+async fn a_program_is_in_its_own_cgroups_from_its_first_instruction() {
+    // What the server itself is in: the hierarchies a hybrid host has.
+    let hierarchies = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let has_v1 = |controller: &str| {
+        hierarchies.lines().any(|line| {
+            line.split(':')
+                .nth(1)
+                .is_some_and(|list| list.split(',').any(|c| c == controller))
+        })
+    };
+    for (mode, kind) in CGROUP_MODES {
+        let server = start(mode);
+        let (id, lines) = own_cgroups(&server).await;
+        let path_of = |controller: &str| {
+            lines
+                .iter()
+                .find(|(list, _)| list.split(',').any(|c| c == controller))
+                .map(|(_, path)| path.clone())
+                .unwrap_or_default()
+        };
+        // The containment cell: the v2 cgroup, or the v1 freezer.
+        let cell = match kind {
+            Containment::Cgroup2 => path_of(""),
+            _ => path_of("freezer"),
+        };
+        assert!(
+            cell.ends_with(&id),
+            "{mode}: contained in {cell:?}, not {id}'s cell"
+        );
+        // Where the resource controllers are v1 hierarchies (a hybrid host),
+        // the child joins its cgroup in each before it execs.
+        for controller in ["memory", "cpu", "cpuacct", "pids"] {
+            if has_v1(controller) {
+                let path = path_of(controller);
+                assert!(
+                    path.ends_with(&id),
+                    "{mode}: {controller} accounts it in {path:?}, not {id}'s cgroup"
+                );
+            }
+        }
+    }
+}
+
 /// tetherd in a mount namespace of its own where `unmount` is unmounted.
 fn start_without(unmount: &[&str]) -> TestServer {
     let script = format!("umount {} && exec \"$0\" \"$@\"", unmount.join(" "));

@@ -298,22 +298,38 @@ async fn usage_agrees_with_time_v() {
         &["python3", "-c", "x = bytearray(200 << 20)"],
     ];
     for argv in commands {
-        let (status, body): (u16, Value) = server.post("/v1/exec", json!({"argv": argv})).await;
-        assert_eq!(status, 200, "{body}");
-        let usage: Usage = serde_json::from_value(body["usage"].clone()).unwrap();
-        let (cpu, rss) = time_v(argv);
-        let tether_cpu = usage.cpu_user_s + usage.cpu_system_s;
+        // The same program's CPU time differs by a third between two runs
+        // on a shared VM (page faults, mostly): medians of three
+        // interleaved runs each are compared, not one run with one.
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let (status, body): (u16, Value) = server.post("/v1/exec", json!({"argv": argv})).await;
+            assert_eq!(status, 200, "{body}");
+            let usage: Usage = serde_json::from_value(body["usage"].clone()).unwrap();
+            ours.push((
+                usage.cpu_user_s + usage.cpu_system_s,
+                usage.memory_peak_bytes,
+            ));
+            theirs.push(time_v(argv));
+        }
+        let median = |mut values: Vec<f64>| {
+            values.sort_by(f64::total_cmp);
+            values[values.len() / 2]
+        };
+        let tether_cpu = median(ours.iter().map(|o| o.0).collect());
+        let cpu = median(theirs.iter().map(|t| t.0).collect());
+        let peak = median(ours.iter().map(|o| o.1 as f64).collect());
+        let rss = median(theirs.iter().map(|t| t.1 as f64).collect());
         // 10%, or a tick-sized slack for commands that take a few ms and
         // a few MiB (where time's RSS counts shared library pages and the
         // cgroup counts what was charged to it).
         assert!(
             within(tether_cpu, cpu, 0.1),
-            "{argv:?}: CPU {tether_cpu} s by tether, {cpu} s by time -v"
+            "{argv:?}: CPU {ours:?} by tether, {theirs:?} by time -v (s, bytes)"
         );
         assert!(
-            within(usage.memory_peak_bytes as f64, rss as f64, (4 * MIB) as f64),
-            "{argv:?}: peak {} by tether, {rss} by time -v",
-            usage.memory_peak_bytes
+            within(peak, rss, (4 * MIB) as f64),
+            "{argv:?}: peak {ours:?} by tether, {theirs:?} by time -v (s, bytes)"
         );
     }
 }

@@ -50,6 +50,19 @@ impl CgroupKind {
 /// a kill from hanging on it.
 const FREEZE_BOUND: Duration = Duration::from_millis(500);
 
+/// The file a child writes `0` to, before it execs, to join a cgroup v1
+/// hierarchy: `tasks`, not `cgroup.procs`. Both move a single-threaded
+/// child whole, but a write to `cgroup.procs` (a thread group) or of
+/// another task's pid takes the kernel's system-wide
+/// `cgroup_threadgroup_rwsem` for writing, which waits for an RCU grace
+/// period (about 1 ms on a quiet 2-vCPU VM, 10-25 ms under load) while
+/// this server's worker waits on the vfork. The kernel moves `current`
+/// through `tasks` without that lock (`cgroup_procs_write_start`: "If we
+/// migrate a single thread, we don't care about threadgroup stability").
+/// v2 has no such file for a domain cgroup; there the child is born in
+/// its cgroup by `clone3` instead.
+pub const V1_JOIN_FILE: &str = "tasks";
+
 /// How long a kill waits for the members it killed to be dead.
 const DEATH_BOUND: Duration = Duration::from_secs(1);
 
@@ -204,15 +217,16 @@ pub struct Cell {
 /// cgroup.
 #[derive(Debug)]
 pub struct Entry {
-    /// `cgroup.procs`, open for writing and close-on-exec: a child not born
-    /// in the cgroup writes `0` to it before exec, so it and everything it
-    /// forks is a member from its first instruction on.
+    /// `cgroup.procs` (v2) or `tasks` (v1, see [`V1_JOIN_FILE`]), open for
+    /// writing and close-on-exec: a child not born in the cgroup writes
+    /// `0` to it before exec, so it and everything it forks is a member
+    /// from its first instruction on.
     pub procs: OwnedFd,
     /// The cgroup's directory, for `clone3(CLONE_INTO_CGROUP)` (v2 only;
     /// `None` for v1 or if it cannot be opened).
     pub dir: Option<OwnedFd>,
-    /// `cgroup.procs` of the process's cgroup in each v1 controller
-    /// hierarchy (a hybrid host's resource controllers, see
+    /// `tasks` ([`V1_JOIN_FILE`]) of the process's cgroup in each v1
+    /// controller hierarchy (a hybrid host's resource controllers, see
     /// `resources.rs`): the child writes `0` to each before exec, whether
     /// or not it was born in its v2 cgroup.
     pub controller_procs: Vec<OwnedFd>,
@@ -230,7 +244,11 @@ impl Cell {
     }
 
     fn entry(&self) -> io::Result<Entry> {
-        let procs = open_write(&self.dir.join("cgroup.procs"))?;
+        let join = match self.kind {
+            CgroupKind::V2 => "cgroup.procs",
+            CgroupKind::V1Freezer => V1_JOIN_FILE,
+        };
+        let procs = open_write(&self.dir.join(join))?;
         let dir = match self.kind {
             CgroupKind::V2 => fs::File::open(&self.dir).ok().map(OwnedFd::from),
             CgroupKind::V1Freezer => None,

@@ -153,9 +153,25 @@ fn peak(value: Option<Peak>, sampled: &AtomicU64) -> u64 {
     }
 }
 
+/// A cgroupfs file, whole. Not `fs::read_to_string`, which asks for the
+/// file's size first (a `statx` per file, and cgroupfs says 0 anyway): the
+/// bill of every exit reads half a dozen of these.
 fn read(path: &Path) -> String {
-    fs::read_to_string(path).unwrap_or_default()
+    use std::io::Read;
+    let mut text = String::with_capacity(256);
+    match fs::File::open(path) {
+        // The largest is `memory.oom_control` or a per-device IO list; a
+        // bound keeps a strange file from growing this without end.
+        Ok(file) => match file.take(MAX_FILE).read_to_string(&mut text) {
+            Ok(_) => text,
+            Err(_) => String::new(),
+        },
+        Err(_) => text,
+    }
 }
+
+/// Most bytes read of one cgroupfs file.
+const MAX_FILE: u64 = 64 << 10;
 
 fn read_u64(path: &Path) -> Option<u64> {
     read(path).trim().parse().ok()

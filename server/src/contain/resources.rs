@@ -12,7 +12,8 @@
 //!   host where the controllers are bound to v1 hierarchies (v2 then has
 //!   none to enable): a cgroup per process in each of the `memory`, `cpu`,
 //!   `cpuacct`, `pids` (and `blkio`) hierarchies, which the child joins
-//!   before it execs (`Entry::controller_procs`). v1 has no `memory.high`:
+//!   before it execs by writing `0` to each one's `tasks`
+//!   (`Entry::controller_procs`; `tasks`, for no system-wide lock). v1 has no `memory.high`:
 //!   a request for it is refused there, never ignored.
 //!
 //! Blocking file IO throughout (cgroupfs: microseconds): call it off the
@@ -24,7 +25,7 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use tether_protocol::Limits;
 
-use super::cgroup::{find_v1_mount, own_v1_cgroup};
+use super::cgroup::{find_v1_mount, own_v1_cgroup, V1_JOIN_FILE};
 use super::meter::Dirs;
 pub use super::meter::Meter;
 
@@ -164,8 +165,8 @@ impl Controllers {
 
     /// The controllers of the process cgroup `cell` (v2: its directory,
     /// made already) named `name`, with `limits` written to them. Returns
-    /// the meter and, for v1, each hierarchy's `cgroup.procs` for the
-    /// child to join before exec. On error nothing is left behind.
+    /// the meter and, for v1, each hierarchy's `tasks` for the child to
+    /// join before exec. On error nothing is left behind.
     pub fn cell(
         &self,
         cell: &Path,
@@ -197,7 +198,7 @@ impl Controllers {
                         procs.push(OwnedFd::from(
                             fs::OpenOptions::new()
                                 .write(true)
-                                .open(dir.join("cgroup.procs"))?,
+                                .open(dir.join(V1_JOIN_FILE))?,
                         ));
                     }
                     let dir_of = |c: &str| dirs.iter().find(|(n, _)| *n == c).map(|(_, d)| d);
