@@ -135,11 +135,17 @@ async fn the_process_object_says_how_it_is_contained() {
     assert_eq!(info.containment, Some(Containment::Cgroup2));
 }
 
-/// Each line of `/proc/self/cgroup` as the program sees it at its first
-/// instruction, by controller list (`""` for v2).
-async fn own_cgroups(server: &TestServer) -> (String, Vec<(String, String)>) {
+/// Each line of `/proc/self/cgroup` as a program with `limits` sees it at
+/// its first instruction, by controller list (`""` for v2).
+async fn own_cgroups(
+    server: &TestServer,
+    limits: serde_json::Value,
+) -> (String, Vec<(String, String)>) {
     let (status, answer): (u16, serde_json::Value) = server
-        .post("/v1/exec", json!({"argv": ["cat", "/proc/self/cgroup"]}))
+        .post(
+            "/v1/exec",
+            json!({"argv": ["cat", "/proc/self/cgroup"], "limits": limits}),
+        )
         .await;
     assert_eq!(status, 200, "{answer}");
     let id = answer["id"].as_str().unwrap().to_string();
@@ -157,42 +163,62 @@ async fn own_cgroups(server: &TestServer) -> (String, Vec<(String, String)>) {
 
 #[tokio::test]
 async fn a_program_is_in_its_own_cgroups_from_its_first_instruction() {
-    // What the server itself is in: the hierarchies a hybrid host has.
+    // The server's own: which controllers are v1 hierarchies (a hybrid
+    // host, as the project's machines are) and which share one.
     let hierarchies = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let has_v1 = |controller: &str| {
-        hierarchies.lines().any(|line| {
-            line.split(':')
-                .nth(1)
-                .is_some_and(|list| list.split(',').any(|c| c == controller))
+    let v1_list = |controller: &str| {
+        hierarchies.lines().find_map(|line| {
+            let list = line.split(':').nth(1)?;
+            list.split(',')
+                .any(|c| c == controller)
+                .then(|| list.to_string())
         })
     };
     for (mode, kind) in CGROUP_MODES {
         let server = start(mode);
-        let (id, lines) = own_cgroups(&server).await;
-        let path_of = |controller: &str| {
-            lines
-                .iter()
-                .find(|(list, _)| list.split(',').any(|c| c == controller))
-                .map(|(_, path)| path.clone())
-                .unwrap_or_default()
-        };
-        // The containment cell: the v2 cgroup, or the v1 freezer.
-        let cell = match kind {
-            Containment::Cgroup2 => path_of(""),
-            _ => path_of("freezer"),
-        };
-        assert!(
-            cell.ends_with(&id),
-            "{mode}: contained in {cell:?}, not {id}'s cell"
-        );
-        // Where the resource controllers are v1 hierarchies (a hybrid host),
-        // the child joins its cgroup in each before it execs.
-        for controller in ["memory", "cpu", "cpuacct", "pids"] {
-            if has_v1(controller) {
-                let path = path_of(controller);
-                assert!(
-                    path.ends_with(&id),
-                    "{mode}: {controller} accounts it in {path:?}, not {id}'s cgroup"
+        for cpu_limit in [false, true] {
+            let limits = if cpu_limit {
+                json!({"cpus": 1.0})
+            } else {
+                json!({})
+            };
+            let (id, lines) = own_cgroups(&server, limits).await;
+            let path_of = |controller: &str| {
+                lines
+                    .iter()
+                    .find(|(list, _)| list.split(',').any(|c| c == controller))
+                    .map(|(_, path)| path.clone())
+                    .unwrap_or_default()
+            };
+            // The containment cell: the v2 cgroup, or the v1 freezer.
+            let cell = match kind {
+                Containment::Cgroup2 => path_of(""),
+                _ => path_of("freezer"),
+            };
+            assert!(
+                cell.ends_with(&id),
+                "{mode}: contained in {cell:?}, not {id}'s cell"
+            );
+            // The v1 accounting hierarchies it is joined to before it execs:
+            // memory and pids always; cpu only for a CPU limit; cpuacct
+            // only where the cell is not a v2 cgroup (whose cpu.stat has
+            // the CPU time). A hierarchy several share is joined for any.
+            let wanted = |controller: &str| match controller {
+                "cpu" => cpu_limit,
+                "cpuacct" => kind != Containment::Cgroup2,
+                _ => true,
+            };
+            for controller in ["memory", "pids", "cpu", "cpuacct"] {
+                let Some(list) = v1_list(controller) else {
+                    continue;
+                };
+                let joined = path_of(controller).ends_with(&id);
+                let expected = list.split(',').any(wanted);
+                assert_eq!(
+                    joined,
+                    expected,
+                    "{mode}, CPU limit {cpu_limit}: {controller} ({list}) at {:?}",
+                    path_of(controller)
                 );
             }
         }

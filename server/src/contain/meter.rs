@@ -26,8 +26,13 @@ pub struct Meter {
 pub(super) enum Dirs {
     /// The process's v2 cgroup, and whether `io` is enabled.
     V2 { dir: PathBuf, io: bool },
-    /// Its cgroup in each v1 controller hierarchy.
-    V1 { dirs: Vec<(&'static str, PathBuf)> },
+    /// Its cgroup in each v1 controller hierarchy it was made in, and,
+    /// where its containment cell is a v2 cgroup, that cell: CPU time is
+    /// read from its `cpu.stat` then (there is no `cpuacct` cgroup).
+    V1 {
+        dirs: Vec<(&'static str, PathBuf)>,
+        cpu_stat: Option<PathBuf>,
+    },
 }
 
 impl Meter {
@@ -42,7 +47,7 @@ impl Meter {
 
     fn v1(&self, controller: &str) -> Option<&Path> {
         match &self.dirs {
-            Dirs::V1 { dirs } => dirs
+            Dirs::V1 { dirs, .. } => dirs
                 .iter()
                 .find(|(c, _)| *c == controller)
                 .map(|(_, d)| d.as_path()),
@@ -55,8 +60,7 @@ impl Meter {
     pub fn usage(&self) -> Usage {
         let (cpu_user_s, cpu_system_s, memory, pids, io) = match &self.dirs {
             Dirs::V2 { dir, io } => {
-                let cpu = read(&dir.join("cpu.stat"));
-                let usec = |key| keyed(&cpu, key).unwrap_or(0) as f64 / 1e6;
+                let (user, system) = cpu_stat(dir);
                 let memory = read_u64(&dir.join("memory.peak"))
                     .map(Peak::Kernel)
                     .or_else(|| read_u64(&dir.join("memory.current")).map(Peak::Sample));
@@ -64,14 +68,18 @@ impl Meter {
                     .map(Peak::Kernel)
                     .or_else(|| read_u64(&dir.join("pids.current")).map(Peak::Sample));
                 let io = io.then(|| io_v2(&read(&dir.join("io.stat"))));
-                (usec("user_usec"), usec("system_usec"), memory, pids, io)
+                (user, system, memory, pids, io)
             }
-            Dirs::V1 { .. } => {
+            Dirs::V1 { cpu_stat: cell, .. } => {
                 let ns = |file: &str| {
                     self.v1("cpuacct")
                         .and_then(|d| read_u64(&d.join(file)))
                         .unwrap_or(0) as f64
                         / 1e9
+                };
+                let (user, system) = match cell {
+                    Some(cell) => cpu_stat(cell),
+                    None => (ns("cpuacct.usage_user"), ns("cpuacct.usage_sys")),
                 };
                 let memory = self
                     .v1("memory")
@@ -85,13 +93,7 @@ impl Meter {
                 let io = self
                     .v1("blkio")
                     .map(|d| io_v1(&read(&d.join("blkio.throttle.io_service_bytes_recursive"))));
-                (
-                    ns("cpuacct.usage_user"),
-                    ns("cpuacct.usage_sys"),
-                    memory,
-                    pids,
-                    io,
-                )
+                (user, system, memory, pids, io)
             }
         };
         Usage {
@@ -130,7 +132,7 @@ impl Meter {
     /// Removes the v1 cgroups (empty once the process's v2 cgroup is);
     /// the v2 one is the containment's to remove.
     pub fn remove(&self) {
-        if let Dirs::V1 { dirs } = &self.dirs {
+        if let Dirs::V1 { dirs, .. } = &self.dirs {
             for (_, dir) in dirs {
                 let _ = fs::remove_dir(dir);
             }
@@ -151,6 +153,14 @@ fn peak(value: Option<Peak>, sampled: &AtomicU64) -> u64 {
         Some(Peak::Sample(v)) => sampled.fetch_max(v, Ordering::Relaxed).max(v),
         None => sampled.load(Ordering::Relaxed),
     }
+}
+
+/// User and system CPU seconds from a v2 cgroup's `cpu.stat`, which every
+/// v2 cgroup has, with or without the `cpu` controller.
+fn cpu_stat(dir: &Path) -> (f64, f64) {
+    let text = read(&dir.join("cpu.stat"));
+    let seconds = |key| keyed(&text, key).unwrap_or(0) as f64 / 1e6;
+    (seconds("user_usec"), seconds("system_usec"))
 }
 
 /// A cgroupfs file, whole. Not `fs::read_to_string`, which asks for the

@@ -204,7 +204,8 @@ impl Containment {
             }
             return Ok(Some((cell, entry, None)));
         };
-        match controllers.cell(cell.dir(), id, limits) {
+        let v2 = cell.kind() == CgroupKind::V2;
+        match controllers.cell(cell.dir(), v2, id, limits) {
             Ok((meter, procs)) => {
                 entry.controller_procs = procs;
                 Ok(Some((cell, entry, Some(meter))))
