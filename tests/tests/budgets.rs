@@ -295,3 +295,42 @@ async fn the_runtime_has_the_worker_threads_asked_for_and_half_the_cpus_by_defau
     let default = TestServer::start();
     assert_eq!(worker_gauge(&default).await, cpus.div_ceil(2));
 }
+
+#[tokio::test]
+async fn a_full_table_forgets_the_oldest_exit_first_whatever_order_they_started_in() {
+    let server = TestServer::start_with(&["--max-known-processes", "3"]);
+    // Started first, exits last.
+    let first_started = server.sh("sleep 300", json!({})).await;
+    let first_exit = server.spawn(json!({"argv": ["true"]})).await;
+    server.wait_exit(&first_exit.id).await;
+    let second_exit = server.spawn(json!({"argv": ["true"]})).await;
+    server.wait_exit(&second_exit.id).await;
+    let (status, body) = server
+        .post(
+            &format!("/v1/processes/{}/kill?grace_ms=0", first_started.id),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    server.wait_exit(&first_started.id).await;
+
+    let known = |id: &str| {
+        let path = format!("/v1/processes/{id}");
+        let server = &server;
+        async move { server.get(&path).await.0 == 200 }
+    };
+    // Each spawn into the full table forgets one process: the one that
+    // exited longest ago.
+    server.spawn(json!({"argv": ["true"]})).await;
+    assert!(
+        !known(&first_exit.id).await,
+        "the oldest exit is forgotten first"
+    );
+    assert!(known(&second_exit.id).await && known(&first_started.id).await);
+    server.spawn(json!({"argv": ["true"]})).await;
+    assert!(!known(&second_exit.id).await, "then the next oldest");
+    assert!(
+        known(&first_started.id).await,
+        "the first started, last exited, stays"
+    );
+}

@@ -152,7 +152,15 @@ impl ProcessTable {
                 return Err(ApiError::NameTaken(name.clone()));
             }
         }
-        let running = Self::running_locked(&entries) + entries.starting.len();
+        // Known less noted exits is never below the running count (an exit
+        // is noted just after it): under the bound it proves room without
+        // looking at every process; at it, the processes are counted.
+        let at_most = entries.processes.len() - entries.exited.len().min(entries.processes.len());
+        let running = if at_most + entries.starting.len() < self.config.capacity.max_processes {
+            at_most
+        } else {
+            Self::running_locked(&entries)
+        } + entries.starting.len();
         if running >= self.config.capacity.max_processes {
             return Err(ApiError::TooManyProcesses(
                 self.config.capacity.max_processes,
@@ -196,6 +204,18 @@ impl ProcessTable {
                 || e.reserved_disk + want_disk > self.config.retain_disk_total
                 || known(e) >= self.config.capacity.max_known_processes
         };
+        if !over(entries) {
+            return Ok(());
+        }
+        // Oldest exit first, from the index `retire` keeps.
+        while over(entries) {
+            let Some((_, id)) = entries.exited.pop_first() else {
+                break;
+            };
+            Self::forget_locked(entries, &id);
+        }
+        // An exit `retire` has not noted yet (it runs just after the
+        // exit): the same order, from every process.
         if !over(entries) {
             return Ok(());
         }

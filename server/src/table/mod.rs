@@ -7,10 +7,10 @@
 //! the retention budget; reserved under the lock, started outside it),
 //! `plan.rs` turns a request into a plan or a 400.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tether_protocol::ExitReason;
 use tokio::sync::Notify;
@@ -41,6 +41,11 @@ struct Entries {
     starting: HashSet<String>,
     /// Name -> id, for known processes and spawns under way.
     names: HashMap<String, String>,
+    /// Known processes that have exited, oldest exit first (as `retire`
+    /// saw each exit): the budget forgets from the front without looking
+    /// at every process, so a spawn into a full table costs the same
+    /// whether it holds ten exited processes or four thousand.
+    exited: BTreeSet<(SystemTime, String)>,
 }
 
 /// Every process the server knows, running or exited.
@@ -178,6 +183,9 @@ impl ProcessTable {
     /// they had not been sent as dropped.
     fn forget_locked(entries: &mut Entries, id: &str) {
         if let Some(process) = entries.processes.remove(id) {
+            if let Some(at) = process.finished_at() {
+                entries.exited.remove(&(at, id.to_string()));
+            }
             let screen = process.screen_reserved.load(Ordering::Relaxed);
             entries.reserved = entries
                 .reserved
@@ -223,7 +231,15 @@ impl ProcessTable {
         let id = process.id.clone();
         drop(process);
         let _ = exit.wait_for(|e| e.is_some()).await;
+        let finished_at = exit.borrow().as_ref().map(|e| e.finished_at);
         drop(exit);
+        if let Some(at) = finished_at {
+            let mut entries = self.entries();
+            // Not if it was forgotten meanwhile (DELETE, the budget).
+            if entries.processes.contains_key(&id) {
+                entries.exited.insert((at, id.clone()));
+            }
+        }
         tokio::time::sleep(self.config.exited_ttl()).await;
         self.forget(&id);
     }
