@@ -199,15 +199,11 @@ async fn a_program_is_in_its_own_cgroups_from_its_first_instruction() {
                 cell.ends_with(&id),
                 "{mode}: contained in {cell:?}, not {id}'s cell"
             );
-            // The v1 accounting hierarchies it is joined to before it execs:
-            // memory and pids always; cpu only for a CPU limit; cpuacct
-            // only where the cell is not a v2 cgroup (whose cpu.stat has
-            // the CPU time). A hierarchy several share is joined for any.
-            let wanted = |controller: &str| match controller {
-                "cpu" => cpu_limit,
-                "cpuacct" => kind != Containment::Cgroup2,
-                _ => true,
-            };
+            // The v1 hierarchies it is joined to before it execs: memory,
+            // cpu and pids, limit or not; cpuacct only where the cell is
+            // not a v2 cgroup (whose cpu.stat has the CPU time). A
+            // hierarchy several share is joined for any.
+            let wanted = |controller: &str| controller != "cpuacct" || kind != Containment::Cgroup2;
             for controller in ["memory", "pids", "cpu", "cpuacct"] {
                 let Some(list) = v1_list(controller) else {
                     continue;

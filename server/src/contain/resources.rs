@@ -13,8 +13,8 @@
 //!   none to enable): a cgroup per process in each of the `memory`, `cpu`,
 //!   `cpuacct`, `pids` (and `blkio`) hierarchies, which the child joins
 //!   before it execs by writing `0` to each one's `tasks`
-//!   (`Entry::controller_procs`; `tasks`, for no system-wide lock). v1 has no `memory.high`:
-//!   a request for it is refused there, never ignored.
+//!   (`Entry::controller_procs`; `tasks`, for no system-wide lock). v1 has
+//!   no `memory.high`: a request for it is refused there, never ignored.
 //!
 //! Blocking file IO throughout (cgroupfs: microseconds): call it off the
 //! runtime's workers, or accept a few file reads where it says so.
@@ -169,12 +169,12 @@ impl Controllers {
     /// `tasks` for the child to join before exec. On error nothing is left
     /// behind.
     ///
-    /// v1 cgroups are made only where they do something for this process,
-    /// since each costs a `mkdir`, an open, a write by the child and a
-    /// `rmdir` (about a fifth of a command's server time here): `cpu` only
-    /// for a CPU limit, and `cpuacct` only where its cell is not a v2
-    /// cgroup, whose `cpu.stat` has the same CPU time without any
-    /// controller.
+    /// Each v1 cgroup costs a `mkdir`, an open, a write by the child and a
+    /// `rmdir`, so `cpuacct` is made only where the cell is not a v2
+    /// cgroup: a v2 cgroup's `cpu.stat` has the same CPU time without any
+    /// controller. `cpu` is made for every process, limit or not: a
+    /// process in a group of its own shares the CPU with the others as one
+    /// (as each v2 cell with the `cpu` controller does), not per thread.
     pub fn cell(
         &self,
         cell: &Path,
@@ -194,11 +194,7 @@ impl Controllers {
             Controllers::V1 { instances } => {
                 let mut dirs: Vec<(&'static str, PathBuf)> = Vec::new();
                 let mut procs = Vec::new();
-                let wanted = |controller: &str| match controller {
-                    "cpu" => limits.cpus.is_some(),
-                    "cpuacct" => !v2,
-                    _ => true,
-                };
+                let wanted = |controller: &str| controller != "cpuacct" || !v2;
                 // A hierarchy with several of them (`cpu,cpuacct`) is
                 // made if any is wanted.
                 let needed: Vec<&(&'static str, PathBuf)> = instances
