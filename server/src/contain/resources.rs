@@ -196,14 +196,13 @@ impl Controllers {
                 let mut procs = Vec::new();
                 let wanted = |controller: &str| controller != "cpuacct" || !v2;
                 // A hierarchy with several of them (`cpu,cpuacct`) is
-                // made if any is wanted.
+                // made if any of its controllers is wanted.
                 let needed: Vec<&(&'static str, PathBuf)> = instances
                     .iter()
-                    .filter(|(controller, instance)| {
-                        wanted(controller)
-                            || instances
-                                .iter()
-                                .any(|(other, shared)| shared == instance && wanted(other))
+                    .filter(|(_, instance)| {
+                        instances
+                            .iter()
+                            .any(|(controller, shared)| shared == instance && wanted(controller))
                     })
                     .collect();
                 let result = (|| {

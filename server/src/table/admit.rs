@@ -155,7 +155,7 @@ impl ProcessTable {
         // Known less noted exits is never below the running count (an exit
         // is noted just after it): under the bound it proves room without
         // looking at every process; at it, the processes are counted.
-        let at_most = entries.processes.len() - entries.exited.len().min(entries.processes.len());
+        let at_most = entries.processes.len().saturating_sub(entries.exited.len());
         let running = if at_most + entries.starting.len() < self.config.capacity.max_processes {
             at_most
         } else {
