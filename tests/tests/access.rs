@@ -3,7 +3,7 @@
 
 use serde_json::json;
 use tether_protocol::ExitReason;
-use tether_tests::{binary, wait_session_gone, Attachment, TestServer};
+use tether_tests::{binary, settle_async, wait_session_gone, Attachment, TestServer};
 
 #[tokio::test]
 async fn a_token_is_required_on_every_v1_request_when_set() {
@@ -219,8 +219,18 @@ async fn sigterm_kills_every_process_reports_killed_and_exits_zero() {
                 .unwrap()
         })
     };
-    // The wait is pending before the signal: prove it with a status probe
-    // that sees the process still running.
+    // The wait is pending before the signal: the server has counted it (its
+    // handler is running, not merely queued in the listen backlog, where a
+    // shutdown would reset it), and the process is still running.
+    let counted = settle_async(
+        || server.metrics(),
+        |m| m.lines().any(|line| line == "tether_wait_requests_total 1"),
+    )
+    .await;
+    assert!(
+        counted.contains("tether_wait_requests_total 1"),
+        "{counted}"
+    );
     assert!(!server.status(&plain.id).await.is_exited());
     assert_eq!(server.terminate().await, Some(0));
     let exit = attachment.until_exit().await.exit.unwrap();
