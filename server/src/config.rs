@@ -167,7 +167,8 @@ pub struct Config {
     pub retain_memory_bytes: u64,
 
     /// Total disk retention reserved across all processes, in bytes: each
-    /// reserves its per-stream retention on disk while it is known (pipes
+    /// reserves its per-stream retention on disk while it runs, and what
+    /// its logs take once it has exited (pipes
     /// two streams, a PTY one); past it 503 retention_exhausted.
     #[arg(long, default_value_t = 64 << 30)]
     pub retain_disk_total: u64,
@@ -191,7 +192,8 @@ pub struct Config {
 
     /// Total memory retention reserved across all processes, in bytes.
     /// Each process reserves its per-stream memory window (two streams for
-    /// pipes, one for a PTY) while it is known to the server.
+    /// pipes, one for a PTY) while it runs, and what its windows hold once
+    /// it has exited, until it is forgotten.
     #[arg(long, default_value_t = 2 << 30)]
     pub retain_total: u64,
 

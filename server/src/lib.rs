@@ -45,6 +45,7 @@
 
 pub mod access;
 pub mod attach;
+pub mod budget;
 pub mod config;
 pub mod contain;
 pub mod datadir;

@@ -27,7 +27,7 @@ const SERVER_LAYERS: &[&[&str]] = &[
     &["launch", "datadir", "wire"],
     &["retained", "options", "limits", "transport"],
     &[
-        "config", "screen", "pty", "slots", "metrics", "error", "secret", "token",
+        "config", "screen", "pty", "slots", "budget", "metrics", "error", "secret", "token",
     ],
     &["contain"],
 ];

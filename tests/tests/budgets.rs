@@ -334,3 +334,56 @@ async fn a_full_table_forgets_the_oldest_exit_first_whatever_order_they_started_
         "the first started, last exited, stays"
     );
 }
+
+/// Spawns `count` short commands one after the other, each to its exit,
+/// and returns their ids, oldest first.
+async fn run_to_exit(server: &TestServer, count: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..count {
+        let process = server
+            .spawn(json!({"argv": ["printf", format!("out-{i}")]}))
+            .await;
+        server.wait_exit(&process.id).await;
+        ids.push(process.id);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn an_exited_process_counts_against_the_budget_for_what_it_holds_not_its_windows() {
+    // A running pipe process reserves its two windows (2 x 1 MiB) and its
+    // logs' capacity on disk (2 x 64 MiB): each budget here has room for
+    // two of them, and not three.
+    let memory = TestServer::start_with(&["--retain-total", &(5 * MIB).to_string()]);
+    let disk = TestServer::start_with(&["--retain-disk-total", &(300 * MIB).to_string()]);
+    for server in [&memory, &disk] {
+        let ids = run_to_exit(server, 12).await;
+        // Once exited, each holds a few bytes and its argv: none of the
+        // twelve was forgotten to make room for the next.
+        for (i, id) in ids.iter().enumerate() {
+            let (status, body) = server.get(&format!("/v1/processes/{id}")).await;
+            assert_eq!(status, 200, "process {i} forgotten: {body}");
+        }
+        let first = server
+            .http
+            .get(server.url(&format!("/v1/processes/{}/output", ids[0])))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(first.text().await.unwrap(), "out-0");
+        // A running process still holds its full reservation: two fit,
+        // the third is refused (after forgetting the exited ones, which
+        // cannot make room enough).
+        for _ in 0..2 {
+            server.sh("sleep 60", json!({})).await;
+        }
+        let (status, body) = server
+            .post("/v1/processes", json!({"argv": ["sleep", "60"]}))
+            .await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (503, Some("retention_exhausted")),
+            "{body}"
+        );
+    }
+}

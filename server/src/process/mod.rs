@@ -13,11 +13,11 @@ pub mod capture;
 pub mod input_once;
 pub mod input_streams;
 pub mod recovered;
+pub mod reservation;
 pub mod spawn;
 pub mod stdin;
 pub mod supervise;
 
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -35,6 +35,7 @@ use crate::slots::Slots;
 use stdin::StdinQueue;
 use supervise::{timestamp, Control, Exited};
 
+pub use reservation::Reservation;
 pub use spawn::{spawn, SpawnPlan};
 
 /// A share of a process's HTTP stdin budget, held from before the body is
@@ -55,13 +56,8 @@ pub struct Process {
     pub tty: bool,
     /// Wall-clock spawn time.
     pub started_at: SystemTime,
-    /// Retention reserved against `--retain-total` (output and metadata).
-    pub reserved_bytes: u64,
-    /// A PTY's screen memory reserved against `--retain-total` for its
-    /// current size; changed under the table lock by a resize.
-    pub screen_reserved: AtomicU64,
-    /// Disk retention reserved against `--retain-disk-total`.
-    pub reserved_disk_bytes: u64,
+    /// What it holds of the retention budget.
+    pub reservation: Arc<Reservation>,
     /// Attachment slots (`--max-attachments-per-process`).
     pub attachment_slots: Slots,
     /// The server's counters.

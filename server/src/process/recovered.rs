@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use tokio::sync::{mpsc, watch};
 
+use super::reservation::Reservation;
 use super::stdin::StdinQueue;
 use super::supervise::{Control, Exited};
 use super::Process;
@@ -21,12 +22,15 @@ use crate::slots::Slots;
 impl Process {
     /// The process object and output of an earlier run, as an exited
     /// process of this one.
-    pub fn recovered(recovered: Recovered, config: &Config, metrics: Arc<Metrics>) -> Arc<Process> {
+    /// `reservation` is its share of the disk budget (its logs).
+    pub fn recovered(
+        recovered: Recovered,
+        reservation: Reservation,
+        config: &Config,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Process> {
         let Recovered {
-            info,
-            logs,
-            record,
-            disk_bytes,
+            info, logs, record, ..
         } = recovered;
         let time = |s: &Option<String>| {
             s.as_deref()
@@ -63,9 +67,7 @@ impl Process {
             argv: info.argv,
             tty: info.tty,
             started_at,
-            reserved_bytes: 0,
-            screen_reserved: Default::default(),
-            reserved_disk_bytes: disk_bytes,
+            reservation: Arc::new(reservation),
             attachment_slots: Slots::new(config.max_attachments_per_process),
             metrics,
             output: Arc::new(output),

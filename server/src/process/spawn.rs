@@ -13,9 +13,11 @@ use tether_protocol::{KubernetesNames, Overflow, StreamName, TermSize};
 use tokio::sync::{mpsc, watch};
 
 use super::capture::{Capture, Source};
+use super::reservation::Reservation;
 use super::stdin::StdinQueue;
 use super::supervise::{CaptureRun, Supervisor, Unattached};
 use super::Process;
+use crate::budget::{Budget, Bytes};
 use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::launch::{self, StartPlan, Started, StartedIo};
@@ -98,6 +100,23 @@ impl SpawnPlan {
         PROCESS_OVERHEAD + 2 * argv as u64
     }
 
+    /// Takes this plan's shares of the budget: under the table lock, once
+    /// admission has found the room for [`SpawnPlan::reserved_bytes`] and
+    /// [`SpawnPlan::reserved_disk_bytes`].
+    pub fn reserve(&self, budget: &Arc<Budget>) -> Reservation {
+        Reservation {
+            output: budget.share(Bytes {
+                memory: self.reserved_bytes() - self.screen_bytes,
+                disk: self.reserved_disk_bytes(),
+            }),
+            screen: budget.share(Bytes {
+                memory: self.screen_bytes,
+                disk: 0,
+            }),
+            metadata: self.metadata_bytes,
+        }
+    }
+
     /// Disk this process reserves against `--retain-disk-total`.
     pub fn reserved_disk_bytes(&self) -> u64 {
         match self.data_dir {
@@ -129,11 +148,13 @@ impl SpawnPlan {
 }
 
 /// Starts the process and its tasks. Must run inside the tokio runtime.
-/// Takes no lock: the table reserves the slot before and records the
-/// process after.
+/// Takes no lock: the table reserves the slot and the `reservation` before
+/// and records the process after (a failed spawn drops the reservation,
+/// giving it back).
 pub fn spawn(
     id: String,
     plan: SpawnPlan,
+    reservation: Reservation,
     config: &ServerOptions,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Process>, ApiError> {
@@ -183,9 +204,7 @@ pub fn spawn(
     let process = Arc::new(Process {
         id,
         pid,
-        reserved_bytes: plan.reserved_bytes() - plan.screen_bytes,
-        screen_reserved: plan.screen_bytes.into(),
-        reserved_disk_bytes: plan.reserved_disk_bytes(),
+        reservation: Arc::new(reservation),
         name: plan.name,
         argv: plan.argv,
         tty: pty.is_some(),
@@ -242,6 +261,7 @@ pub fn spawn(
         reaped,
         captures,
         output,
+        reservation: process.reservation.clone(),
         exit: exit_tx,
         metrics,
     };

@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use super::capture::wait_deadline;
+use super::reservation::Reservation;
 use crate::contain::pidfd::PidFd;
 use crate::contain::unix_session::signal_group;
 use crate::contain::{reaper, Contained};
@@ -133,6 +134,8 @@ pub struct Supervisor {
     pub captures: Vec<CaptureRun>,
     /// Completed once capture is done.
     pub output: Arc<RetainedOutput>,
+    /// Settled to what the output holds before the exit is published.
+    pub reservation: Arc<Reservation>,
     /// Where the exit is published.
     pub exit: watch::Sender<Option<Exited>>,
     /// Counts exits.
@@ -150,6 +153,9 @@ impl Supervisor {
         let (ends, (status, killed, duration_ms, bill)) = tokio::join!(captures, self.life());
         let complete = ends.into_iter().all(|end| end);
         let [stdout_bytes, stderr_bytes] = self.output.complete();
+        // Before the exit is published: whoever sees the exit (a wait, then
+        // a spawn) finds the budget counting what this process holds now.
+        self.reservation.settle(&self.output);
         if let Err(e) = &status {
             tracing::error!(id = %self.birth.id, error = %e, "wait failed");
         }

@@ -242,6 +242,16 @@ impl RingFile {
         Ok((ring, start, end))
     }
 
+    /// Bytes the file takes on disk once `written` data bytes went to it
+    /// (the header and at most its capacity: it is sparse until written);
+    /// none if it was never created.
+    pub fn footprint(&self, written: u64) -> u64 {
+        if self.file.get().is_none() && self.existing.is_none() {
+            return 0;
+        }
+        HEADER + written.min(self.capacity)
+    }
+
     /// Data bytes the ring holds at most.
     pub fn capacity(&self) -> u64 {
         self.capacity

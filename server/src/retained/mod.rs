@@ -245,6 +245,19 @@ impl RetainedOutput {
         totals
     }
 
+    /// Capture is complete, so nothing will be appended again: each
+    /// window gives back its spare allocation. Returns what both streams
+    /// hold now, in memory and on disk, for the retention budget to count
+    /// instead of what was reserved for a running process.
+    pub fn settle(&self) -> (u64, u64) {
+        let mut state = self.lock();
+        state
+            .buffers
+            .iter_mut()
+            .map(StreamLog::settle)
+            .fold((0, 0), |(m, d), (memory, disk)| (m + memory, d + disk))
+    }
+
     /// Frees the retained bytes of both streams now: their process is
     /// forgotten, and the retention budget counts them free. Readers still
     /// attached wake to find what they had not been sent reported as

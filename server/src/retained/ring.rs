@@ -107,6 +107,13 @@ impl StreamBuffer {
         self.complete = true;
     }
 
+    /// Gives back the ring's spare allocation (nothing will be appended
+    /// any more) and returns the bytes it still allocates.
+    pub fn shrink_to_fit(&mut self) -> u64 {
+        self.ring.shrink_to_fit();
+        self.ring.capacity() as u64
+    }
+
     /// The next thing a reader at `cursor` should be sent, at most `max`
     /// data bytes, which `encode` turns into a frame straight from the ring
     /// (one copy). `cursor` must not be past `end()`.

@@ -9,8 +9,9 @@ use tether_protocol::api::SpawnRequest;
 use tether_protocol::KubernetesNames;
 
 use super::{Entries, ProcessTable};
+use crate::budget::{Bytes, Share};
 use crate::error::ApiError;
-use crate::process::{spawn, Process, SpawnPlan};
+use crate::process::{spawn, Process, Reservation, SpawnPlan};
 
 /// What the table answers a spawn request with, under its lock.
 enum Admission {
@@ -21,7 +22,7 @@ enum Admission {
     /// Nothing to replay: validate the request, then ask again with a plan.
     Validate,
     /// Start it: this id, a running slot and the retention are reserved.
-    Start(String),
+    Start(String, Reservation),
 }
 
 impl ProcessTable {
@@ -64,7 +65,7 @@ impl ProcessTable {
         let canonical = serde_json::to_string(&request).unwrap_or_default();
         // A replay answers before the request is even validated.
         let mut plan = None;
-        let id = loop {
+        let (id, reservation) = loop {
             let spawned = self.spawned.notified();
             match self.admit(&key, &canonical, plan.as_ref())? {
                 Admission::Replay(process) => return Ok((process, false)),
@@ -81,16 +82,21 @@ impl ProcessTable {
                     }
                     plan = Some(planned);
                 }
-                Admission::Start(id) => break id,
+                Admission::Start(id, reservation) => break (id, reservation),
             }
         };
         let Some(plan) = plan else {
             return Err(ApiError::Internal("spawn admitted without a plan".into()));
         };
-        let reserved = plan.reserved_bytes();
-        let reserved_disk = plan.reserved_disk_bytes();
         let name = plan.name.clone();
-        let started = spawn(id.clone(), plan, &self.config, self.metrics.clone());
+        // A failed spawn drops the reservation, which gives it back.
+        let started = spawn(
+            id.clone(),
+            plan,
+            reservation,
+            &self.config,
+            self.metrics.clone(),
+        );
         {
             let mut entries = self.entries();
             entries.starting.remove(&id);
@@ -99,8 +105,6 @@ impl ProcessTable {
                     entries.processes.insert(id.clone(), process.clone());
                 }
                 Err(_) => {
-                    entries.reserved = entries.reserved.saturating_sub(reserved);
-                    entries.reserved_disk = entries.reserved_disk.saturating_sub(reserved_disk);
                     entries.idempotency.retain(|_, (_, pid)| *pid != id);
                     if let Some(name) = &name {
                         entries.names.remove(name);
@@ -176,8 +180,7 @@ impl ProcessTable {
             Some(node) => format!("{node}.{random}"),
             None => random.to_string(),
         };
-        entries.reserved += plan.reserved_bytes();
-        entries.reserved_disk += plan.reserved_disk_bytes();
+        let reservation = plan.reserve(&self.budget);
         entries.starting.insert(id.clone());
         if let Some(name) = &plan.name {
             entries.names.insert(name.clone(), id.clone());
@@ -187,7 +190,7 @@ impl ProcessTable {
                 .idempotency
                 .insert(key.clone(), (canonical.to_string(), id.clone()));
         }
-        Ok(Admission::Start(id))
+        Ok(Admission::Start(id, reservation))
     }
 
     /// Frees retention and known-process slots by forgetting the oldest
@@ -200,8 +203,9 @@ impl ProcessTable {
     ) -> Result<(), ApiError> {
         let known = |e: &Entries| e.processes.len() + e.starting.len();
         let over = |e: &Entries| {
-            e.reserved + want > self.config.retain_total
-                || e.reserved_disk + want_disk > self.config.retain_disk_total
+            let reserved = self.budget.reserved();
+            reserved.memory + want > self.config.retain_total
+                || reserved.disk + want_disk > self.config.retain_disk_total
                 || known(e) >= self.config.capacity.max_known_processes
         };
         if !over(entries) {
@@ -231,16 +235,17 @@ impl ProcessTable {
             }
             Self::forget_locked(entries, &id);
         }
-        if entries.reserved + want > self.config.retain_total {
+        let reserved = self.budget.reserved();
+        if reserved.memory + want > self.config.retain_total {
             return Err(ApiError::RetentionExhausted(format!(
                 "{want} bytes wanted, {} of {} reserved by running processes",
-                entries.reserved, self.config.retain_total
+                reserved.memory, self.config.retain_total
             )));
         }
-        if entries.reserved_disk + want_disk > self.config.retain_disk_total {
+        if reserved.disk + want_disk > self.config.retain_disk_total {
             return Err(ApiError::RetentionExhausted(format!(
                 "{want_disk} bytes of disk wanted, {} of {} (--retain-disk-total) reserved by running processes",
-                entries.reserved_disk, self.config.retain_disk_total
+                reserved.disk, self.config.retain_disk_total
             )));
         }
         if known(entries) >= self.config.capacity.max_known_processes {
@@ -256,8 +261,7 @@ impl ProcessTable {
 /// output and the answer made from it), counted against `--retain-total`
 /// like a process's retention; released on drop.
 pub struct MemoryReservation {
-    table: Arc<ProcessTable>,
-    bytes: u64,
+    _share: Share,
 }
 
 impl ProcessTable {
@@ -267,17 +271,11 @@ impl ProcessTable {
     pub fn reserve_memory(self: &Arc<Self>, bytes: u64) -> Result<MemoryReservation, ApiError> {
         let mut entries = self.entries();
         self.make_room(&mut entries, bytes, 0)?;
-        entries.reserved += bytes;
         Ok(MemoryReservation {
-            table: self.clone(),
-            bytes,
+            _share: self.budget.share(Bytes {
+                memory: bytes,
+                disk: 0,
+            }),
         })
-    }
-}
-
-impl Drop for MemoryReservation {
-    fn drop(&mut self) {
-        let mut entries = self.table.entries();
-        entries.reserved = entries.reserved.saturating_sub(self.bytes);
     }
 }

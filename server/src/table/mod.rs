@@ -15,11 +15,12 @@ use std::time::{Duration, SystemTime};
 use tether_protocol::ExitReason;
 use tokio::sync::Notify;
 
+use crate::budget::{Budget, Bytes};
 use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::metrics::{Gauges, Metrics};
 use crate::options::ServerOptions;
-use crate::process::Process;
+use crate::process::{Process, Reservation};
 use crate::slots::Slots;
 
 mod admit;
@@ -32,10 +33,6 @@ struct Entries {
     processes: HashMap<String, Arc<Process>>,
     /// Idempotency key -> (canonical request body, process id).
     idempotency: HashMap<String, (String, String)>,
-    /// Retention reserved by known processes and by those being started.
-    reserved: u64,
-    /// The same on disk (`--retain-disk-total`).
-    reserved_disk: u64,
     /// Ids reserved by spawns under way (the table lock is not held while
     /// the OS process is created).
     starting: HashSet<String>,
@@ -63,6 +60,9 @@ pub struct ProcessTable {
     spawned: Notify,
     /// Where the disk logs go; memory only without.
     data_dir: Option<Arc<DataDir>>,
+    /// Retention reserved by known processes, spawns under way and execs
+    /// in flight. Shares of it are taken under the table lock only.
+    budget: Arc<Budget>,
 }
 
 impl ProcessTable {
@@ -85,6 +85,7 @@ impl ProcessTable {
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             spawned: Notify::new(),
+            budget: Arc::new(Budget::default()),
         })
     }
 
@@ -186,13 +187,7 @@ impl ProcessTable {
             if let Some(at) = process.finished_at() {
                 entries.exited.remove(&(at, id.to_string()));
             }
-            let screen = process.screen_reserved.load(Ordering::Relaxed);
-            entries.reserved = entries
-                .reserved
-                .saturating_sub(process.reserved_bytes + screen);
-            entries.reserved_disk = entries
-                .reserved_disk
-                .saturating_sub(process.reserved_disk_bytes);
+            process.reservation.release();
             entries.idempotency.retain(|_, (_, pid)| pid != id);
             if !process.is_running() {
                 process.output().discard();
@@ -261,7 +256,16 @@ impl ProcessTable {
                     }
                 }
             }
-            let process = Process::recovered(recovered, &self.config, self.metrics.clone());
+            let reservation = Reservation {
+                output: self.budget.share(Bytes {
+                    memory: 0,
+                    disk: recovered.disk_bytes,
+                }),
+                screen: self.budget.share(Bytes::default()),
+                metadata: 0,
+            };
+            let process =
+                Process::recovered(recovered, reservation, &self.config, self.metrics.clone());
             let age = process
                 .finished_at()
                 .and_then(|at| at.elapsed().ok())
@@ -277,7 +281,6 @@ impl ProcessTable {
                 if let Some(name) = &process.name {
                     entries.names.insert(name.clone(), process.id.clone());
                 }
-                entries.reserved_disk += process.reserved_disk_bytes;
                 entries
                     .processes
                     .insert(process.id.clone(), process.clone());

@@ -4,8 +4,6 @@
 //! no client (a write-scoped token is enough to resize) can make the
 //! server's memory follow the terminal size past its budget.
 
-use std::sync::atomic::Ordering;
-
 use tether_protocol::TermSize;
 
 use super::ProcessTable;
@@ -55,14 +53,18 @@ impl ProcessTable {
             .processes
             .get(&process.id)
             .is_some_and(|p| std::ptr::eq(p.as_ref(), process));
-        let held = process.screen_reserved.load(Ordering::Relaxed);
+        let screen = &process.reservation.screen;
+        let held = screen.held().memory;
         if known && want > held {
             self.make_room(&mut entries, want - held, 0)?;
         }
         process.resize(size)?;
         if known {
-            entries.reserved = entries.reserved.saturating_sub(held) + want;
-            process.screen_reserved.store(want, Ordering::Relaxed);
+            if want > held {
+                screen.grow_memory(want - held);
+            } else {
+                screen.shrink_memory(held - want);
+            }
         }
         Ok(())
     }

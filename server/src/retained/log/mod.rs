@@ -406,6 +406,17 @@ impl StreamLog {
         self.window.complete();
     }
 
+    /// The stream is complete: its window gives back its spare allocation.
+    /// Returns what the stream holds now, in memory and on disk (a file
+    /// whose write failed counts at its full capacity).
+    pub fn settle(&mut self) -> (u64, u64) {
+        let memory = self.window.shrink_to_fit();
+        let disk = self.disk.as_ref().map_or(0, |d| {
+            d.file.footprint(if d.failed { u64::MAX } else { d.end })
+        });
+        (memory, disk)
+    }
+
     /// Block mode: how many bytes capture may read now without evicting
     /// anything an attachment still needs.
     pub fn block_room(&self) -> usize {

@@ -310,3 +310,27 @@ fn a_recovered_log_reads_its_file_and_is_complete() {
     assert_eq!(read_all(&log, 0), (b"hello world".to_vec(), vec![(11, 3)]));
     assert_eq!(read(&log, 14, 10), Next::End);
 }
+
+#[test]
+fn a_settled_log_says_what_it_holds_in_memory_and_on_disk() {
+    let dir = dir();
+    // Fits its window: a few bytes of memory, no file.
+    let mut small = transient_log(&dir, 1 << 20, 4 << 20);
+    push(&mut small, b"hello");
+    small.complete();
+    let (memory, disk) = small.settle();
+    assert!((5..64).contains(&memory), "{memory}");
+    assert_eq!(disk, 0);
+    // Wrapped its file: the window's bytes, and the file at its capacity.
+    let mut big = log(&dir, 8, 64);
+    push(&mut big, &[7; 100]);
+    big.complete();
+    let (memory, disk) = big.settle();
+    assert!((8..64).contains(&memory), "{memory}");
+    assert_eq!(disk, super::super::disk::HEADER + 64);
+    assert_eq!(
+        read_all(&big, 36).0,
+        vec![7; 64],
+        "settling keeps every byte"
+    );
+}
