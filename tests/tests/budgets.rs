@@ -372,8 +372,8 @@ async fn an_exited_process_counts_against_the_budget_for_what_it_holds_not_its_w
             .unwrap();
         assert_eq!(first.text().await.unwrap(), "out-0");
         // A running process still holds its full reservation: two fit,
-        // the third is refused (after forgetting the exited ones, which
-        // cannot make room enough).
+        // the third is refused. Forgetting the exited ones could not make
+        // room for it, so the refusal forgets none of them.
         for _ in 0..2 {
             server.sh("sleep 60", json!({})).await;
         }
@@ -385,5 +385,36 @@ async fn an_exited_process_counts_against_the_budget_for_what_it_holds_not_its_w
             (503, Some("retention_exhausted")),
             "{body}"
         );
+        for (i, id) in ids.iter().enumerate() {
+            let (status, body) = server.get(&format!("/v1/processes/{id}")).await;
+            assert_eq!(status, 200, "process {i} forgotten by a refusal: {body}");
+        }
     }
+}
+
+#[tokio::test]
+async fn exited_processes_holding_output_are_forgotten_oldest_first_when_a_spawn_needs_their_room()
+{
+    // Each exited one keeps its last mebibyte of stdout; a running one
+    // reserves its two 1 MiB windows.
+    let server = TestServer::start_with(&["--retain-total", &(11 * MIB / 2).to_string()]);
+    let mut exited = Vec::new();
+    for _ in 0..2 {
+        let process = server.sh("head -c 1500000 /dev/zero", json!({})).await;
+        server.wait_exit(&process.id).await;
+        exited.push(process.id);
+    }
+    server.sh("sleep 60", json!({})).await;
+    // 1 + 1 + 2 MiB held, 2 more wanted: the oldest exit makes room.
+    let (status, body) = server
+        .post("/v1/processes", json!({"argv": ["sleep", "60"]}))
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let known = |id: &String| {
+        let path = format!("/v1/processes/{id}");
+        let server = &server;
+        async move { server.get(&path).await.0 == 200 }
+    };
+    assert!(!known(&exited[0]).await, "the oldest exit made room");
+    assert!(known(&exited[1]).await, "one was enough");
 }

@@ -34,6 +34,15 @@ impl Reservation {
         });
     }
 
+    /// Both shares together, as held now.
+    pub fn held(&self) -> Bytes {
+        let (output, screen) = (self.output.held(), self.screen.held());
+        Bytes {
+            memory: output.memory + screen.memory,
+            disk: output.disk + screen.disk,
+        }
+    }
+
     /// Gives both shares back (the process is forgotten).
     pub fn release(&self) {
         self.output.release();

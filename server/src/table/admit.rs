@@ -11,6 +11,7 @@ use tether_protocol::KubernetesNames;
 use super::{Entries, ProcessTable};
 use crate::budget::{Bytes, Share};
 use crate::error::ApiError;
+use crate::options::ServerOptions;
 use crate::process::{spawn, Process, Reservation, SpawnPlan};
 
 /// What the table answers a spawn request with, under its lock.
@@ -211,6 +212,21 @@ impl ProcessTable {
         if !over(entries) {
             return Ok(());
         }
+        // Running processes hold the budget: forgetting every exited one
+        // would not make room, so none is (the refusal costs no history).
+        let reserved = self.budget.reserved();
+        let freeable = entries.exited_held;
+        if reserved.memory.saturating_sub(freeable.memory) + want > self.config.retain_total
+            || reserved.disk.saturating_sub(freeable.disk) + want_disk
+                > self.config.retain_disk_total
+        {
+            return Err(Self::exhausted(
+                reserved,
+                freeable,
+                (want, want_disk),
+                &self.config,
+            ));
+        }
         // Oldest exit first, from the index `retire` keeps.
         while over(entries) {
             let Some((_, id)) = entries.exited.pop_first() else {
@@ -236,17 +252,15 @@ impl ProcessTable {
             Self::forget_locked(entries, &id);
         }
         let reserved = self.budget.reserved();
-        if reserved.memory + want > self.config.retain_total {
-            return Err(ApiError::RetentionExhausted(format!(
-                "{want} bytes wanted, {} of {} reserved by running processes",
-                reserved.memory, self.config.retain_total
-            )));
-        }
-        if reserved.disk + want_disk > self.config.retain_disk_total {
-            return Err(ApiError::RetentionExhausted(format!(
-                "{want_disk} bytes of disk wanted, {} of {} (--retain-disk-total) reserved by running processes",
-                reserved.disk, self.config.retain_disk_total
-            )));
+        if reserved.memory + want > self.config.retain_total
+            || reserved.disk + want_disk > self.config.retain_disk_total
+        {
+            return Err(Self::exhausted(
+                reserved,
+                entries.exited_held,
+                (want, want_disk),
+                &self.config,
+            ));
         }
         if known(entries) >= self.config.capacity.max_known_processes {
             return Err(ApiError::TooManyProcesses(
@@ -254,6 +268,34 @@ impl ProcessTable {
             ));
         }
         Ok(())
+    }
+}
+
+impl ProcessTable {
+    /// The refusal of `want` bytes of memory and `want_disk` of disk, when
+    /// `reserved` is reserved and `exited` of it is held by exited
+    /// processes.
+    fn exhausted(
+        reserved: Bytes,
+        exited: Bytes,
+        (want, want_disk): (u64, u64),
+        config: &ServerOptions,
+    ) -> ApiError {
+        ApiError::RetentionExhausted(if reserved.memory + want > config.retain_total {
+            format!(
+                "{want} bytes wanted, {} of {} reserved, {} of it by running processes",
+                reserved.memory,
+                config.retain_total,
+                reserved.memory.saturating_sub(exited.memory)
+            )
+        } else {
+            format!(
+                "{want_disk} bytes of disk wanted, {} of {} (--retain-disk-total) reserved, {} of it by running processes",
+                reserved.disk,
+                config.retain_disk_total,
+                reserved.disk.saturating_sub(exited.disk)
+            )
+        })
     }
 }
 

@@ -43,6 +43,10 @@ struct Entries {
     /// at every process, so a spawn into a full table costs the same
     /// whether it holds ten exited processes or four thousand.
     exited: BTreeSet<(SystemTime, String)>,
+    /// What the processes in `exited` hold of the budget (settled before
+    /// their exits were published, so it no longer changes): all that
+    /// forgetting them could free.
+    exited_held: Bytes,
 }
 
 /// Every process the server knows, running or exited.
@@ -184,8 +188,13 @@ impl ProcessTable {
     /// they had not been sent as dropped.
     fn forget_locked(entries: &mut Entries, id: &str) {
         if let Some(process) = entries.processes.remove(id) {
-            if let Some(at) = process.finished_at() {
-                entries.exited.remove(&(at, id.to_string()));
+            let noted = process
+                .finished_at()
+                .is_some_and(|at| entries.exited.remove(&(at, id.to_string())));
+            if noted {
+                let held = process.reservation.held();
+                entries.exited_held.memory -= held.memory.min(entries.exited_held.memory);
+                entries.exited_held.disk -= held.disk.min(entries.exited_held.disk);
             }
             process.reservation.release();
             entries.idempotency.retain(|_, (_, pid)| pid != id);
@@ -231,8 +240,11 @@ impl ProcessTable {
         if let Some(at) = finished_at {
             let mut entries = self.entries();
             // Not if it was forgotten meanwhile (DELETE, the budget).
-            if entries.processes.contains_key(&id) {
-                entries.exited.insert((at, id.clone()));
+            if let Some(held) = entries.processes.get(&id).map(|p| p.reservation.held()) {
+                if entries.exited.insert((at, id.clone())) {
+                    entries.exited_held.memory += held.memory;
+                    entries.exited_held.disk += held.disk;
+                }
             }
         }
         tokio::time::sleep(self.config.exited_ttl()).await;
