@@ -214,12 +214,28 @@ impl ProcessTable {
         }
         // Running processes hold the budget: forgetting every exited one
         // would not make room, so none is (the refusal costs no history).
+        // Exits `retire` has not noted yet are counted too, by looking at
+        // every process, but only on the way to a refusal.
         let reserved = self.budget.reserved();
-        let freeable = entries.exited_held;
-        if reserved.memory.saturating_sub(freeable.memory) + want > self.config.retain_total
-            || reserved.disk.saturating_sub(freeable.disk) + want_disk
-                > self.config.retain_disk_total
-        {
+        let short = |freeable: Bytes| {
+            reserved.memory.saturating_sub(freeable.memory) + want > self.config.retain_total
+                || reserved.disk.saturating_sub(freeable.disk) + want_disk
+                    > self.config.retain_disk_total
+        };
+        let mut freeable = entries.exited_held;
+        if short(freeable) {
+            for process in entries.processes.values() {
+                let unnoted = process
+                    .finished_at()
+                    .is_some_and(|at| !entries.exited.contains(&(at, process.id.clone())));
+                if unnoted {
+                    let held = process.reservation.held();
+                    freeable.memory += held.memory;
+                    freeable.disk += held.disk;
+                }
+            }
+        }
+        if short(freeable) {
             return Err(Self::exhausted(
                 reserved,
                 freeable,
