@@ -18,6 +18,20 @@ use crate::tetherd::spent;
 use crate::Ctx;
 
 /// `POST /v1/exec {"argv":["true"]}` until its 200; ms.
+/// One sample's value from /metrics (`name` with its labels).
+async fn metric(http: &reqwest::Client, base: &str, name: &str) -> Result<f64> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .with_context(|| format!("no {name} in /metrics"))
+}
+
 async fn exec_true(http: &reqwest::Client, base: &str) -> Result<f64> {
     let t0 = Instant::now();
     let response = http
@@ -86,6 +100,11 @@ pub async fn command(ctx: &mut Ctx) -> Result<()> {
         floor_full.push(blocking(&["true"]).await?);
         exec_full.push(exec_true(&http, &server.base).await?);
     }
+    // Every command above exited within --exited-ttl-ms and fits under
+    // --max-known-processes: none may have been forgotten to make room
+    // for the retention it no longer holds.
+    let spawned = metric(&http, &server.base, "tether_spawns_total").await?;
+    let exited = metric(&http, &server.base, "tether_processes{status=\"exited\"}").await?;
     server.stop();
     let (floor, exec) = (Dist::new(floor), Dist::new(exec));
     let (floor_full, exec_full) = (Dist::new(floor_full), Dist::new(exec_full));
@@ -128,6 +147,17 @@ pub async fn command(ctx: &mut Ctx) -> Result<()> {
             "{:.2}× its floor; {growth:.2}× the first exec's ratio",
             exec_full.median() / floor_full.median()
         )),
+    );
+    ctx.report.push(
+        Figure::single(
+            "command.known",
+            13,
+            "exited commands still known at the end (of all started)",
+            "processes",
+            exited,
+        )
+        .target("all of them", exited >= spawned)
+        .note(format!("{exited} of {spawned}")),
     );
     ctx.report.push(Figure::single(
         "command.exec_cpu",
