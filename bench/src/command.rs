@@ -14,24 +14,10 @@ use anyhow::{bail, Context, Result};
 
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::spent;
+use crate::tetherd::{metric, spent};
 use crate::Ctx;
 
 /// `POST /v1/exec {"argv":["true"]}` until its 200; ms.
-/// One sample's value from /metrics (`name` with its labels).
-async fn metric(http: &reqwest::Client, base: &str, name: &str) -> Result<f64> {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await?
-        .text()
-        .await?;
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .with_context(|| format!("no {name} in /metrics"))
-}
-
 async fn exec_true(http: &reqwest::Client, base: &str) -> Result<f64> {
     let t0 = Instant::now();
     let response = http

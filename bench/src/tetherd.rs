@@ -152,6 +152,20 @@ impl Drop for Tetherd {
     }
 }
 
+/// One sample's value from /metrics (`name` with its labels).
+pub async fn metric(http: &reqwest::Client, base: &str, name: &str) -> Result<f64> {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .with_context(|| format!("no {name} in /metrics"))
+}
+
 /// A numeric field of /proc/PID/status (VmRSS in KiB, Threads, ...).
 pub fn proc_status(pid: u32, key: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

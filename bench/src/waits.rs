@@ -27,17 +27,7 @@ const BATCH: usize = 250;
 
 /// `tether_wait_requests_total` from /metrics.
 async fn waits_received(http: &reqwest::Client, base: &str) -> Result<u64> {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await?
-        .text()
-        .await?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("tether_wait_requests_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|v| v as u64)
-        .context("no tether_wait_requests_total in /metrics")
+    Ok(crate::tetherd::metric(http, base, "tether_wait_requests_total").await? as u64)
 }
 
 /// Polls /metrics until the server has received `want` wait requests.
