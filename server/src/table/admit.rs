@@ -106,7 +106,7 @@ impl ProcessTable {
                     entries.processes.insert(id.clone(), process.clone());
                 }
                 Err(_) => {
-                    entries.idempotency.retain(|_, (_, pid)| *pid != id);
+                    entries.forget_key(&id);
                     if let Some(name) = &name {
                         entries.names.remove(name);
                     }
@@ -190,6 +190,7 @@ impl ProcessTable {
             entries
                 .idempotency
                 .insert(key.clone(), (canonical.to_string(), id.clone()));
+            entries.keys.insert(id.clone(), key.clone());
         }
         Ok(Admission::Start(id, reservation))
     }

@@ -33,6 +33,9 @@ struct Entries {
     processes: HashMap<String, Arc<Process>>,
     /// Idempotency key -> (canonical request body, process id).
     idempotency: HashMap<String, (String, String)>,
+    /// Process id -> its idempotency key: forgetting a process removes its
+    /// key without looking at every key.
+    keys: HashMap<String, String>,
     /// Ids reserved by spawns under way (the table lock is not held while
     /// the OS process is created).
     starting: HashSet<String>,
@@ -47,6 +50,15 @@ struct Entries {
     /// their exits were published, so it no longer changes): all that
     /// forgetting them could free.
     exited_held: Bytes,
+}
+
+impl Entries {
+    /// Removes the idempotency key of process `id`, if it had one.
+    fn forget_key(&mut self, id: &str) {
+        if let Some(key) = self.keys.remove(id) {
+            self.idempotency.remove(&key);
+        }
+    }
 }
 
 /// Every process the server knows, running or exited.
@@ -197,7 +209,7 @@ impl ProcessTable {
                 entries.exited_held.disk -= held.disk.min(entries.exited_held.disk);
             }
             process.reservation.release();
-            entries.idempotency.retain(|_, (_, pid)| pid != id);
+            entries.forget_key(id);
             if !process.is_running() {
                 process.output().discard();
             }

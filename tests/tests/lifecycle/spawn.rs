@@ -74,6 +74,18 @@ async fn an_idempotency_key_never_starts_a_command_twice() {
     assert_eq!(other.status(), 422);
     let (_, list) = server.get("/v1/processes").await;
     assert_eq!(list.as_array().unwrap().len(), 1);
+    // The key lives as long as its process is known: forgotten, the key
+    // is free for another request.
+    let id = first["id"].as_str().unwrap();
+    server.wait_exit(id).await;
+    let url = server.url(&format!("/v1/processes/{id}"));
+    assert_eq!(server.http.delete(url).send().await.unwrap().status(), 200);
+    let after = send(json!({"argv": ["false"]})).await.unwrap();
+    assert_eq!(
+        after.status(),
+        201,
+        "the key of a forgotten process is free"
+    );
 }
 
 #[tokio::test]
