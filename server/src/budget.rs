@@ -29,6 +29,42 @@ pub struct Bytes {
     pub disk: u64,
 }
 
+impl Bytes {
+    /// Memory only.
+    pub fn memory(memory: u64) -> Bytes {
+        Bytes { memory, disk: 0 }
+    }
+
+    /// Each part less `other`'s, at least 0.
+    pub fn saturating_sub(self, other: Bytes) -> Bytes {
+        Bytes {
+            memory: self.memory.saturating_sub(other.memory),
+            disk: self.disk.saturating_sub(other.disk),
+        }
+    }
+
+    /// Whether either part is more than `total`'s.
+    pub fn exceeds(self, total: Bytes) -> bool {
+        self.memory > total.memory || self.disk > total.disk
+    }
+}
+
+impl std::ops::Add for Bytes {
+    type Output = Bytes;
+    fn add(self, other: Bytes) -> Bytes {
+        Bytes {
+            memory: self.memory + other.memory,
+            disk: self.disk + other.disk,
+        }
+    }
+}
+
+impl std::ops::AddAssign for Bytes {
+    fn add_assign(&mut self, other: Bytes) {
+        *self = *self + other;
+    }
+}
+
 impl Budget {
     /// Reserved now, across all holders.
     pub fn reserved(&self) -> Bytes {
@@ -68,18 +104,16 @@ impl Share {
         }
     }
 
-    /// Grows the memory part by `bytes` (a PTY's screen at a larger size):
-    /// under the table lock, after admission found the room.
-    pub fn grow_memory(&self, bytes: u64) {
-        self.memory.fetch_add(bytes, Ordering::AcqRel);
-        self.budget.memory.fetch_add(bytes, Ordering::AcqRel);
-    }
-
-    /// Gives back memory down to `bytes` less than now (a smaller screen).
-    pub fn shrink_memory(&self, bytes: u64) {
-        let current = self.memory.load(Ordering::Acquire);
-        let target = current.saturating_sub(bytes);
-        Self::lower(&self.memory, &self.budget.memory, target);
+    /// Sets the memory part to `bytes` (a PTY's screen at a new size):
+    /// under the table lock, where a growth was checked to fit.
+    pub fn set_memory(&self, bytes: u64) {
+        let grown = bytes.saturating_sub(self.memory.load(Ordering::Acquire));
+        if grown > 0 {
+            self.memory.fetch_add(grown, Ordering::AcqRel);
+            self.budget.memory.fetch_add(grown, Ordering::AcqRel);
+        } else {
+            Self::lower(&self.memory, &self.budget.memory, bytes);
+        }
     }
 
     /// Lowers each part to at most `bytes` (never raises it), giving the
@@ -153,8 +187,9 @@ mod tests {
     fn a_screen_grows_and_shrinks_its_memory_part() {
         let budget = Arc::new(Budget::default());
         let share = budget.share(bytes(10, 0));
-        share.grow_memory(5);
-        share.shrink_memory(8);
+        share.set_memory(15);
+        assert_eq!(budget.reserved(), bytes(15, 0));
+        share.set_memory(7);
         assert_eq!(
             (share.held(), budget.reserved()),
             (bytes(7, 0), bytes(7, 0))

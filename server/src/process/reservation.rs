@@ -36,11 +36,7 @@ impl Reservation {
 
     /// Both shares together, as held now.
     pub fn held(&self) -> Bytes {
-        let (output, screen) = (self.output.held(), self.screen.held());
-        Bytes {
-            memory: output.memory + screen.memory,
-            disk: output.disk + screen.disk,
-        }
+        self.output.held() + self.screen.held()
     }
 
     /// Gives both shares back (the process is forgotten).

@@ -109,10 +109,7 @@ impl SpawnPlan {
                 memory: self.reserved_bytes() - self.screen_bytes,
                 disk: self.reserved_disk_bytes(),
             }),
-            screen: budget.share(Bytes {
-                memory: self.screen_bytes,
-                disk: 0,
-            }),
+            screen: budget.share(Bytes::memory(self.screen_bytes)),
             metadata: self.metadata_bytes,
         }
     }

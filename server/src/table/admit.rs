@@ -11,7 +11,6 @@ use tether_protocol::KubernetesNames;
 use super::{Entries, ProcessTable};
 use crate::budget::{Bytes, Share};
 use crate::error::ApiError;
-use crate::options::ServerOptions;
 use crate::process::{spawn, Process, Reservation, SpawnPlan};
 
 /// What the table answers a spawn request with, under its lock.
@@ -171,11 +170,11 @@ impl ProcessTable {
                 self.config.capacity.max_processes,
             ));
         }
-        self.make_room(
-            &mut entries,
-            plan.reserved_bytes(),
-            plan.reserved_disk_bytes(),
-        )?;
+        let want = Bytes {
+            memory: plan.reserved_bytes(),
+            disk: plan.reserved_disk_bytes(),
+        };
+        self.make_room(&mut entries, want)?;
         let random = uuid::Uuid::new_v4().simple();
         let id = match &self.config.node {
             Some(node) => format!("{node}.{random}"),
@@ -197,17 +196,14 @@ impl ProcessTable {
 
     /// Frees retention and known-process slots by forgetting the oldest
     /// exited processes early, if that is what it takes.
-    pub(super) fn make_room(
-        &self,
-        entries: &mut Entries,
-        want: u64,
-        want_disk: u64,
-    ) -> Result<(), ApiError> {
+    pub(super) fn make_room(&self, entries: &mut Entries, want: Bytes) -> Result<(), ApiError> {
+        let total = Bytes {
+            memory: self.config.retain_total,
+            disk: self.config.retain_disk_total,
+        };
         let known = |e: &Entries| e.processes.len() + e.starting.len();
         let over = |e: &Entries| {
-            let reserved = self.budget.reserved();
-            reserved.memory + want > self.config.retain_total
-                || reserved.disk + want_disk > self.config.retain_disk_total
+            (self.budget.reserved() + want).exceeds(total)
                 || known(e) >= self.config.capacity.max_known_processes
         };
         if !over(entries) {
@@ -218,11 +214,7 @@ impl ProcessTable {
         // Exits `retire` has not noted yet are counted too, by looking at
         // every process, but only on the way to a refusal.
         let reserved = self.budget.reserved();
-        let short = |freeable: Bytes| {
-            reserved.memory.saturating_sub(freeable.memory) + want > self.config.retain_total
-                || reserved.disk.saturating_sub(freeable.disk) + want_disk
-                    > self.config.retain_disk_total
-        };
+        let short = |freeable: Bytes| (reserved.saturating_sub(freeable) + want).exceeds(total);
         let mut freeable = entries.exited_held;
         if short(freeable) {
             for process in entries.processes.values() {
@@ -230,19 +222,12 @@ impl ProcessTable {
                     .finished_at()
                     .is_some_and(|at| !entries.exited.contains(&(at, process.id.clone())));
                 if unnoted {
-                    let held = process.reservation.held();
-                    freeable.memory += held.memory;
-                    freeable.disk += held.disk;
+                    freeable += process.reservation.held();
                 }
             }
         }
         if short(freeable) {
-            return Err(Self::exhausted(
-                reserved,
-                freeable,
-                (want, want_disk),
-                &self.config,
-            ));
+            return Err(Self::exhausted(reserved, freeable, want, total));
         }
         // Oldest exit first, from the index `retire` keeps.
         while over(entries) {
@@ -269,15 +254,8 @@ impl ProcessTable {
             Self::forget_locked(entries, &id);
         }
         let reserved = self.budget.reserved();
-        if reserved.memory + want > self.config.retain_total
-            || reserved.disk + want_disk > self.config.retain_disk_total
-        {
-            return Err(Self::exhausted(
-                reserved,
-                entries.exited_held,
-                (want, want_disk),
-                &self.config,
-            ));
+        if (reserved + want).exceeds(total) {
+            return Err(Self::exhausted(reserved, entries.exited_held, want, total));
         }
         if known(entries) >= self.config.capacity.max_known_processes {
             return Err(ApiError::TooManyProcesses(
@@ -289,28 +267,19 @@ impl ProcessTable {
 }
 
 impl ProcessTable {
-    /// The refusal of `want` bytes of memory and `want_disk` of disk, when
-    /// `reserved` is reserved and `exited` of it is held by exited
-    /// processes.
-    fn exhausted(
-        reserved: Bytes,
-        exited: Bytes,
-        (want, want_disk): (u64, u64),
-        config: &ServerOptions,
-    ) -> ApiError {
-        ApiError::RetentionExhausted(if reserved.memory + want > config.retain_total {
+    /// The refusal of `want` against `total` when `reserved` is reserved
+    /// and `exited` of it is held by exited processes.
+    fn exhausted(reserved: Bytes, exited: Bytes, want: Bytes, total: Bytes) -> ApiError {
+        let running = reserved.saturating_sub(exited);
+        ApiError::RetentionExhausted(if reserved.memory + want.memory > total.memory {
             format!(
-                "{want} bytes wanted, {} of {} reserved, {} of it by running processes",
-                reserved.memory,
-                config.retain_total,
-                reserved.memory.saturating_sub(exited.memory)
+                "{} bytes wanted, {} of {} reserved, {} of it by running processes",
+                want.memory, reserved.memory, total.memory, running.memory
             )
         } else {
             format!(
-                "{want_disk} bytes of disk wanted, {} of {} (--retain-disk-total) reserved, {} of it by running processes",
-                reserved.disk,
-                config.retain_disk_total,
-                reserved.disk.saturating_sub(exited.disk)
+                "{} bytes of disk wanted, {} of {} (--retain-disk-total) reserved, {} of it by running processes",
+                want.disk, reserved.disk, total.disk, running.disk
             )
         })
     }
@@ -329,12 +298,9 @@ impl ProcessTable {
     /// when it does not fit.
     pub fn reserve_memory(self: &Arc<Self>, bytes: u64) -> Result<MemoryReservation, ApiError> {
         let mut entries = self.entries();
-        self.make_room(&mut entries, bytes, 0)?;
+        self.make_room(&mut entries, Bytes::memory(bytes))?;
         Ok(MemoryReservation {
-            _share: self.budget.share(Bytes {
-                memory: bytes,
-                disk: 0,
-            }),
+            _share: self.budget.share(Bytes::memory(bytes)),
         })
     }
 }

@@ -204,9 +204,9 @@ impl ProcessTable {
                 .finished_at()
                 .is_some_and(|at| entries.exited.remove(&(at, id.to_string())));
             if noted {
-                let held = process.reservation.held();
-                entries.exited_held.memory -= held.memory.min(entries.exited_held.memory);
-                entries.exited_held.disk -= held.disk.min(entries.exited_held.disk);
+                entries.exited_held = entries
+                    .exited_held
+                    .saturating_sub(process.reservation.held());
             }
             process.reservation.release();
             entries.forget_key(id);
@@ -254,8 +254,7 @@ impl ProcessTable {
             // Not if it was forgotten meanwhile (DELETE, the budget).
             if let Some(held) = entries.processes.get(&id).map(|p| p.reservation.held()) {
                 if entries.exited.insert((at, id.clone())) {
-                    entries.exited_held.memory += held.memory;
-                    entries.exited_held.disk += held.disk;
+                    entries.exited_held += held;
                 }
             }
         }

@@ -7,6 +7,7 @@
 use tether_protocol::TermSize;
 
 use super::ProcessTable;
+use crate::budget::Bytes;
 use crate::error::ApiError;
 use crate::process::Process;
 use crate::screen::{memory_bound, ScreenLimits};
@@ -56,15 +57,11 @@ impl ProcessTable {
         let screen = &process.reservation.screen;
         let held = screen.held().memory;
         if known && want > held {
-            self.make_room(&mut entries, want - held, 0)?;
+            self.make_room(&mut entries, Bytes::memory(want - held))?;
         }
         process.resize(size)?;
         if known {
-            if want > held {
-                screen.grow_memory(want - held);
-            } else {
-                screen.shrink_memory(held - want);
-            }
+            screen.set_memory(want);
         }
         Ok(())
     }
