@@ -34,7 +34,7 @@ use std::time::SystemTime;
 use tether_protocol::{ExitReason, ProcessInfo, ProcessStatus, StreamName};
 
 use crate::config::Config;
-use crate::retained::disk::{Record, RingFile, MAX_RECORD_BYTES};
+use crate::retained::disk::{last_record_line, Record, RingFile, MAX_RECORD_BYTES};
 use crate::retained::log::StreamLog;
 use crate::retained::RetainedOutput;
 
@@ -211,7 +211,8 @@ impl DataDir {
 
     fn recover_one(&self, id: &str, name: &str, short: &mut bool) -> io::Result<Recovered> {
         let bytes = self.dir.read_bounded(name, MAX_RECORD_BYTES)?;
-        let mut info: ProcessInfo = serde_json::from_slice(&bytes)
+        let line = last_record_line(&bytes).unwrap_or(&bytes);
+        let mut info: ProcessInfo = serde_json::from_slice(line)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         if info.id != id {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "id mismatch"));
@@ -398,6 +399,48 @@ mod tests {
             "forgotten: removed"
         );
         assert!(!path.join(format!("{corrupt}.stdout")).exists());
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+
+    /// The exit is appended to the spawn's record as a second line; a
+    /// restart reads the last whole line, and one torn by a crash in the
+    /// middle of its write leaves the spawn's (the process is `lost`).
+    #[test]
+    fn a_restart_reads_the_exit_line_and_a_torn_one_leaves_the_spawns() {
+        let path = std::env::temp_dir().join(format!("tether-datadir-{}", uuid::Uuid::new_v4()));
+        let mut config = Config::defaults();
+        config.data_dir = Some(path.clone());
+        let dir = DataDir::open(&config).unwrap().unwrap();
+        let [whole, torn] = [(); 2].map(|()| uuid::Uuid::new_v4().simple().to_string());
+        for id in [&whole, &torn] {
+            let record = dir.record_at(id);
+            record.write(&info(id, "running"));
+            let mut exited = info(id, "exited");
+            exited.exit_code = Some(3);
+            exited.reason = Some(ExitReason::Exit);
+            record.append(&exited);
+            std::mem::forget(record); // what a crash leaves
+        }
+        let file = path.join(format!("{torn}.json"));
+        let lines = std::fs::read(&file).unwrap();
+        assert_eq!(
+            lines.iter().filter(|&&b| b == b'\n').count(),
+            1,
+            "two lines"
+        );
+        std::fs::write(&file, &lines[..lines.len() - 9]).unwrap();
+        dir.close();
+        drop(dir);
+
+        let dir = DataDir::open(&config).unwrap().unwrap();
+        let found = dir.recover();
+        let reason = |id: &str| {
+            let info = &found.iter().find(|r| r.info.id == id).unwrap().info;
+            (info.reason, info.exit_code)
+        };
+        assert_eq!(reason(&whole), (Some(ExitReason::Exit), Some(3)));
+        assert_eq!(reason(&torn), (Some(ExitReason::Lost), None));
+        drop(found);
         std::fs::remove_dir_all(&path).unwrap();
     }
 }

@@ -178,7 +178,7 @@ impl Supervisor {
             pids_limit_hit: bill.pids_limit_hit,
             ..self.birth
         };
-        self.output.record(&info);
+        self.output.record_exit(&info);
         self.exit.send_replace(Some(Exited { info, finished_at }));
     }
 

@@ -24,8 +24,9 @@ use super::dir::Dir;
 const MAGIC: &[u8; 8] = b"TTHRLOG2";
 /// Header size; the ring's bytes follow it.
 pub const HEADER: u64 = 40;
-/// Largest record (`ID.json`) read back: a process object is a few KiB.
-pub const MAX_RECORD_BYTES: u64 = 1 << 20;
+/// Largest record (`ID.json`) read back: two lines (the process object at
+/// its spawn and at its exit), each a few KiB.
+pub const MAX_RECORD_BYTES: u64 = 2 << 20;
 
 /// One stream's ring file.
 #[derive(Debug)]
@@ -386,8 +387,8 @@ impl Record {
         format!("{}.json", self.id)
     }
 
-    /// Writes the process object (whole, by rename). A failure is logged:
-    /// the record only matters to a restart.
+    /// Writes the process object at the spawn: the record, whole, by
+    /// rename. A failure is logged: the record only matters to a restart.
     pub fn write(&self, info: &tether_protocol::ProcessInfo) {
         let written = serde_json::to_vec(info)
             .map_err(io::Error::other)
@@ -396,6 +397,35 @@ impl Record {
             tracing::warn!(id = %self.id, error = %e, "process record not written");
         }
     }
+
+    /// Appends the process object at the exit as the record's next line,
+    /// in one write: no new file and no rename, which on ext4 would write
+    /// the new file back to the disk at the rename (it replaces one), on
+    /// the exit's path. A restart reads the last whole line
+    /// ([`last_record_line`]); a line torn by a crash leaves the spawn's.
+    /// Without a record to append to (its write failed), written whole.
+    pub fn append(&self, info: &tether_protocol::ProcessInfo) {
+        let Ok(body) = serde_json::to_vec(info) else {
+            return self.write(info);
+        };
+        let mut line = Vec::with_capacity(body.len() + 1);
+        line.push(b'\n');
+        line.extend_from_slice(&body);
+        if let Err(e) = self.dir.append_existing(&self.name(), &line) {
+            tracing::debug!(id = %self.id, error = %e, "process record not appended to: written whole");
+            self.write(info);
+        }
+    }
+}
+
+/// The last line of a record that is a whole JSON value (compact JSON
+/// has no raw newline): what a restart reads. A crash in the middle of an
+/// append leaves a torn last line, and the line before it is the answer.
+pub fn last_record_line(record: &[u8]) -> Option<&[u8]> {
+    record
+        .split(|&b| b == b'\n')
+        .rev()
+        .find(|line| serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok())
 }
 
 impl Drop for Record {

@@ -135,11 +135,19 @@ impl RetainedOutput {
         }
     }
 
-    /// Writes the process object to the record beside the disk logs (at
-    /// spawn and at the exit), so a restarted server can list it.
+    /// Writes the process object to the record beside the disk logs at
+    /// spawn, so a restarted server can list it.
     pub fn record(&self, info: &tether_protocol::ProcessInfo) {
         if let Some(record) = &self.record {
             record.write(info);
+        }
+    }
+
+    /// Adds the process object at its exit to the record (see
+    /// [`Record::append`]).
+    pub fn record_exit(&self, info: &tether_protocol::ProcessInfo) {
+        if let Some(record) = &self.record {
+            record.append(info);
         }
     }
 
