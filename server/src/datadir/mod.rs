@@ -34,7 +34,7 @@ use std::time::SystemTime;
 use tether_protocol::{ExitReason, ProcessInfo, ProcessStatus, StreamName};
 
 use crate::config::Config;
-use crate::retained::disk::{last_record_line, Record, RingFile, MAX_RECORD_BYTES};
+use crate::retained::disk::{read_record, Record, RingFile, MAX_RECORD_BYTES};
 use crate::retained::log::StreamLog;
 use crate::retained::RetainedOutput;
 
@@ -211,9 +211,9 @@ impl DataDir {
 
     fn recover_one(&self, id: &str, name: &str, short: &mut bool) -> io::Result<Recovered> {
         let bytes = self.dir.read_bounded(name, MAX_RECORD_BYTES)?;
-        let line = last_record_line(&bytes).unwrap_or(&bytes);
-        let mut info: ProcessInfo = serde_json::from_slice(line)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let mut info = read_record(&bytes).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "no line is a process object")
+        })?;
         if info.id != id {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "id mismatch"));
         }
@@ -344,11 +344,17 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn recovery_reads_back_records_and_logs_and_touches_nothing_else() {
+    /// A `--data-dir` in a fresh scratch path.
+    fn scratch_config() -> (std::path::PathBuf, Config) {
         let path = std::env::temp_dir().join(format!("tether-datadir-{}", uuid::Uuid::new_v4()));
         let mut config = Config::defaults();
         config.data_dir = Some(path.clone());
+        (path, config)
+    }
+
+    #[test]
+    fn recovery_reads_back_records_and_logs_and_touches_nothing_else() {
+        let (path, config) = scratch_config();
         let dir = DataDir::open(&config).unwrap().unwrap();
         let id = uuid::Uuid::new_v4().simple().to_string();
         let [mut stdout, _] = dir.logs(&id, 2, 4, 64, 64);
@@ -407,9 +413,7 @@ mod tests {
     /// middle of its write leaves the spawn's (the process is `lost`).
     #[test]
     fn a_restart_reads_the_exit_line_and_a_torn_one_leaves_the_spawns() {
-        let path = std::env::temp_dir().join(format!("tether-datadir-{}", uuid::Uuid::new_v4()));
-        let mut config = Config::defaults();
-        config.data_dir = Some(path.clone());
+        let (path, config) = scratch_config();
         let dir = DataDir::open(&config).unwrap().unwrap();
         let [whole, torn] = [(); 2].map(|()| uuid::Uuid::new_v4().simple().to_string());
         for id in [&whole, &torn] {

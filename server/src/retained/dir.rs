@@ -157,6 +157,18 @@ impl Dir {
         } else {
             OFlag::O_RDONLY
         };
+        self.open_regular(name, access)
+    }
+
+    /// Appends `bytes` to the existing regular file `name` in one write
+    /// (`O_APPEND`, never through a link).
+    pub fn append_existing(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.open_regular(name, OFlag::O_WRONLY | OFlag::O_APPEND)?
+            .write_all(bytes)
+    }
+
+    /// Opens `name` with `access` if it is a regular file.
+    fn open_regular(&self, name: &str, access: OFlag) -> io::Result<File> {
         let flags = access | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
         let file = File::from(openat(&self.fd, name, flags, Mode::empty())?);
         let stat = fstat(file.as_fd())?;
@@ -209,25 +221,6 @@ impl Dir {
             let _ = self.remove(&temporary);
         }
         written
-    }
-
-    /// Appends `bytes` to the existing regular file `name` in one write
-    /// (`O_APPEND`, never through a link).
-    pub fn append_existing(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
-        let flags = OFlag::O_WRONLY
-            | OFlag::O_APPEND
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_NONBLOCK
-            | OFlag::O_CLOEXEC;
-        let mut file = File::from(openat(&self.fd, name, flags, Mode::empty())?);
-        let stat = fstat(file.as_fd())?;
-        if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{name} is not a regular file"),
-            ));
-        }
-        file.write_all(bytes)
     }
 
     /// Removes the file `name` (a link is removed, not its target).

@@ -402,7 +402,7 @@ impl Record {
     /// in one write: no new file and no rename, which on ext4 would write
     /// the new file back to the disk at the rename (it replaces one), on
     /// the exit's path. A restart reads the last whole line
-    /// ([`last_record_line`]); a line torn by a crash leaves the spawn's.
+    /// ([`read_record`]); a line torn by a crash leaves the spawn's.
     /// Without a record to append to (its write failed), written whole.
     pub fn append(&self, info: &tether_protocol::ProcessInfo) {
         let Ok(body) = serde_json::to_vec(info) else {
@@ -418,14 +418,14 @@ impl Record {
     }
 }
 
-/// The last line of a record that is a whole JSON value (compact JSON
-/// has no raw newline): what a restart reads. A crash in the middle of an
-/// append leaves a torn last line, and the line before it is the answer.
-pub fn last_record_line(record: &[u8]) -> Option<&[u8]> {
+/// The process object a record holds: its last line that reads as one
+/// (compact JSON has no raw newline). A crash in the middle of the exit's
+/// append leaves a torn last line, and the spawn's line is the answer.
+pub fn read_record(record: &[u8]) -> Option<tether_protocol::ProcessInfo> {
     record
         .split(|&b| b == b'\n')
         .rev()
-        .find(|line| serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok())
+        .find_map(|line| serde_json::from_slice(line).ok())
 }
 
 impl Drop for Record {
