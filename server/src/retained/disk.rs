@@ -405,15 +405,18 @@ impl Record {
     /// ([`read_record`]); a line torn by a crash leaves the spawn's.
     /// Without a record to append to (its write failed), written whole.
     pub fn append(&self, info: &tether_protocol::ProcessInfo) {
-        let Ok(body) = serde_json::to_vec(info) else {
-            return self.write(info);
-        };
-        let mut line = Vec::with_capacity(body.len() + 1);
-        line.push(b'\n');
-        line.extend_from_slice(&body);
-        if let Err(e) = self.dir.append_existing(&self.name(), &line) {
-            tracing::debug!(id = %self.id, error = %e, "process record not appended to: written whole");
-            self.write(info);
+        let name = self.name();
+        let written = serde_json::to_vec(info)
+            .map_err(io::Error::other)
+            .and_then(|body| {
+                let line = [&b"\n"[..], &body].concat();
+                self.dir.append_existing(&name, &line).or_else(|e| {
+                    tracing::debug!(id = %self.id, error = %e, "process record not appended to: written whole");
+                    self.dir.replace(&name, &body)
+                })
+            });
+        if let Err(e) = written {
+            tracing::warn!(id = %self.id, error = %e, "process record not written");
         }
     }
 }
