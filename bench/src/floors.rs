@@ -86,6 +86,150 @@ pub fn pipe_throughput(bytes: u64) -> Result<f64> {
     Ok(secs)
 }
 
+/// One run of [`pipe_relay`].
+pub struct Relayed {
+    /// From the program's spawn until the sink has every byte.
+    pub secs: f64,
+    /// CPU time of the relay's own thread (its schedstat, as tetherd's is
+    /// read): neither the program's nor the sink's.
+    pub cpu_s: f64,
+}
+
+/// The least any server pays to forward a program's pipe to a client: a
+/// thread of the harness spawns `head -c BYTES /dev/zero`, reads its pipe
+/// 64 KiB at a time (tetherd's read size) and writes each chunk to a
+/// loopback TCP socket that another thread drains, with no framing, no
+/// protocol and no event loop. Two copies per byte, both the kernel's.
+/// With `ring` it also writes each chunk into a ring file of that many
+/// bytes in `$TMPDIR` (where tetherd keeps its logs by default), as exact
+/// retention must: a third copy, into the page cache. Not a server, and
+/// not a target: it shows how near a CPU target is to what the kernel
+/// alone costs on this machine.
+pub fn pipe_relay(bytes: u64, ring: Option<u64>) -> Result<Relayed> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let t0 = Instant::now();
+    let sink = std::thread::spawn(move || -> Result<(u64, bool)> {
+        let (socket, _) = listener.accept()?;
+        drain_socket(socket)
+    });
+    let relay = std::thread::spawn(move || -> Result<f64> {
+        let cpu = thread_cpu_s();
+        let log = match ring {
+            Some(size) => Some((RingFile::create()?, size)),
+            None => None,
+        };
+        let mut child = Command::new("head")
+            .args(["-c", &bytes.to_string(), "/dev/zero"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let mut stdout = child.stdout.take().context("no stdout")?;
+        let mut socket = TcpStream::connect(addr)?;
+        socket.set_nodelay(true)?;
+        let mut buf = vec![0u8; 64 << 10];
+        let mut offset = 0u64;
+        loop {
+            let n = match stdout.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if let Some((file, size)) = &log {
+                file.write_wrapping(&buf[..n], offset, *size)?;
+            }
+            offset += n as u64;
+            socket.write_all(&buf[..n])?;
+        }
+        drop(socket);
+        child.wait()?;
+        Ok(thread_cpu_s() - cpu)
+    });
+    let relayed = relay
+        .join()
+        .map_err(|_| anyhow::anyhow!("the relay thread panicked"));
+    let sunk = sink
+        .join()
+        .map_err(|_| anyhow::anyhow!("the sink thread panicked"));
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu_s = relayed??;
+    let (total, zeros) = sunk??;
+    if total != bytes || !zeros {
+        bail!("the relay delivered {total} of {bytes} bytes (all zero: {zeros})");
+    }
+    Ok(Relayed { secs, cpu_s })
+}
+
+/// Reads a socket to its end, counting bytes and checking they are zero.
+fn drain_socket(mut socket: TcpStream) -> Result<(u64, bool)> {
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut total, mut zeros) = (0u64, true);
+    loop {
+        match socket.read(&mut buf) {
+            Ok(0) => return Ok((total, zeros)),
+            Ok(n) => {
+                total += n as u64;
+                zeros &= crate::all_zero(&buf[..n]);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The calling thread's CPU time so far, from its schedstat (0 if
+/// unreadable, which only a kernel without schedstats gives).
+fn thread_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 / 1e9)
+}
+
+/// A scratch ring file, removed when dropped.
+struct RingFile {
+    file: File,
+    path: std::path::PathBuf,
+}
+
+impl RingFile {
+    fn create() -> Result<RingFile> {
+        let path = std::env::temp_dir().join(format!(
+            "tether-bench-{}-relay-ring-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| format!("create {}", path.display()))?;
+        Ok(RingFile { file, path })
+    }
+
+    /// Writes `data`, which starts at stream offset `offset`, at that
+    /// offset modulo `size`, in two parts where it wraps.
+    fn write_wrapping(&self, mut data: &[u8], mut offset: u64, size: u64) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        while !data.is_empty() {
+            let at = offset % size;
+            let part = data.len().min((size - at) as usize);
+            self.file.write_all_at(&data[..part], at)?;
+            data = &data[part..];
+            offset += part as u64;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RingFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Seconds for `head -c BYTES /dev/zero` on a local PTY into a reader of
 /// the master.
 pub fn pty_throughput(bytes: u64) -> Result<f64> {
@@ -258,4 +402,29 @@ fn timed_keys(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_file_keeps_the_newest_bytes_at_their_offset_modulo_its_size() {
+        let ring = RingFile::create().unwrap();
+        ring.write_wrapping(b"abcdef", 0, 8).unwrap();
+        ring.write_wrapping(b"ghij", 6, 8).unwrap();
+        assert_eq!(std::fs::read(&ring.path).unwrap(), b"ijcdefgh");
+        let path = ring.path.clone();
+        drop(ring);
+        assert!(!path.exists(), "the scratch ring is removed");
+    }
+
+    #[test]
+    fn the_bare_relay_delivers_every_byte_and_counts_its_own_thread() {
+        for ring in [None, Some(256 << 10)] {
+            let relayed = pipe_relay(1 << 20, ring).unwrap();
+            assert!(relayed.secs > 0.0);
+            assert!(relayed.cpu_s > 0.0, "the relay thread's CPU is read");
+        }
+    }
 }

@@ -352,6 +352,85 @@ async fn websocketd_echo(ws: &mut Ws, line: &str) -> Result<f64> {
     }
 }
 
+/// The bare relays of [`crate::floors::pipe_relay`], without and with a
+/// retention ring, run in turn with the servers.
+#[derive(Default)]
+struct Relays {
+    /// MB/s and CPU ms per MB, per run: bare, then with a ring.
+    rates: [Vec<f64>; 2],
+    cpu_s: [Vec<f64>; 2],
+}
+
+impl Relays {
+    async fn run(&mut self, bytes: u64) -> Result<()> {
+        // tetherd's default `retain_bytes`: its ring file per stream.
+        for (i, ring) in [None, Some(64u64 << 20)].into_iter().enumerate() {
+            let r = tokio::task::spawn_blocking(move || crate::floors::pipe_relay(bytes, ring))
+                .await?
+                .context("the bare relay")?;
+            self.rates[i].push(mbps(bytes, r.secs));
+            self.cpu_s[i].push(r.cpu_s);
+        }
+        Ok(())
+    }
+
+    /// Pushes the relays' rows (nothing if none ran); returns the CPU per
+    /// MB of the relay with a ring, tetherd's floor.
+    fn report(
+        self,
+        ctx: &mut Ctx,
+        label: &str,
+        mb: f64,
+        runs: usize,
+        websocketd_cpu: &Dist,
+    ) -> Option<f64> {
+        if self.rates[0].is_empty() {
+            return None;
+        }
+        let names = [
+            (
+                "relay",
+                "a bare relay (pipe to TCP, no framing, no retention)",
+            ),
+            (
+                "relay_ring",
+                "the bare relay also writing a 64 MiB ring file",
+            ),
+        ];
+        let mut floor = 0.0;
+        for (i, (key, what)) in names.into_iter().enumerate() {
+            let cpu = Dist::new(self.cpu_s[i].iter().map(|s| s * 1e3 / mb).collect());
+            let rate = Dist::new(self.rates[i].clone());
+            let ratio = cpu.median() / websocketd_cpu.median().max(1e-9);
+            ctx.report.push(
+                Figure::from_dist(
+                    &format!("peers.cpu.zeros.{key}"),
+                    9,
+                    &format!("{label}: CPU per MB, {what} (floor)"),
+                    "ms",
+                    &cpu,
+                    runs,
+                )
+                .note(format!(
+                    "{ratio:.2}× websocketd's; its own thread's schedstat"
+                )),
+            );
+            ctx.report.push(
+                Figure::rate(
+                    &format!("peers.throughput.zeros.{key}"),
+                    9,
+                    &format!("{label}: {what} (floor)"),
+                    &rate,
+                    runs,
+                )
+                .note(spread(&rate, "MB/s")),
+            );
+            floor = cpu.median();
+        }
+        Some(floor)
+    }
+}
+
 fn mbps(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / secs / 1e6
 }
@@ -442,6 +521,10 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
     let scripts = Scripts::write(zero_bytes, lines)?;
     let server = ctx.start_server(&[])?;
     let api = Api::new(&server.base)?;
+    // The same work through a server that, like websocketd, keeps nothing
+    // on disk: what exact retention costs, apart from the rest.
+    let lean = ctx.start_server(&["--memory-only".to_string()])?;
+    let lean_api = Api::new(&lean.base)?;
     let binary = Websocketd::start(&scripts.dir, true)?;
     let text = Websocketd::start(&scripts.dir, false)?;
 
@@ -472,8 +555,19 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
         websocketd_output(peer, &scripts, work).await?;
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         let (mut ours_cpu, mut theirs_cpu) = (Vec::new(), Vec::new());
+        let mut relays = Relays::default();
+        let (mut lean_cpu, mut lean_rates) = (Vec::new(), Vec::new());
         let mb = bytes as f64 / 1e6;
         for _ in 0..runs {
+            if matches!(work, Work::Zeros) {
+                relays.run(bytes).await?;
+                let cpu = spent(lean.pid).cpu_s;
+                let t = tetherd_output(&lean_api, &scripts, work)
+                    .await
+                    .context("tetherd --memory-only, zeros")?;
+                lean_cpu.push((spent(lean.pid).cpu_s - cpu) * 1e3 / mb);
+                lean_rates.push(mbps(bytes, t));
+            }
             let cpu = spent(server.pid).cpu_s;
             let t = tetherd_output(&api, &scripts, work)
                 .await
@@ -489,6 +583,7 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
         }
         let (ours_cpu, theirs_cpu) = (Dist::new(ours_cpu), Dist::new(theirs_cpu));
         let cpu_ratio = ours_cpu.median() / theirs_cpu.median().max(1e-9);
+        let relay_floor = relays.report(ctx, &label, mb, runs, &theirs_cpu);
         ctx.report.push(Figure::from_dist(
             &format!("peers.cpu.{key}.websocketd"),
             9,
@@ -497,18 +592,55 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
             &theirs_cpu,
             runs,
         ));
-        ctx.report.push(
-            Figure::from_dist(
-                &format!("peers.cpu.{key}.tetherd"),
-                9,
-                &format!("{label}: server CPU per MB, tetherd"),
-                "ms",
-                &ours_cpu,
+        let mut cpu_row = Figure::from_dist(
+            &format!("peers.cpu.{key}.tetherd"),
+            9,
+            &format!("{label}: server CPU per MB, tetherd"),
+            "ms",
+            &ours_cpu,
+            runs,
+        )
+        .target("≤ 0.5× websocketd's (median)", cpu_ratio <= 0.5)
+        .note(format!("tetherd/websocketd {cpu_ratio:.2}× (every thread's schedstat; the programs' own CPU is neither's)"));
+        if let Some(floor) = relay_floor {
+            cpu_row = cpu_row.floor(floor).note(format!(
+                "tetherd/websocketd {cpu_ratio:.2}× (every thread's schedstat; the programs' own CPU is neither's); {:.2}× the bare relay with a retention ring",
+                ours_cpu.median() / floor.max(1e-9)
+            ));
+        }
+        ctx.report.push(cpu_row);
+        if !lean_cpu.is_empty() {
+            let lean_cpu = Dist::new(lean_cpu);
+            let ratio = lean_cpu.median() / theirs_cpu.median().max(1e-9);
+            ctx.report.push(
+                Figure::from_dist(
+                    &format!("peers.cpu.{key}.tetherd_memory_only"),
+                    9,
+                    &format!("{label}: server CPU per MB, tetherd --memory-only"),
+                    "ms",
+                    &lean_cpu,
+                    runs,
+                )
+                .target("≤ 0.5× websocketd's (median)", ratio <= 0.5)
+                .note(format!(
+                    "tetherd/websocketd {ratio:.2}×, neither keeping the bytes on disk"
+                )),
+            );
+            let side = Side {
+                key: format!("peers.throughput.{key}.tetherd_memory_only"),
+                name: format!("{label}: tetherd --memory-only"),
+            };
+            let theirs = Dist::new(theirs.clone());
+            push_ours(
+                ctx,
+                side,
+                "MB/s",
+                &Dist::new(lean_rates),
+                &theirs,
                 runs,
-            )
-            .target("≤ 0.5× websocketd's (median)", cpu_ratio <= 0.5)
-            .note(format!("tetherd/websocketd {cpu_ratio:.2}× (every thread's schedstat; the programs' own CPU is neither's)")),
-        );
+                1.6,
+            );
+        }
         push_pair(
             ctx,
             &format!("throughput.{key}"),
@@ -597,6 +729,7 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
         .series
         .insert("pipe `cat` line echo via tetherd".into(), ours);
     drop((binary, text));
+    lean.stop();
     server.stop();
     Ok(())
 }
