@@ -397,7 +397,7 @@ impl Relays {
                 "the bare relay also writing a 64 MiB ring file",
             ),
         ];
-        let mut floor = 0.0;
+        let mut cpu_per_mb = [0.0; 2];
         for (i, (key, what)) in names.into_iter().enumerate() {
             let cpu = Dist::new(self.cpu_s[i].iter().map(|s| s * 1e3 / mb).collect());
             let rate = Dist::new(self.rates[i].clone());
@@ -425,9 +425,9 @@ impl Relays {
                 )
                 .note(spread(&rate, "MB/s")),
             );
-            floor = cpu.median();
+            cpu_per_mb[i] = cpu.median();
         }
-        Some(floor)
+        Some(cpu_per_mb[1])
     }
 }
 
@@ -592,6 +592,7 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
             &theirs_cpu,
             runs,
         ));
+        let mut note = format!("tetherd/websocketd {cpu_ratio:.2}× (every thread's schedstat; the programs' own CPU is neither's)");
         let mut cpu_row = Figure::from_dist(
             &format!("peers.cpu.{key}.tetherd"),
             9,
@@ -600,14 +601,13 @@ pub async fn peers(ctx: &mut Ctx) -> Result<()> {
             &ours_cpu,
             runs,
         )
-        .target("≤ 0.5× websocketd's (median)", cpu_ratio <= 0.5)
-        .note(format!("tetherd/websocketd {cpu_ratio:.2}× (every thread's schedstat; the programs' own CPU is neither's)"));
+        .target("≤ 0.5× websocketd's (median)", cpu_ratio <= 0.5);
         if let Some(floor) = relay_floor {
-            cpu_row = cpu_row.floor(floor).note(format!(
-                "tetherd/websocketd {cpu_ratio:.2}× (every thread's schedstat; the programs' own CPU is neither's); {:.2}× the bare relay with a retention ring",
-                ours_cpu.median() / floor.max(1e-9)
-            ));
+            let to_floor = ours_cpu.median() / floor.max(1e-9);
+            note += &format!("; {to_floor:.2}× the bare relay with a retention ring");
+            cpu_row = cpu_row.floor(floor);
         }
+        let cpu_row = cpu_row.note(note);
         ctx.report.push(cpu_row);
         if !lean_cpu.is_empty() {
             let lean_cpu = Dist::new(lean_cpu);
