@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -282,29 +283,109 @@ pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
 /// anything else a server does. Not a target; it shows what part of the
 /// distance from the local floor is the network's.
 pub fn pty_echo_relayed(rounds: usize) -> Result<Vec<f64>> {
-    let (master, mut child) = raw_cat()?;
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let addr = listener.local_addr()?;
-    let relay = std::thread::spawn(move || -> Result<()> {
-        let (socket, _) = listener.accept()?;
-        socket.set_nodelay(true)?;
-        relay_bytes(socket, File::from(master))
-    });
-    // The client's close (at the end of this block) ends the relay.
-    let measured = TcpStream::connect(addr)
-        .map_err(anyhow::Error::from)
-        .and_then(|mut client| {
-            client.set_nodelay(true)?;
-            timed_keys(&mut client, rounds, None)
+    RelayedEcho::raw()?.keys(rounds, None)
+}
+
+/// A relay thread between a loopback TCP socket and a program on a PTY,
+/// with the client's end of the socket: [`pty_echo_relayed`], kept open so
+/// that its blocks of keystrokes can alternate with servers' in one run.
+pub struct RelayedEcho {
+    client: TcpStream,
+    child: std::process::Child,
+    relay: Option<std::thread::JoinHandle<Result<()>>>,
+    /// The relay thread's id, for its CPU time and context switches.
+    tid: String,
+}
+
+impl RelayedEcho {
+    /// `cat` on a raw PTY: every byte back is `cat`'s.
+    pub fn raw() -> Result<RelayedEcho> {
+        let (master, child) = raw_cat()?;
+        RelayedEcho::start(master, child)
+    }
+
+    /// `cat > /dev/null` on a PTY in cooked mode: the line discipline
+    /// echoes.
+    pub fn cooked() -> Result<RelayedEcho> {
+        let (master, slave) = pty_pair()?;
+        let child = Command::new("sh")
+            .args(["-c", "exec cat > /dev/null"])
+            .stdin(Stdio::from(slave.try_clone()?))
+            .stdout(Stdio::from(slave.try_clone()?))
+            .stderr(Stdio::from(slave))
+            .spawn()?;
+        RelayedEcho::start(master, child)
+    }
+
+    fn start(master: OwnedFd, child: std::process::Child) -> Result<RelayedEcho> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let relay = std::thread::spawn(move || -> Result<()> {
+            // "/proc/thread-self" links to "PID/task/TID".
+            let own = std::fs::read_link("/proc/thread-self")?;
+            let _ = tid_tx.send(own.to_string_lossy().into_owned());
+            let (socket, _) = listener.accept()?;
+            socket.set_nodelay(true)?;
+            relay_bytes(socket, File::from(master))
         });
-    let _ = child.kill();
-    let _ = child.wait();
-    let relayed = relay
-        .join()
-        .map_err(|_| anyhow::anyhow!("the relay thread panicked"))?;
-    let out = measured?;
-    relayed?;
-    Ok(out)
+        let mut echo = RelayedEcho {
+            client: TcpStream::connect(addr)?,
+            child,
+            relay: Some(relay),
+            tid: String::new(),
+        };
+        echo.client.set_nodelay(true)?;
+        echo.tid = tid_rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .context("the relay thread did not start")?;
+        Ok(echo)
+    }
+
+    /// `rounds` keystrokes, in ms each; a newline (untimed) every `line`.
+    pub fn keys(&mut self, rounds: usize, line: Option<usize>) -> Result<Vec<f64>> {
+        timed_keys(&mut self.client, rounds, line)
+    }
+
+    /// The client's end as a non-blocking socket for an async client, so
+    /// that the relay is timed by the same event loop as the servers (a
+    /// blocking read wakes sooner than an `epoll_wait`). The blocking end
+    /// is then non-blocking too: [`RelayedEcho::keys`] is for one or the
+    /// other.
+    pub fn async_client(&self) -> Result<TcpStream> {
+        let client = self.client.try_clone()?;
+        client.set_nonblocking(true)?;
+        Ok(client)
+    }
+
+    /// The relay thread's CPU time so far, in seconds, and its context
+    /// switches (voluntary and involuntary), as a server's are read.
+    pub fn spent(&self) -> (f64, u64) {
+        let task = Path::new("/proc").join(&self.tid);
+        let cpu_s = std::fs::read_to_string(task.join("schedstat"))
+            .ok()
+            .and_then(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+            .map_or(0.0, |ns| ns as f64 / 1e9);
+        let switches = std::fs::read_to_string(task.join("status"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("ctxt_switches:"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        (cpu_s, switches)
+    }
+}
+
+impl Drop for RelayedEcho {
+    fn drop(&mut self) {
+        // The socket's end ends the relay; the program goes with it.
+        let _ = self.client.shutdown(std::net::Shutdown::Both);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(relay) = self.relay.take() {
+            let _ = relay.join();
+        }
+    }
 }
 
 /// Copies bytes both ways between `socket` and `master` until the socket

@@ -22,6 +22,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{Api, Conn, Ws};
+use crate::floors::RelayedEcho;
 use crate::latency::{cooked_cat, echo_round, raw_cat, wait_for_output};
 use crate::peers::{free_port, wait_listening};
 use crate::report::Figure;
@@ -188,6 +189,50 @@ async fn ttyd_block(
     Ok(())
 }
 
+/// A block of keystrokes through the bare relay thread of
+/// [`RelayedEcho`], from the same event loop as the servers' blocks: a
+/// byte written, the same byte read back; in cooked mode a `\r`
+/// (untimed) every `COOKED_LINE` keys, its `\r\n` read back.
+async fn relay_block(
+    relay: &RelayedEcho,
+    client: &mut tokio::net::TcpStream,
+    side: &mut Side,
+    keys: usize,
+    cooked: bool,
+) -> Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let spent = |(cpu_s, switches)| Spent { cpu_s, switches };
+    let before = spent(relay.spent());
+    let mut back = [0u8; 2];
+    for i in 0..keys {
+        let key = b'a' + (i % 26) as u8;
+        let t0 = Instant::now();
+        client.write_all(&[key]).await?;
+        tokio::time::timeout(FRAME_WAIT, client.read_exact(&mut back[..1]))
+            .await
+            .context("the bare relay echoed nothing within the bound")??;
+        side.rtt.push(t0.elapsed().as_secs_f64() * 1e3);
+        if back[0] != key {
+            bail!(
+                "the bare relay echoed {:?} for {:?}",
+                back[0] as char,
+                key as char
+            );
+        }
+        if cooked && (i + 1) % COOKED_LINE == 0 {
+            client.write_all(b"\r").await?;
+            tokio::time::timeout(FRAME_WAIT, client.read_exact(&mut back))
+                .await
+                .context("the bare relay echoed no newline within the bound")??;
+            if &back != b"\r\n" {
+                bail!("the cooked PTY echoed {back:?} for a newline");
+            }
+        }
+    }
+    side.block(before, spent(relay.spent()), keys);
+    Ok(())
+}
+
 /// A PTY printing `bytes` 'x's with no output processing.
 fn flood_script(bytes: u64) -> String {
     format!("stty raw -echo; head -c {bytes} /dev/zero | tr '\\0' x")
@@ -349,17 +394,31 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
         let mut conn = api.attach(&info.id, "").await?;
         wait_for_output(&mut conn, b"R").await?;
         let mut ws = peer.connect(b'R').await?;
-        // Warm both up, then alternate blocks: tetherd, ttyd, tetherd, ...
-        let (mut ours, mut theirs) = (Side::default(), Side::default());
+        let relay = if cooked {
+            RelayedEcho::cooked()?
+        } else {
+            RelayedEcho::raw()?
+        };
+        let mut client = tokio::net::TcpStream::from_std(relay.async_client()?)?;
+        // Warm all three up, then alternate blocks: tetherd, ttyd, the bare
+        // relay, tetherd, ...
+        let (mut ours, mut theirs, mut floor) = (Side::default(), Side::default(), Side::default());
         tetherd_block(&mut conn, server.pid, &mut Side::default(), keys, cooked).await?;
         ttyd_block(&mut ws, peer.pid(), &mut Side::default(), keys, cooked).await?;
+        relay_block(&relay, &mut client, &mut Side::default(), keys, cooked).await?;
         for _ in 0..blocks {
             tetherd_block(&mut conn, server.pid, &mut ours, keys, cooked).await?;
             ttyd_block(&mut ws, peer.pid(), &mut theirs, keys, cooked).await?;
+            relay_block(&relay, &mut client, &mut floor, keys, cooked).await?;
         }
         api.delete(&info.id).await?;
         drop(conn);
         drop(peer);
+        drop(client);
+        drop(relay);
+        let floor_rtt = Dist::new(floor.rtt);
+        let floor_cpu = Dist::new(floor.cpu_us);
+        let floor_switches = Dist::new(floor.switches);
         let cpu = (Dist::new(ours.cpu_us), Dist::new(theirs.cpu_us));
         let switches = (Dist::new(ours.switches), Dist::new(theirs.switches));
         let (ours, theirs) = (Dist::new(ours.rtt), Dist::new(theirs.rtt));
@@ -375,6 +434,21 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
         ));
         ctx.report.push(
             Figure::from_dist(
+                &format!("ttyd.{kind}.relay"),
+                12,
+                &format!("{kind} keystroke echo through a bare TCP relay thread (no server, no WebSocket; floor)"),
+                "ms",
+                &floor_rtt,
+                1,
+            )
+            .note(format!(
+                "ttyd/relay: median {:.2}×, p99 {:.2}×",
+                theirs.median() / floor_rtt.median().max(1e-9),
+                theirs.p99() / floor_rtt.p99().max(1e-9)
+            )),
+        );
+        ctx.report.push(
+            Figure::from_dist(
                 &format!("ttyd.{kind}.tetherd"),
                 12,
                 &format!("{kind} keystroke echo via tetherd, same run"),
@@ -382,6 +456,7 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
                 &ours,
                 1,
             )
+            .floor(floor_rtt.median())
             .target(
                 "median and p99 ≤ 0.9× ttyd's",
                 median_ratio <= 0.9 && p99_ratio <= 0.9,
@@ -399,6 +474,20 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
             &cpu.1,
             blocks,
         ));
+        ctx.report.push(
+            Figure::from_dist(
+                &format!("ttyd.{kind}.relay_cpu"),
+                12,
+                &format!("{kind} echo: CPU per keystroke, the bare relay thread (floor)"),
+                "us",
+                &floor_cpu,
+                blocks,
+            )
+            .note(format!(
+                "its own thread's schedstat: a poll, a read and a write each way; {:.1} context switches per keystroke",
+                floor_switches.median()
+            )),
+        );
         let cpu_ratio = cpu.0.median() / cpu.1.median().max(1e-9);
         ctx.report.push(
             Figure::from_dist(
