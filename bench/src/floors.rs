@@ -5,6 +5,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -257,16 +258,40 @@ pub const COOKED_LINE: usize = 50;
 
 /// `cat` on the slave of a new PTY in raw mode; the master is returned.
 fn raw_cat() -> Result<(OwnedFd, std::process::Child)> {
+    pty_program("exec cat", true)
+}
+
+/// `sh -c SCRIPT` on the slave of a new PTY (raw mode if `raw`, else the
+/// default cooked one), as a session leader with the PTY as its
+/// controlling terminal, as tetherd and ttyd start their programs: a
+/// controlling terminal costs the master's side of every echo too (4-6
+/// us of CPU per echo on the machine of docs/BENCHMARKS.md, session 12),
+/// so a floor without one would be unfairly kind. The master is returned.
+fn pty_program(script: &str, raw: bool) -> Result<(OwnedFd, std::process::Child)> {
     let (master, slave) = pty_pair()?;
-    let mut termios = tcgetattr(&slave)?;
-    cfmakeraw(&mut termios);
-    tcsetattr(&slave, SetArg::TCSANOW, &termios)?;
-    let child = Command::new("cat")
+    if raw {
+        let mut termios = tcgetattr(&slave)?;
+        cfmakeraw(&mut termios);
+        tcsetattr(&slave, SetArg::TCSANOW, &termios)?;
+    }
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", script])
         .stdin(Stdio::from(slave.try_clone()?))
         .stdout(Stdio::from(slave.try_clone()?))
-        .stderr(Stdio::from(slave))
-        .spawn()?;
-    Ok((master, child))
+        .stderr(Stdio::from(slave));
+    // SAFETY: setsid and ioctl are async-signal-safe system calls on the
+    // child's own process and its stdin (the slave, dup'ed there by the
+    // Command); nothing of the parent's memory is touched.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok((master, command.spawn()?))
 }
 
 /// Milliseconds for one byte written to a local PTY master to come back from
@@ -307,13 +332,7 @@ impl RelayedEcho {
     /// `cat > /dev/null` on a PTY in cooked mode: the line discipline
     /// echoes.
     pub fn cooked() -> Result<RelayedEcho> {
-        let (master, slave) = pty_pair()?;
-        let child = Command::new("sh")
-            .args(["-c", "exec cat > /dev/null"])
-            .stdin(Stdio::from(slave.try_clone()?))
-            .stdout(Stdio::from(slave.try_clone()?))
-            .stderr(Stdio::from(slave))
-            .spawn()?;
+        let (master, child) = pty_program("exec cat > /dev/null", false)?;
         RelayedEcho::start(master, child)
     }
 
@@ -427,13 +446,7 @@ fn relay_bytes(mut socket: TcpStream, mut master: File) -> Result<()> {
 /// `cat > /dev/null` waits for the line; every `COOKED_LINE` keys a newline
 /// (not timed) hands the line over, so the line buffer never fills.
 pub fn pty_cooked_echo(rounds: usize) -> Result<Vec<f64>> {
-    let (master, slave) = pty_pair()?;
-    let child = Command::new("sh")
-        .args(["-c", "exec cat > /dev/null"])
-        .stdin(Stdio::from(slave.try_clone()?))
-        .stdout(Stdio::from(slave.try_clone()?))
-        .stderr(Stdio::from(slave))
-        .spawn()?;
+    let (master, child) = pty_program("exec cat > /dev/null", false)?;
     echo_rounds(File::from(master), child, rounds, Some(COOKED_LINE))
 }
 
