@@ -16,6 +16,8 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::pty::{openpty, Winsize};
 use nix::sys::termios::{cfmakeraw, tcgetattr, tcsetattr, SetArg, Termios};
 
+use crate::tetherd::{task_spent, Spent};
+
 /// Milliseconds to fork, exec and reap `true`, `runs` times.
 pub fn fork_exec_true(runs: usize) -> Result<Vec<f64>> {
     (0..runs).map(|_| fork_exec(&["true"])).collect()
@@ -180,13 +182,9 @@ fn drain_socket(mut socket: TcpStream) -> Result<(u64, bool)> {
     }
 }
 
-/// The calling thread's CPU time so far, from its schedstat (0 if
-/// unreadable, which only a kernel without schedstats gives).
+/// The calling thread's CPU time so far, in seconds.
 fn thread_cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|line| line.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0.0, |ns| ns as f64 / 1e9)
+    task_spent(Path::new("/proc/thread-self")).cpu_s
 }
 
 /// A scratch ring file, removed when dropped.
@@ -367,31 +365,19 @@ impl RelayedEcho {
     }
 
     /// The client's end as a non-blocking socket for an async client, so
-    /// that the relay is timed by the same event loop as the servers (a
-    /// blocking read wakes sooner than an `epoll_wait`). The blocking end
-    /// is then non-blocking too: [`RelayedEcho::keys`] is for one or the
-    /// other.
+    /// that the relay is timed by the same event loop as the servers. The
+    /// blocking end is then non-blocking too: [`RelayedEcho::keys`] is for
+    /// one or the other.
     pub fn async_client(&self) -> Result<TcpStream> {
         let client = self.client.try_clone()?;
         client.set_nonblocking(true)?;
         Ok(client)
     }
 
-    /// The relay thread's CPU time so far, in seconds, and its context
-    /// switches (voluntary and involuntary), as a server's are read.
-    pub fn spent(&self) -> (f64, u64) {
-        let task = Path::new("/proc").join(&self.tid);
-        let cpu_s = std::fs::read_to_string(task.join("schedstat"))
-            .ok()
-            .and_then(|line| line.split_whitespace().next()?.parse::<u64>().ok())
-            .map_or(0.0, |ns| ns as f64 / 1e9);
-        let switches = std::fs::read_to_string(task.join("status"))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains("ctxt_switches:"))
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .sum();
-        (cpu_s, switches)
+    /// What the relay thread has spent so far, read as a server's threads
+    /// are.
+    pub fn spent(&self) -> Spent {
+        task_spent(&Path::new("/proc").join(&self.tid))
     }
 }
 

@@ -190,22 +190,28 @@ pub fn spent(pid: u32) -> Spent {
     };
     let mut total = Spent::default();
     for task in tasks.flatten() {
-        let path = task.path();
-        if let Some(ns) = std::fs::read_to_string(path.join("schedstat"))
-            .ok()
-            .and_then(|line| line.split_whitespace().next()?.parse::<u64>().ok())
-        {
-            total.cpu_s += ns as f64 / 1e9;
-        }
-        if let Ok(status) = std::fs::read_to_string(path.join("status")) {
-            total.switches += status
-                .lines()
-                .filter(|l| l.contains("ctxt_switches:"))
-                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-                .sum::<u64>();
-        }
+        let one = task_spent(&task.path());
+        total.cpu_s += one.cpu_s;
+        total.switches += one.switches;
     }
     total
+}
+
+/// What one thread has spent so far, from its `/proc` directory (such as
+/// `/proc/PID/task/TID` or `/proc/thread-self`); zero for what cannot be
+/// read.
+pub fn task_spent(task: &std::path::Path) -> Spent {
+    let cpu_s = std::fs::read_to_string(task.join("schedstat"))
+        .ok()
+        .and_then(|line| line.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0.0, |ns| ns as f64 / 1e9);
+    let switches = std::fs::read_to_string(task.join("status"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("ctxt_switches:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    Spent { cpu_s, switches }
 }
 
 /// User plus system CPU time of a process, in seconds.

@@ -201,8 +201,7 @@ async fn relay_block(
     cooked: bool,
 ) -> Result<()> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let spent = |(cpu_s, switches)| Spent { cpu_s, switches };
-    let before = spent(relay.spent());
+    let before = relay.spent();
     let mut back = [0u8; 2];
     for i in 0..keys {
         let key = b'a' + (i % 26) as u8;
@@ -229,7 +228,7 @@ async fn relay_block(
             }
         }
     }
-    side.block(before, spent(relay.spent()), keys);
+    side.block(before, relay.spent(), keys);
     Ok(())
 }
 
