@@ -367,9 +367,13 @@ async fn flood(ctx: &mut Ctx, bin: &Path, api: &Api, tetherd_pid: u32) -> Result
     Ok(())
 }
 
-/// Section 12.
+/// Section 12. Without `--ttyd` the bare relay and tetherd still run, so
+/// the section says how far tetherd is from the floor; the ttyd rows, their
+/// targets and the PTY flood (which needs ttyd) are left out, and a row says
+/// so.
 pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
-    let Some(bin) = ctx.ttyd.clone() else {
+    let bin = ctx.ttyd.clone();
+    if bin.is_none() {
         eprintln!(
             "   ttyd rows not measured: pass --ttyd PATH (a ttyd built from its public source)"
         );
@@ -377,8 +381,7 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
             Figure::single("ttyd.skipped", 12, "ttyd peer rows", "runs", 0.0)
                 .note("not measured: pass --ttyd PATH (ttyd is not in Debian; build it from tsl0922/ttyd)"),
         );
-        return Ok(());
-    };
+    }
     let quick = ctx.report.mode == "quick";
     let (blocks, keys) = if quick { (4, 50) } else { (20, 200) };
     let server = ctx.start_server(&[])?;
@@ -388,141 +391,179 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
         let Some(script) = request.command.clone() else {
             bail!("the echo programs are shell commands");
         };
-        let peer = Ttyd::start(&bin, &script)?;
+        let peer = bin.as_ref().map(|b| Ttyd::start(b, &script)).transpose()?;
         let info = api.spawn(&request).await?;
         let mut conn = api.attach(&info.id, "").await?;
         wait_for_output(&mut conn, b"R").await?;
-        let mut ws = peer.connect(b'R').await?;
+        let mut ws = match &peer {
+            Some(peer) => Some(peer.connect(b'R').await?),
+            None => None,
+        };
         let relay = if cooked {
             RelayedEcho::cooked()?
         } else {
             RelayedEcho::raw()?
         };
         let mut client = tokio::net::TcpStream::from_std(relay.async_client()?)?;
-        // Warm all three up, then alternate blocks: tetherd, ttyd, the bare
+        // Warm each up, then alternate blocks: tetherd, ttyd, the bare
         // relay, tetherd, ...
         let (mut ours, mut theirs, mut floor) = (Side::default(), Side::default(), Side::default());
-        tetherd_block(&mut conn, server.pid, &mut Side::default(), keys, cooked).await?;
-        ttyd_block(&mut ws, peer.pid(), &mut Side::default(), keys, cooked).await?;
-        relay_block(&relay, &mut client, &mut Side::default(), keys, cooked).await?;
-        for _ in 0..blocks {
-            tetherd_block(&mut conn, server.pid, &mut ours, keys, cooked).await?;
-            ttyd_block(&mut ws, peer.pid(), &mut theirs, keys, cooked).await?;
-            relay_block(&relay, &mut client, &mut floor, keys, cooked).await?;
+        for round in 0..=blocks {
+            // Round 0 is the warm-up, counted nowhere.
+            let mut warm = (Side::default(), Side::default(), Side::default());
+            let (ours, theirs, floor) = if round == 0 {
+                (&mut warm.0, &mut warm.1, &mut warm.2)
+            } else {
+                (&mut ours, &mut theirs, &mut floor)
+            };
+            tetherd_block(&mut conn, server.pid, ours, keys, cooked).await?;
+            if let (Some(peer), Some(ws)) = (&peer, &mut ws) {
+                ttyd_block(ws, peer.pid(), theirs, keys, cooked).await?;
+            }
+            relay_block(&relay, &mut client, floor, keys, cooked).await?;
         }
         api.delete(&info.id).await?;
-        drop(conn);
-        drop(peer);
-        drop(client);
-        drop(relay);
-        let floor_rtt = Dist::new(floor.rtt);
-        let floor_cpu = Dist::new(floor.cpu_us);
-        let floor_switches = Dist::new(floor.switches);
-        let cpu = (Dist::new(ours.cpu_us), Dist::new(theirs.cpu_us));
-        let switches = (Dist::new(ours.switches), Dist::new(theirs.switches));
-        let (ours, theirs) = (Dist::new(ours.rtt), Dist::new(theirs.rtt));
-        let median_ratio = ours.median() / theirs.median();
-        let p99_ratio = ours.p99() / theirs.p99();
+        drop((conn, ws, peer, client, relay));
+        let theirs = bin.is_some().then_some(theirs);
+        report_echo(ctx, kind, ours, theirs, floor);
+    }
+    if let Some(bin) = &bin {
+        flood(ctx, bin, &api, server.pid).await?;
+    }
+    server.stop();
+    Ok(())
+}
+
+/// The rows of one kind of echo: the floor's, tetherd's and, when ttyd
+/// ran, ttyd's with the targets against it.
+fn report_echo(ctx: &mut Ctx, kind: &str, ours: Side, theirs: Option<Side>, floor: Side) {
+    let floor_rtt = Dist::new(floor.rtt);
+    let floor_cpu = Dist::new(floor.cpu_us);
+    let floor_switches = Dist::new(floor.switches);
+    let blocks = ours.cpu_us.len();
+    let (our_cpu, our_switches, our_rtt) = (
+        Dist::new(ours.cpu_us),
+        Dist::new(ours.switches),
+        Dist::new(ours.rtt),
+    );
+    let theirs = theirs.map(|t| (Dist::new(t.rtt), Dist::new(t.cpu_us), Dist::new(t.switches)));
+    if let Some((rtt, _, _)) = &theirs {
         ctx.report.push(Figure::from_dist(
             &format!("ttyd.{kind}.peer"),
             12,
             &format!("{kind} keystroke echo via ttyd (PTY `cat`)"),
             "ms",
-            &theirs,
+            rtt,
             1,
         ));
-        ctx.report.push(
-            Figure::from_dist(
-                &format!("ttyd.{kind}.relay"),
-                12,
-                &format!("{kind} keystroke echo through a bare TCP relay thread (no server, no WebSocket; floor)"),
-                "ms",
-                &floor_rtt,
-                1,
-            )
-            .note(format!(
-                "ttyd/relay: median {:.2}×, p99 {:.2}×",
-                theirs.median() / floor_rtt.median().max(1e-9),
-                theirs.p99() / floor_rtt.p99().max(1e-9)
-            )),
-        );
-        ctx.report.push(
-            Figure::from_dist(
-                &format!("ttyd.{kind}.tetherd"),
-                12,
-                &format!("{kind} keystroke echo via tetherd, same run"),
-                "ms",
-                &ours,
-                1,
-            )
-            .floor(floor_rtt.median())
-            .target(
+    }
+    let over_floor = |d: &Dist| {
+        format!(
+            "median {:.2}×, p99 {:.2}× the relay",
+            d.median() / floor_rtt.median().max(1e-9),
+            d.p99() / floor_rtt.p99().max(1e-9)
+        )
+    };
+    ctx.report.push(
+        Figure::from_dist(
+            &format!("ttyd.{kind}.relay"),
+            12,
+            &format!("{kind} keystroke echo through a bare TCP relay thread (no server, no WebSocket; floor)"),
+            "ms",
+            &floor_rtt,
+            1,
+        )
+        .note(match &theirs {
+            Some((rtt, _, _)) => format!("ttyd: {}", over_floor(rtt)),
+            None => "ttyd not measured".to_string(),
+        }),
+    );
+    let mut row = Figure::from_dist(
+        &format!("ttyd.{kind}.tetherd"),
+        12,
+        &format!("{kind} keystroke echo via tetherd, same run"),
+        "ms",
+        &our_rtt,
+        1,
+    )
+    .floor(floor_rtt.median());
+    row = match &theirs {
+        Some((rtt, _, _)) => {
+            let median_ratio = our_rtt.median() / rtt.median();
+            let p99_ratio = our_rtt.p99() / rtt.p99();
+            row.target(
                 "median and p99 ≤ 0.9× ttyd's",
                 median_ratio <= 0.9 && p99_ratio <= 0.9,
             )
             .note(format!(
-                "tetherd/ttyd: median {median_ratio:.2}×, p99 {p99_ratio:.2}×"
-            )),
-        );
-        let blocks = cpu.0.len();
+                "tetherd/ttyd: median {median_ratio:.2}×, p99 {p99_ratio:.2}×; {}",
+                over_floor(&our_rtt)
+            ))
+        }
+        None => row.note(format!("{}; no ttyd, no target", over_floor(&our_rtt))),
+    };
+    ctx.report.push(row);
+    if let Some((_, cpu, _)) = &theirs {
         ctx.report.push(Figure::from_dist(
             &format!("ttyd.{kind}.peer_cpu"),
             12,
             &format!("{kind} echo: server CPU per keystroke, ttyd"),
             "us",
-            &cpu.1,
+            cpu,
             blocks,
         ));
-        ctx.report.push(
-            Figure::from_dist(
-                &format!("ttyd.{kind}.relay_cpu"),
-                12,
-                &format!("{kind} echo: CPU per keystroke, the bare relay thread (floor)"),
-                "us",
-                &floor_cpu,
-                blocks,
-            )
-            .note(format!(
-                "its own thread's schedstat: a poll, a read and a write each way; {:.1} context switches per keystroke",
-                floor_switches.median()
-            )),
-        );
-        let cpu_ratio = cpu.0.median() / cpu.1.median().max(1e-9);
-        ctx.report.push(
-            Figure::from_dist(
-                &format!("ttyd.{kind}.cpu"),
-                12,
-                &format!("{kind} echo: server CPU per keystroke, tetherd"),
-                "us",
-                &cpu.0,
-                blocks,
-            )
-            .target("≤ ttyd's", cpu_ratio <= 1.0)
-            .note(format!(
+    }
+    ctx.report.push(
+        Figure::from_dist(
+            &format!("ttyd.{kind}.relay_cpu"),
+            12,
+            &format!("{kind} echo: CPU per keystroke, the bare relay thread (floor)"),
+            "us",
+            &floor_cpu,
+            blocks,
+        )
+        .note(format!(
+            "its own thread's schedstat: a poll, a read and a write each way; {:.1} context switches per keystroke",
+            floor_switches.median()
+        )),
+    );
+    let mut row = Figure::from_dist(
+        &format!("ttyd.{kind}.cpu"),
+        12,
+        &format!("{kind} echo: server CPU per keystroke, tetherd"),
+        "us",
+        &our_cpu,
+        blocks,
+    );
+    row = match &theirs {
+        Some((_, cpu, _)) => {
+            let cpu_ratio = our_cpu.median() / cpu.median().max(1e-9);
+            row.target("≤ ttyd's", cpu_ratio <= 1.0).note(format!(
                 "medians over {blocks} blocks each; tetherd/ttyd {cpu_ratio:.2}×"
-            )),
-        );
+            ))
+        }
+        None => row.note(format!("medians over {blocks} blocks; no ttyd, no target")),
+    };
+    ctx.report.push(row);
+    if let Some((_, _, switches)) = &theirs {
         ctx.report.push(Figure::from_dist(
             &format!("ttyd.{kind}.peer_switches"),
             12,
             &format!("{kind} echo: context switches per keystroke, ttyd"),
             "switches",
-            &switches.1,
+            switches,
             blocks,
         ));
-        ctx.report.push(
-            Figure::from_dist(
-                &format!("ttyd.{kind}.switches"),
-                12,
-                &format!("{kind} echo: context switches per keystroke, tetherd"),
-                "switches",
-                &switches.0,
-                blocks,
-            )
-            .note("every thread's voluntary + involuntary switches; a voluntary one is a sleep, so a wake-up"),
-        );
     }
-    flood(ctx, &bin, &api, server.pid).await?;
-    server.stop();
-    Ok(())
+    ctx.report.push(
+        Figure::from_dist(
+            &format!("ttyd.{kind}.switches"),
+            12,
+            &format!("{kind} echo: context switches per keystroke, tetherd"),
+            "switches",
+            &our_switches,
+            blocks,
+        )
+        .note("every thread's voluntary + involuntary switches; a voluntary one is a sleep, so a wake-up"),
+    );
 }
