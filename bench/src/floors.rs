@@ -51,10 +51,21 @@ fn pty_pair() -> Result<(OwnedFd, OwnedFd)> {
     Ok((pair.master, pair.slave))
 }
 
-/// Reads everything from `reader` until end of file (or EIO, a PTY
-/// master's end), counting bytes and checking they are all zero.
-fn drain(mut reader: File) -> Result<(u64, bool)> {
-    let mut buf = vec![0u8; 64 * 1024];
+/// `head -c BYTES /dev/zero` with its stdout on `stdout`. The Command, and
+/// its copy of `stdout`, is gone when this returns.
+fn spawn_zeros(bytes: u64, stdout: Stdio) -> Result<std::process::Child> {
+    Ok(Command::new("head")
+        .args(["-c", &bytes.to_string(), "/dev/zero"])
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .spawn()?)
+}
+
+/// Reads everything from `reader`, `chunk` bytes at most at a time, until
+/// end of file (or EIO, a PTY master's end), counting bytes and checking
+/// they are all zero.
+fn drain(mut reader: impl Read, chunk: usize) -> Result<(u64, bool)> {
+    let mut buf = vec![0u8; chunk];
     let mut total = 0u64;
     let mut zeros = true;
     loop {
@@ -75,13 +86,9 @@ fn drain(mut reader: File) -> Result<(u64, bool)> {
 /// Seconds for `head -c BYTES /dev/zero` into a local pipe and a reader.
 pub fn pipe_throughput(bytes: u64) -> Result<f64> {
     let t0 = Instant::now();
-    let mut child = Command::new("head")
-        .args(["-c", &bytes.to_string(), "/dev/zero"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()?;
+    let mut child = spawn_zeros(bytes, Stdio::piped())?;
     let stdout = child.stdout.take().context("no stdout")?;
-    let (total, zeros) = drain(File::from(OwnedFd::from(stdout)))?;
+    let (total, zeros) = drain(stdout, 64 << 10)?;
     child.wait()?;
     let secs = t0.elapsed().as_secs_f64();
     if total != bytes || !zeros {
@@ -115,7 +122,7 @@ pub fn pipe_relay(bytes: u64, ring: Option<u64>) -> Result<Relayed> {
     let t0 = Instant::now();
     let sink = std::thread::spawn(move || -> Result<(u64, bool)> {
         let (socket, _) = listener.accept()?;
-        drain_socket(socket)
+        drain(socket, 1 << 20)
     });
     let relay = std::thread::spawn(move || -> Result<f64> {
         let cpu = thread_cpu_s();
@@ -123,11 +130,7 @@ pub fn pipe_relay(bytes: u64, ring: Option<u64>) -> Result<Relayed> {
             Some(size) => Some((RingFile::create()?, size)),
             None => None,
         };
-        let mut child = Command::new("head")
-            .args(["-c", &bytes.to_string(), "/dev/zero"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()?;
+        let mut child = spawn_zeros(bytes, Stdio::piped())?;
         let mut stdout = child.stdout.take().context("no stdout")?;
         let mut socket = TcpStream::connect(addr)?;
         socket.set_nodelay(true)?;
@@ -163,23 +166,6 @@ pub fn pipe_relay(bytes: u64, ring: Option<u64>) -> Result<Relayed> {
         bail!("the relay delivered {total} of {bytes} bytes (all zero: {zeros})");
     }
     Ok(Relayed { secs, cpu_s })
-}
-
-/// Reads a socket to its end, counting bytes and checking they are zero.
-fn drain_socket(mut socket: TcpStream) -> Result<(u64, bool)> {
-    let mut buf = vec![0u8; 1 << 20];
-    let (mut total, mut zeros) = (0u64, true);
-    loop {
-        match socket.read(&mut buf) {
-            Ok(0) => return Ok((total, zeros)),
-            Ok(n) => {
-                total += n as u64;
-                zeros &= crate::all_zero(&buf[..n]);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
 }
 
 /// The calling thread's CPU time so far, in seconds.
@@ -235,14 +221,10 @@ impl Drop for RingFile {
 pub fn pty_throughput(bytes: u64) -> Result<f64> {
     let t0 = Instant::now();
     let (master, slave) = pty_pair()?;
-    let mut child = Command::new("head")
-        .args(["-c", &bytes.to_string(), "/dev/zero"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(slave))
-        .spawn()?;
     // The Command (and its copy of the slave) is gone: the master reports
     // EIO once head exits.
-    let (total, zeros) = drain(File::from(master))?;
+    let mut child = spawn_zeros(bytes, Stdio::from(slave))?;
+    let (total, zeros) = drain(File::from(master), 64 << 10)?;
     child.wait()?;
     let secs = t0.elapsed().as_secs_f64();
     if total != bytes || !zeros {
