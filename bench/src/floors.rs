@@ -237,8 +237,14 @@ pub fn pty_throughput(bytes: u64) -> Result<f64> {
 pub const COOKED_LINE: usize = 50;
 
 /// `cat` on the slave of a new PTY in raw mode; the master is returned.
-fn raw_cat() -> Result<(OwnedFd, std::process::Child)> {
+pub fn raw_cat_pty() -> Result<(OwnedFd, std::process::Child)> {
     pty_program("exec cat", true)
+}
+
+/// `cat > /dev/null` on the slave of a new PTY in cooked mode (the line
+/// discipline echoes); the master is returned.
+pub fn cooked_cat_pty() -> Result<(OwnedFd, std::process::Child)> {
+    pty_program("exec cat > /dev/null", false)
 }
 
 /// `sh -c SCRIPT` on the slave of a new PTY (raw mode if `raw`, else the
@@ -277,7 +283,7 @@ fn pty_program(script: &str, raw: bool) -> Result<(OwnedFd, std::process::Child)
 /// Milliseconds for one byte written to a local PTY master to come back from
 /// `cat` on the raw slave, `rounds` times.
 pub fn pty_echo(rounds: usize) -> Result<Vec<f64>> {
-    let (master, child) = raw_cat()?;
+    let (master, child) = raw_cat_pty()?;
     echo_rounds(File::from(master), child, rounds, None)
 }
 
@@ -305,14 +311,14 @@ pub struct RelayedEcho {
 impl RelayedEcho {
     /// `cat` on a raw PTY: every byte back is `cat`'s.
     pub fn raw() -> Result<RelayedEcho> {
-        let (master, child) = raw_cat()?;
+        let (master, child) = raw_cat_pty()?;
         RelayedEcho::start(master, child)
     }
 
     /// `cat > /dev/null` on a PTY in cooked mode: the line discipline
     /// echoes.
     pub fn cooked() -> Result<RelayedEcho> {
-        let (master, child) = pty_program("exec cat > /dev/null", false)?;
+        let (master, child) = cooked_cat_pty()?;
         RelayedEcho::start(master, child)
     }
 
@@ -414,7 +420,7 @@ fn relay_bytes(mut socket: TcpStream, mut master: File) -> Result<()> {
 /// `cat > /dev/null` waits for the line; every `COOKED_LINE` keys a newline
 /// (not timed) hands the line over, so the line buffer never fills.
 pub fn pty_cooked_echo(rounds: usize) -> Result<Vec<f64>> {
-    let (master, child) = pty_program("exec cat > /dev/null", false)?;
+    let (master, child) = cooked_cat_pty()?;
     echo_rounds(File::from(master), child, rounds, Some(COOKED_LINE))
 }
 

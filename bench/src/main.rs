@@ -11,6 +11,7 @@
 
 mod client;
 mod command;
+mod echo_report;
 mod fairness;
 mod fanout;
 mod floors;
@@ -26,6 +27,7 @@ mod storm;
 mod svg;
 mod tetherd;
 mod throughput;
+mod tokio_echo;
 mod ttyd;
 mod waits;
 

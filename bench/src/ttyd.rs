@@ -22,12 +22,14 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{Api, Conn, Ws};
+use crate::echo_report::{report_echo, Side, Sides};
 use crate::floors::RelayedEcho;
 use crate::latency::{cooked_cat, echo_round, raw_cat, wait_for_output};
 use crate::peers::{free_port, wait_listening};
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::{spent, Spent};
+use crate::tokio_echo::TokioEcho;
 use crate::Ctx;
 
 const FRAME_WAIT: Duration = Duration::from_secs(10);
@@ -69,27 +71,28 @@ impl Ttyd {
         self.child.id()
     }
 
-    /// One terminal (ttyd starts its program now): the `tty` subprotocol
-    /// and the opening message.
-    async fn open(&self) -> Result<Ws> {
-        let mut request = self.url.as_str().into_client_request()?;
-        request
-            .headers_mut()
-            .insert("Sec-WebSocket-Protocol", "tty".parse()?);
-        let (mut ws, _) = tokio_tungstenite::connect_async(request).await?;
-        ws.send(Message::Binary(
-            br#"{"AuthToken":"","columns":80,"rows":24}"#.to_vec().into(),
-        ))
-        .await?;
-        Ok(ws)
-    }
-
-    /// [`Ttyd::open`], then the program's first output (`marker`).
+    /// [`open_tty`] (ttyd starts its program now), then the program's
+    /// first output (`marker`).
     async fn connect(&self, marker: u8) -> Result<Ws> {
-        let mut ws = self.open().await?;
+        let mut ws = open_tty(&self.url).await?;
         until_output(&mut ws, marker).await?;
         Ok(ws)
     }
+}
+
+/// One terminal of ttyd's protocol at `url`: the `tty` subprotocol and the
+/// opening message (spoken by ttyd and by the tokio floor).
+pub(crate) async fn open_tty(url: &str) -> Result<Ws> {
+    let mut request = url.into_client_request()?;
+    request
+        .headers_mut()
+        .insert("Sec-WebSocket-Protocol", "tty".parse()?);
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await?;
+    ws.send(Message::Binary(
+        br#"{"AuthToken":"","columns":80,"rows":24}"#.to_vec().into(),
+    ))
+    .await?;
+    Ok(ws)
 }
 
 impl Drop for Ttyd {
@@ -99,13 +102,13 @@ impl Drop for Ttyd {
     }
 }
 
-/// Waits for an output message of ttyd's that holds `byte`.
+/// Waits for an output message in ttyd's format that holds `byte`.
 async fn until_output(ws: &mut Ws, byte: u8) -> Result<()> {
     loop {
         let message = tokio::time::timeout(FRAME_WAIT, ws.next())
             .await
-            .context("ttyd sent nothing within the bound")?
-            .context("ttyd closed the connection")??;
+            .context("the server sent nothing within the bound")?
+            .context("the server closed the connection")??;
         if let Message::Binary(data) = message {
             if data.first() == Some(&b'0') && data[1..].contains(&byte) {
                 return Ok(());
@@ -114,33 +117,12 @@ async fn until_output(ws: &mut Ws, byte: u8) -> Result<()> {
     }
 }
 
-/// One keystroke through ttyd, in ms.
-async fn ttyd_round(ws: &mut Ws, key: u8) -> Result<f64> {
+/// One keystroke in ttyd's protocol, in ms.
+pub(crate) async fn ttyd_round(ws: &mut Ws, key: u8) -> Result<f64> {
     let t0 = Instant::now();
     ws.send(Message::Binary(vec![b'0', key].into())).await?;
     until_output(ws, key).await?;
     Ok(t0.elapsed().as_secs_f64() * 1e3)
-}
-
-/// CPU time of every thread of `pid` so far, in seconds.
-/// One server's samples of one kind of echo: every round trip, and per
-/// block (a few hundred keys, alternating with the other server's) the CPU
-/// time and context switches per keystroke, so that a burst of load from
-/// elsewhere spoils a block, not the figure (medians over blocks).
-#[derive(Default)]
-struct Side {
-    rtt: Vec<f64>,
-    cpu_us: Vec<f64>,
-    switches: Vec<f64>,
-}
-
-impl Side {
-    fn block(&mut self, before: Spent, after: Spent, keys: usize) {
-        let keys = keys.max(1) as f64;
-        self.cpu_us.push((after.cpu_s - before.cpu_s) * 1e6 / keys);
-        self.switches
-            .push(after.switches.saturating_sub(before.switches) as f64 / keys);
-    }
 }
 
 /// A keystroke, and in cooked mode a newline (untimed) every 32 keys, as
@@ -156,8 +138,7 @@ async fn tetherd_block(
 ) -> Result<()> {
     let before = spent(pid);
     for i in 0..keys {
-        side.rtt
-            .push(echo_round(conn, b'a' + (i % 26) as u8).await?);
+        side.push(echo_round(conn, b'a' + (i % 26) as u8).await?);
         if cooked && (i + 1) % COOKED_LINE == 0 {
             conn.send(&tether_protocol::ClientFrame::Stdin {
                 data: b"\r".to_vec(),
@@ -170,22 +151,24 @@ async fn tetherd_block(
     Ok(())
 }
 
+/// A block of keystrokes in ttyd's protocol (to ttyd, or to the tokio
+/// floor), `spent` reading the server's CPU time.
 async fn ttyd_block(
     ws: &mut Ws,
-    pid: u32,
+    spent: impl Fn() -> Spent,
     side: &mut Side,
     keys: usize,
     cooked: bool,
 ) -> Result<()> {
-    let before = spent(pid);
+    let before = spent();
     for i in 0..keys {
-        side.rtt.push(ttyd_round(ws, b'a' + (i % 26) as u8).await?);
+        side.push(ttyd_round(ws, b'a' + (i % 26) as u8).await?);
         if cooked && (i + 1) % COOKED_LINE == 0 {
             ws.send(Message::Binary(vec![b'0', b'\r'].into())).await?;
             until_output(ws, b'\n').await?;
         }
     }
-    side.block(before, spent(pid), keys);
+    side.block(before, spent(), keys);
     Ok(())
 }
 
@@ -210,7 +193,7 @@ async fn relay_block(
         tokio::time::timeout(FRAME_WAIT, client.read_exact(&mut back[..1]))
             .await
             .context("the bare relay echoed nothing within the bound")??;
-        side.rtt.push(t0.elapsed().as_secs_f64() * 1e3);
+        side.push(t0.elapsed().as_secs_f64() * 1e3);
         if back[0] != key {
             bail!(
                 "the bare relay echoed {:?} for {:?}",
@@ -267,7 +250,7 @@ async fn tetherd_flood(api: &Api, bytes: u64) -> Result<(f64, bool)> {
 /// and whether every byte came.
 async fn ttyd_flood(ttyd: &Ttyd, bytes: u64) -> Result<(f64, bool)> {
     let t0 = Instant::now();
-    let mut ws = ttyd.open().await?;
+    let mut ws = open_tty(&ttyd.url).await?;
     let (mut got, mut clean) = (0u64, true);
     loop {
         match tokio::time::timeout(FRAME_WAIT, ws.next()).await? {
@@ -405,165 +388,38 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
             RelayedEcho::raw()?
         };
         let mut client = tokio::net::TcpStream::from_std(relay.async_client()?)?;
+        let tokio_floor = if cooked {
+            TokioEcho::cooked()?
+        } else {
+            TokioEcho::raw()?
+        };
+        let mut tokio_ws = open_tty(tokio_floor.url()).await?;
         // Warm each up, then alternate blocks: tetherd, ttyd, the bare
-        // relay, tetherd, ...
-        let (mut ours, mut theirs, mut floor) = (Side::default(), Side::default(), Side::default());
+        // relay, the tokio floor, tetherd, ...
+        let mut sides = Sides::default();
         for round in 0..=blocks {
             // Round 0 is the warm-up, counted nowhere.
-            let mut warm = (Side::default(), Side::default(), Side::default());
-            let (ours, theirs, floor) = if round == 0 {
-                (&mut warm.0, &mut warm.1, &mut warm.2)
-            } else {
-                (&mut ours, &mut theirs, &mut floor)
-            };
-            tetherd_block(&mut conn, server.pid, ours, keys, cooked).await?;
+            let mut warm = Sides::default();
+            let sides = if round == 0 { &mut warm } else { &mut sides };
+            tetherd_block(&mut conn, server.pid, &mut sides.ours, keys, cooked).await?;
             if let (Some(peer), Some(ws)) = (&peer, &mut ws) {
-                ttyd_block(ws, peer.pid(), theirs, keys, cooked).await?;
+                let pid = peer.pid();
+                ttyd_block(ws, || spent(pid), &mut sides.theirs, keys, cooked).await?;
             }
-            relay_block(&relay, &mut client, floor, keys, cooked).await?;
+            relay_block(&relay, &mut client, &mut sides.relay, keys, cooked).await?;
+            let tokio_spent = || tokio_floor.spent();
+            ttyd_block(&mut tokio_ws, tokio_spent, &mut sides.tokio, keys, cooked).await?;
         }
         api.delete(&info.id).await?;
-        drop((conn, ws, peer, client, relay));
-        let theirs = bin.is_some().then_some(theirs);
-        report_echo(ctx, kind, ours, theirs, floor);
+        drop((conn, ws, peer, client, relay, tokio_ws, tokio_floor));
+        if bin.is_none() {
+            sides.theirs = Side::default();
+        }
+        report_echo(ctx, kind, sides, bin.is_some());
     }
     if let Some(bin) = &bin {
         flood(ctx, bin, &api, server.pid).await?;
     }
     server.stop();
     Ok(())
-}
-
-/// The rows of one kind of echo: the floor's, tetherd's and, when ttyd
-/// ran, ttyd's with the targets against it.
-fn report_echo(ctx: &mut Ctx, kind: &str, ours: Side, theirs: Option<Side>, floor: Side) {
-    let floor_rtt = Dist::new(floor.rtt);
-    let floor_cpu = Dist::new(floor.cpu_us);
-    let floor_switches = Dist::new(floor.switches);
-    let blocks = ours.cpu_us.len();
-    let (our_cpu, our_switches, our_rtt) = (
-        Dist::new(ours.cpu_us),
-        Dist::new(ours.switches),
-        Dist::new(ours.rtt),
-    );
-    let theirs = theirs.map(|t| (Dist::new(t.rtt), Dist::new(t.cpu_us), Dist::new(t.switches)));
-    if let Some((rtt, _, _)) = &theirs {
-        ctx.report.push(Figure::from_dist(
-            &format!("ttyd.{kind}.peer"),
-            12,
-            &format!("{kind} keystroke echo via ttyd (PTY `cat`)"),
-            "ms",
-            rtt,
-            1,
-        ));
-    }
-    let over_floor = |d: &Dist| {
-        format!(
-            "median {:.2}×, p99 {:.2}× the relay",
-            d.median() / floor_rtt.median().max(1e-9),
-            d.p99() / floor_rtt.p99().max(1e-9)
-        )
-    };
-    ctx.report.push(
-        Figure::from_dist(
-            &format!("ttyd.{kind}.relay"),
-            12,
-            &format!("{kind} keystroke echo through a bare TCP relay thread (no server, no WebSocket; floor)"),
-            "ms",
-            &floor_rtt,
-            1,
-        )
-        .note(match &theirs {
-            Some((rtt, _, _)) => format!("ttyd: {}", over_floor(rtt)),
-            None => "ttyd not measured".to_string(),
-        }),
-    );
-    let mut row = Figure::from_dist(
-        &format!("ttyd.{kind}.tetherd"),
-        12,
-        &format!("{kind} keystroke echo via tetherd, same run"),
-        "ms",
-        &our_rtt,
-        1,
-    )
-    .floor(floor_rtt.median());
-    row = match &theirs {
-        Some((rtt, _, _)) => {
-            let median_ratio = our_rtt.median() / rtt.median();
-            let p99_ratio = our_rtt.p99() / rtt.p99();
-            row.target(
-                "median and p99 ≤ 0.9× ttyd's",
-                median_ratio <= 0.9 && p99_ratio <= 0.9,
-            )
-            .note(format!(
-                "tetherd/ttyd: median {median_ratio:.2}×, p99 {p99_ratio:.2}×; {}",
-                over_floor(&our_rtt)
-            ))
-        }
-        None => row.note(format!("{}; no ttyd, no target", over_floor(&our_rtt))),
-    };
-    ctx.report.push(row);
-    if let Some((_, cpu, _)) = &theirs {
-        ctx.report.push(Figure::from_dist(
-            &format!("ttyd.{kind}.peer_cpu"),
-            12,
-            &format!("{kind} echo: server CPU per keystroke, ttyd"),
-            "us",
-            cpu,
-            blocks,
-        ));
-    }
-    ctx.report.push(
-        Figure::from_dist(
-            &format!("ttyd.{kind}.relay_cpu"),
-            12,
-            &format!("{kind} echo: CPU per keystroke, the bare relay thread (floor)"),
-            "us",
-            &floor_cpu,
-            blocks,
-        )
-        .note(format!(
-            "its own thread's schedstat: a poll, a read and a write each way; {:.1} context switches per keystroke",
-            floor_switches.median()
-        )),
-    );
-    let mut row = Figure::from_dist(
-        &format!("ttyd.{kind}.cpu"),
-        12,
-        &format!("{kind} echo: server CPU per keystroke, tetherd"),
-        "us",
-        &our_cpu,
-        blocks,
-    );
-    row = match &theirs {
-        Some((_, cpu, _)) => {
-            let cpu_ratio = our_cpu.median() / cpu.median().max(1e-9);
-            row.target("≤ ttyd's", cpu_ratio <= 1.0).note(format!(
-                "medians over {blocks} blocks each; tetherd/ttyd {cpu_ratio:.2}×"
-            ))
-        }
-        None => row.note(format!("medians over {blocks} blocks; no ttyd, no target")),
-    };
-    ctx.report.push(row);
-    if let Some((_, _, switches)) = &theirs {
-        ctx.report.push(Figure::from_dist(
-            &format!("ttyd.{kind}.peer_switches"),
-            12,
-            &format!("{kind} echo: context switches per keystroke, ttyd"),
-            "switches",
-            switches,
-            blocks,
-        ));
-    }
-    ctx.report.push(
-        Figure::from_dist(
-            &format!("ttyd.{kind}.switches"),
-            12,
-            &format!("{kind} echo: context switches per keystroke, tetherd"),
-            "switches",
-            &our_switches,
-            blocks,
-        )
-        .note("every thread's voluntary + involuntary switches; a voluntary one is a sleep, so a wake-up"),
-    );
 }
