@@ -102,6 +102,8 @@ target/py-venv/bin/python tests/docs/run_docs.py
 if [[ -d bench ]]; then
   step "benchmark harness, quick mode (proves it runs; no timed assertions)"
   cargo run --release -p tether-bench -- all --quick --json target/bench-quick.json --svg-dir target/bench-quick
+  step "per-hop trace analyser (bench/hops.py): its arithmetic on a recorded sample"
+  python3 bench/hops.py --self-test
   step "client exec throughput, quick: each client exec is one request and reaches a quarter of the server's rate (the goal is half)"
   target/py-venv/bin/python bench/clients/exec_rate.py --rounds 1 --serial 20 --parallel 300 --check
 fi

@@ -326,14 +326,17 @@ impl RelayedEcho {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        let relay = std::thread::spawn(move || -> Result<()> {
-            // "/proc/thread-self" links to "PID/task/TID".
-            let own = std::fs::read_link("/proc/thread-self")?;
-            let _ = tid_tx.send(own.to_string_lossy().into_owned());
-            let (socket, _) = listener.accept()?;
-            socket.set_nodelay(true)?;
-            relay_bytes(socket, File::from(master))
-        });
+        // Named, so that a trace can pick it out (docs/BENCHMARKS.md, per hop).
+        let relay = std::thread::Builder::new()
+            .name("relay-floor".into())
+            .spawn(move || -> Result<()> {
+                // "/proc/thread-self" links to "PID/task/TID".
+                let own = std::fs::read_link("/proc/thread-self")?;
+                let _ = tid_tx.send(own.to_string_lossy().into_owned());
+                let (socket, _) = listener.accept()?;
+                socket.set_nodelay(true)?;
+                relay_bytes(socket, File::from(master))
+            })?;
         let mut echo = RelayedEcho {
             client: TcpStream::connect(addr)?,
             child,

@@ -66,21 +66,24 @@ impl TokioEcho {
         let url = format!("ws://{}/ws", listener.local_addr()?);
         let (stop, stopped) = oneshot::channel();
         let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || -> Result<()> {
-            // "/proc/thread-self" links to "PID/task/TID".
-            let own = std::fs::read_link("/proc/thread-self")?;
-            let _ = tid_tx.send(own.to_string_lossy().into_owned());
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_io()
-                .build()?;
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener)?;
-                tokio::select! {
-                    served = serve_one(listener, master) => served,
-                    _ = stopped => Ok(()),
-                }
-            })
-        });
+        // Named, so that a trace can pick it out (docs/BENCHMARKS.md, per hop).
+        let thread = std::thread::Builder::new()
+            .name("tokio-floor".into())
+            .spawn(move || -> Result<()> {
+                // "/proc/thread-self" links to "PID/task/TID".
+                let own = std::fs::read_link("/proc/thread-self")?;
+                let _ = tid_tx.send(own.to_string_lossy().into_owned());
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_io()
+                    .build()?;
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)?;
+                    tokio::select! {
+                        served = serve_one(listener, master) => served,
+                        _ = stopped => Ok(()),
+                    }
+                })
+            })?;
         let tid = tid_rx
             .recv_timeout(std::time::Duration::from_secs(10))
             .context("the tokio floor's thread did not start")?;
