@@ -297,6 +297,28 @@ pub fn pty_echo_relayed(rounds: usize) -> Result<Vec<f64>> {
     RelayedEcho::raw()?.keys(rounds, None)
 }
 
+/// Starts `body` on a thread named `name` (so that a trace can pick it
+/// out: docs/BENCHMARKS.md, per hop) and returns it once it runs, with its
+/// "PID/task/TID" under /proc, for its CPU time and context switches.
+pub fn floor_thread(
+    name: &str,
+    body: impl FnOnce() -> Result<()> + Send + 'static,
+) -> Result<(std::thread::JoinHandle<Result<()>>, String)> {
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            // "/proc/thread-self" links to "PID/task/TID".
+            let own = std::fs::read_link("/proc/thread-self")?;
+            let _ = tid_tx.send(own.to_string_lossy().into_owned());
+            body()
+        })?;
+    let tid = tid_rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .with_context(|| format!("the {name} thread did not start"))?;
+    Ok((thread, tid))
+}
+
 /// A relay thread between a loopback TCP socket and a program on a PTY,
 /// with the client's end of the socket: [`pty_echo_relayed`], kept open so
 /// that its blocks of keystrokes can alternate with servers' in one run.
@@ -325,28 +347,18 @@ impl RelayedEcho {
     fn start(master: OwnedFd, child: std::process::Child) -> Result<RelayedEcho> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        // Named, so that a trace can pick it out (docs/BENCHMARKS.md, per hop).
-        let relay = std::thread::Builder::new()
-            .name("relay-floor".into())
-            .spawn(move || -> Result<()> {
-                // "/proc/thread-self" links to "PID/task/TID".
-                let own = std::fs::read_link("/proc/thread-self")?;
-                let _ = tid_tx.send(own.to_string_lossy().into_owned());
-                let (socket, _) = listener.accept()?;
-                socket.set_nodelay(true)?;
-                relay_bytes(socket, File::from(master))
-            })?;
-        let mut echo = RelayedEcho {
+        let (relay, tid) = floor_thread("relay-floor", move || {
+            let (socket, _) = listener.accept()?;
+            socket.set_nodelay(true)?;
+            relay_bytes(socket, File::from(master))
+        })?;
+        let echo = RelayedEcho {
             client: TcpStream::connect(addr)?,
             child,
             relay: Some(relay),
-            tid: String::new(),
+            tid,
         };
         echo.client.set_nodelay(true)?;
-        echo.tid = tid_rx
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .context("the relay thread did not start")?;
         Ok(echo)
     }
 

@@ -33,7 +33,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::floors::{cooked_cat_pty, raw_cat_pty};
+use crate::floors::{cooked_cat_pty, floor_thread, raw_cat_pty};
 use crate::tetherd::{task_spent, Spent};
 
 /// The server thread, its program, and where to connect.
@@ -65,28 +65,18 @@ impl TokioEcho {
         listener.set_nonblocking(true)?;
         let url = format!("ws://{}/ws", listener.local_addr()?);
         let (stop, stopped) = oneshot::channel();
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        // Named, so that a trace can pick it out (docs/BENCHMARKS.md, per hop).
-        let thread = std::thread::Builder::new()
-            .name("tokio-floor".into())
-            .spawn(move || -> Result<()> {
-                // "/proc/thread-self" links to "PID/task/TID".
-                let own = std::fs::read_link("/proc/thread-self")?;
-                let _ = tid_tx.send(own.to_string_lossy().into_owned());
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_io()
-                    .build()?;
-                runtime.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)?;
-                    tokio::select! {
-                        served = serve_one(listener, master) => served,
-                        _ = stopped => Ok(()),
-                    }
-                })
-            })?;
-        let tid = tid_rx
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .context("the tokio floor's thread did not start")?;
+        let (thread, tid) = floor_thread("tokio-floor", move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()?;
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                tokio::select! {
+                    served = serve_one(listener, master) => served,
+                    _ = stopped => Ok(()),
+                }
+            })
+        })?;
         Ok(TokioEcho {
             url,
             child,
