@@ -4,85 +4,97 @@
 //! ttyd's message format (an opening message, then `'0'` + bytes both
 //! ways), so the section's ttyd client drives it the same way.
 //!
-//! One thread runs a current-thread runtime (tetherd's echo runs on one
-//! worker too: the task that reads the socket, writes the keystroke and
-//! waits again all on one thread) with two tasks: the socket's reader
-//! writes each input message to the PTY master; the PTY's reader sends
-//! each read as one message. Nothing else: no retention, no protocol of
-//! its own, no credit, no screen, no timers. What tetherd adds over this
-//! is its own code; what this adds over the bare relay thread of
-//! `floors.rs` is the runtime's and the library's.
+//! It is a process of its own, as a server is: this binary started with
+//! [`CHILD_ENV`] (an in-process floor shares the harness's address space
+//! with its client, and a switch between the two threads is cheaper than
+//! between two processes: on the machine of docs/BENCHMARKS.md that made it
+//! several microseconds kinder than any server could be). Its main thread
+//! runs a current-thread runtime (tetherd's echo runs on one worker too:
+//! the task that reads the socket, writes the keystroke and waits again all
+//! on one thread) with two tasks: the socket's reader writes each input
+//! message to the PTY master; the PTY's reader sends each read as one
+//! message. Nothing else: no retention, no protocol of its own, no credit,
+//! no screen, no timers. What tetherd adds over this is its own code; what
+//! this adds over the bare relay thread of `floors.rs` is the runtime's,
+//! the library's, and a process's.
 //!
 //! A PTY master that refuses a write (its input queue full) is written
 //! again after the task yields: that never happens for one key at a time,
 //! and registering the master for writability would cost every echo two
 //! more wake-ups (see tetherd's `server/src/pty.rs`).
 
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use futures_util::{SinkExt, StreamExt};
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::floors::{cooked_cat_pty, floor_thread, raw_cat_pty};
-use crate::tetherd::{task_spent, Spent};
+use crate::floors::{cooked_cat_pty, raw_cat_pty};
+use crate::tetherd::{spent, Spent};
 
-/// The server thread, its program, and where to connect.
+/// Set (to `raw` or `cooked`) in the environment of `tether-bench`, it
+/// makes the process the floor's server ([`serve_child`]) instead of the
+/// harness.
+pub const CHILD_ENV: &str = "TETHER_BENCH_TOKIO_FLOOR";
+
+/// The floor's server process, and where to connect.
 pub struct TokioEcho {
     url: String,
-    child: std::process::Child,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<Result<()>>>,
-    /// The runtime thread's "PID/task/TID", for its CPU time.
-    tid: String,
+    child: Child,
 }
 
 impl TokioEcho {
     /// `cat` on a raw PTY: every byte back is `cat`'s.
     pub fn raw() -> Result<TokioEcho> {
-        let (master, child) = raw_cat_pty()?;
-        TokioEcho::start(master, child)
+        TokioEcho::start("raw")
     }
 
     /// `cat > /dev/null` on a PTY in cooked mode: the line discipline
     /// echoes.
     pub fn cooked() -> Result<TokioEcho> {
-        let (master, child) = cooked_cat_pty()?;
-        TokioEcho::start(master, child)
+        TokioEcho::start("cooked")
     }
 
-    fn start(master: OwnedFd, child: std::process::Child) -> Result<TokioEcho> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let url = format!("ws://{}/ws", listener.local_addr()?);
-        let (stop, stopped) = oneshot::channel();
-        let (thread, tid) = floor_thread("tokio-floor", move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_io()
-                .build()?;
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener)?;
-                tokio::select! {
-                    served = serve_one(listener, master) => served,
-                    _ = stopped => Ok(()),
-                }
-            })
-        })?;
+    fn start(kind: &str) -> Result<TokioEcho> {
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .env(CHILD_ENV, kind)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        // SAFETY: prctl is async-signal-safe and touches no parent memory.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().context("start the tokio floor")?;
+        // Its first line is its port (it is listening by then); a floor
+        // that failed first ends its output instead.
+        let mut line = String::new();
+        if let Some(out) = child.stdout.take() {
+            BufReader::new(out).read_line(&mut line)?;
+        }
+        let Ok(port) = line.trim().parse::<u16>() else {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("the tokio floor did not start (it said {line:?})");
+        };
+        eprintln!("   tokio floor pid {} on port {port}", child.id());
         Ok(TokioEcho {
-            url,
+            url: format!("ws://127.0.0.1:{port}/ws"),
             child,
-            stop: Some(stop),
-            thread: Some(thread),
-            tid,
         })
     }
 
@@ -91,24 +103,43 @@ impl TokioEcho {
         &self.url
     }
 
-    /// What its runtime thread has spent so far, read as a server's
-    /// threads are.
+    /// What its process has spent so far, read as a server's is.
     pub fn spent(&self) -> Spent {
-        task_spent(&Path::new("/proc").join(&self.tid))
+        spent(self.child.id())
     }
 }
 
 impl Drop for TokioEcho {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
+}
+
+/// The floor's process: starts its program (`raw` or `cooked` cat), says
+/// its port on stdout, serves one WebSocket until either side ends, and
+/// takes its program with it.
+pub fn serve_child(kind: &str) -> Result<()> {
+    let (master, mut program) = match kind {
+        "raw" => raw_cat_pty()?,
+        "cooked" => cooked_cat_pty()?,
+        other => bail!("{CHILD_ENV}={other:?}: raw or cooked"),
+    };
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "{}", listener.local_addr()?.port())?;
+    stdout.flush()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    let served = runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        serve_one(listener, master).await
+    });
+    let _ = program.kill();
+    let _ = program.wait();
+    served
 }
 
 /// Accepts one WebSocket (answering ttyd's `tty` subprotocol) and relays
@@ -127,8 +158,9 @@ async fn serve_one(listener: tokio::net::TcpListener, master: OwnedFd) -> Result
     let master = Arc::new(unsafe { AsyncFd::register_with_interest(master, Interest::READABLE) }?);
     let input = master.clone();
     let keys = async move {
-        while let Some(message) = stream.next().await {
-            if let Message::Binary(bytes) = message? {
+        // A client that goes without a Close has ended it all the same.
+        while let Some(Ok(message)) = stream.next().await {
+            if let Message::Binary(bytes) = message {
                 if let Some((b'0', data)) = bytes.split_first() {
                     write_all(&input, data).await?;
                 }
@@ -159,9 +191,12 @@ async fn serve_one(listener: tokio::net::TcpListener, master: OwnedFd) -> Result
         }
     };
     // The keys' task is spawned (its own task, as a server's socket reader
-    // is); the output side runs in this one.
-    let keys = tokio::spawn(keys);
-    let ended: Result<()> = output.await;
+    // is); the output side runs in this one. Either side's end is the end.
+    let mut keys = tokio::spawn(keys);
+    let ended: Result<()> = tokio::select! {
+        ended = output => ended,
+        ended = &mut keys => ended.unwrap_or_else(|e| Err(e.into())),
+    };
     keys.abort();
     ended
 }
@@ -195,24 +230,41 @@ mod tests {
     use super::*;
     use crate::ttyd::{open_tty, ttyd_round};
 
+    /// The floor's server in this process (a unit test's binary is not
+    /// `tether-bench`, so it cannot start itself as the floor's process;
+    /// CI's quick run of section 12 does).
+    async fn floor_here(
+        pty: fn() -> Result<(OwnedFd, Child)>,
+    ) -> (String, Child, tokio::task::JoinHandle<Result<()>>) {
+        let (master, program) = pty().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}/ws", listener.local_addr().unwrap());
+        (url, program, tokio::spawn(serve_one(listener, master)))
+    }
+
     #[tokio::test]
-    async fn the_tokio_floor_echoes_each_key_in_ttyds_messages_and_counts_its_own_thread() {
-        let floor = TokioEcho::raw().unwrap();
-        let before = floor.spent();
-        let mut ws = open_tty(floor.url()).await.unwrap();
+    async fn the_tokio_floor_echoes_each_key_in_ttyds_messages() {
+        let (url, mut program, served) = floor_here(raw_cat_pty).await;
+        let mut ws = open_tty(&url).await.unwrap();
         for key in b'a'..=b'z' {
             // Waits (bounded) for an output message holding the key.
             ttyd_round(&mut ws, key).await.unwrap();
         }
-        let after = floor.spent();
-        assert!(after.cpu_s > before.cpu_s, "its thread did the work");
-        assert!(after.switches > before.switches, "it slept between keys");
+        let _ = program.kill();
+        let _ = program.wait();
+        // The program's end ends the floor (EIO from the master).
+        served.await.unwrap().unwrap();
     }
 
     #[tokio::test]
     async fn the_tokio_floor_in_cooked_mode_is_echoed_by_the_line_discipline() {
-        let floor = TokioEcho::cooked().unwrap();
-        let mut ws = open_tty(floor.url()).await.unwrap();
+        let (url, mut program, served) = floor_here(cooked_cat_pty).await;
+        let mut ws = open_tty(&url).await.unwrap();
         ttyd_round(&mut ws, b'q').await.unwrap();
+        drop(ws);
+        // The socket's end ends the floor.
+        served.await.unwrap().unwrap();
+        let _ = program.kill();
+        let _ = program.wait();
     }
 }
