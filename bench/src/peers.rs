@@ -12,7 +12,6 @@
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,7 +27,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use crate::client::{argv, Api, Conn, Ws};
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::spent;
+use crate::tetherd::{dies_with_harness, spent};
 use crate::Ctx;
 
 /// Bytes a `base64 -w 76` line encodes: 57 in, 76 out plus a newline.
@@ -60,13 +59,7 @@ impl Websocketd {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe and touches no parent memory.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+        dies_with_harness(&mut cmd);
         let child = cmd
             .spawn()
             .context("start websocketd (apt-get install websocketd)")?;

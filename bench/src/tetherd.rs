@@ -2,7 +2,6 @@
 //! threads and CPU time from /proc.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,13 +47,7 @@ impl Tetherd {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log_file));
-        // SAFETY: prctl is async-signal-safe and touches no parent memory.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+        dies_with_harness(&mut cmd);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("start {}", bin.display()))?;
@@ -195,6 +188,19 @@ pub fn spent(pid: u32) -> Spent {
         total.switches += one.switches;
     }
     total
+}
+
+/// A process the harness starts (a server, a peer, a floor) gets SIGTERM
+/// if the harness dies first, so that none outlives a killed run.
+pub fn dies_with_harness(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: prctl is async-signal-safe and touches no parent memory.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
 }
 
 /// What one thread has spent so far, from its `/proc` directory (such as

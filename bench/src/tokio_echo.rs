@@ -26,7 +26,6 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
@@ -40,7 +39,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::floors::{cooked_cat_pty, raw_cat_pty};
-use crate::tetherd::{spent, Spent};
+use crate::tetherd::{dies_with_harness, spent, Spent};
 
 /// Set (to `raw` or `cooked`) in the environment of `tether-bench`, it
 /// makes the process the floor's server ([`serve_child`]) instead of the
@@ -72,13 +71,7 @@ impl TokioEcho {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        // SAFETY: prctl is async-signal-safe and touches no parent memory.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+        dies_with_harness(&mut command);
         let mut child = command.spawn().context("start the tokio floor")?;
         // Its first line is its port (it is listening by then); a floor
         // that failed first ends its output instead.

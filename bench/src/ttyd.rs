@@ -11,7 +11,6 @@
 //! sends `{"AuthToken":"","columns":C,"rows":R}` first, then `'0'` + input;
 //! output comes back as `'0'` + bytes (its `src/server.h`).
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,7 +27,7 @@ use crate::latency::{cooked_cat, echo_round, raw_cat, wait_for_output};
 use crate::peers::{free_port, wait_listening};
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::tetherd::{spent, Spent};
+use crate::tetherd::{dies_with_harness, spent, Spent};
 use crate::tokio_echo::TokioEcho;
 use crate::Ctx;
 
@@ -49,13 +48,7 @@ impl Ttyd {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe and touches no parent memory.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+        dies_with_harness(&mut cmd);
         let child = cmd
             .spawn()
             .with_context(|| format!("start {}", bin.display()))?;
