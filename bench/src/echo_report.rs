@@ -113,7 +113,7 @@ pub fn report_echo(ctx: &mut Ctx, kind: &str, sides: Sides, with_ttyd: bool) {
             1,
         )
         .note(format!(
-            "one thread, two tasks, ttyd's messages; {}",
+            "a process of its own, one thread, two tasks, ttyd's messages; {}",
             ratios(&tokio.rtt, &relay.rtt, "relay")
         )),
     );
@@ -182,7 +182,7 @@ pub fn report_echo(ctx: &mut Ctx, kind: &str, sides: Sides, with_ttyd: bool) {
             blocks,
         )
         .note(format!(
-            "its runtime thread's schedstat; {:.1} context switches per keystroke",
+            "its process's schedstat, every thread; {:.1} context switches per keystroke",
             tokio.switches.median()
         )),
     );

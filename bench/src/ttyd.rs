@@ -405,9 +405,6 @@ pub async fn ttyd(ctx: &mut Ctx) -> Result<()> {
         }
         api.delete(&info.id).await?;
         drop((conn, ws, peer, client, relay, tokio_ws, tokio_floor));
-        if bin.is_none() {
-            sides.theirs = Side::default();
-        }
         report_echo(ctx, kind, sides, bin.is_some());
     }
     if let Some(bin) = &bin {
