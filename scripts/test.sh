@@ -104,6 +104,8 @@ if [[ -d bench ]]; then
   cargo run --release -p tether-bench -- all --quick --json target/bench-quick.json --svg-dir target/bench-quick
   step "per-hop trace analyser (bench/hops.py): its arithmetic on a recorded sample"
   python3 bench/hops.py --self-test
+  step "bench/guest.sh parses (not run here: it downloads and boots a Debian guest, docs/BENCHMARKS.md)"
+  bash -n bench/guest.sh
   step "client exec throughput, quick: each client exec is one request and reaches a quarter of the server's rate (the goal is half)"
   target/py-venv/bin/python bench/clients/exec_rate.py --rounds 1 --serial 20 --parallel 300 --check
 fi
