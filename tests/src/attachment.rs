@@ -5,6 +5,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tether_protocol::{ClientFrame, ProcessInfo, ServerFrame, StreamName};
 use tokio::net::TcpStream;
+use tokio::time::error::Elapsed;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
@@ -78,17 +79,27 @@ impl Attachment {
     /// The next frame (None when the server closed), bounded by [`WAIT`]
     /// in all: the server's pings do not extend it.
     pub async fn frame(&mut self) -> Option<ServerFrame> {
+        self.frame_within_bound()
+            .await
+            .expect("no frame within the bound")
+    }
+
+    /// The next frame (`Ok(None)` when the server closed), or `Err` when
+    /// none came within [`WAIT`].
+    async fn frame_within_bound(&mut self) -> Result<Option<ServerFrame>, Elapsed> {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let message = tokio::time::timeout_at(deadline, self.ws.next())
-                .await
-                .expect("no frame within the bound")?;
-            match message.ok()? {
-                Message::Binary(bytes) => {
-                    return Some(ServerFrame::decode(&bytes).expect("server sent a bad frame"))
+            let Some(message) = tokio::time::timeout_at(deadline, self.ws.next()).await? else {
+                return Ok(None);
+            };
+            match message {
+                Ok(Message::Binary(bytes)) => {
+                    return Ok(Some(
+                        ServerFrame::decode(&bytes).expect("server sent a bad frame"),
+                    ))
                 }
-                Message::Close(_) => return None,
-                _ => continue,
+                Ok(Message::Close(_)) | Err(_) => return Ok(None),
+                Ok(_) => continue,
             }
         }
     }
@@ -177,14 +188,36 @@ impl Attachment {
         }
     }
 
-    /// Reads frames until stdout contains `needle`; returns stdout so far.
+    /// Reads frames until stdout contains `needle`, recording them into
+    /// `received`.
     pub async fn until_stdout_contains(&mut self, needle: &str, received: &mut Received) {
-        while !String::from_utf8_lossy(&received.stdout).contains(needle) {
-            let frame = self.frame().await.expect("closed before the text arrived");
+        self.until_stdout_contains_from(0, needle, received).await
+    }
+
+    /// Reads frames until stdout from byte `from` on contains `needle`,
+    /// recording them into `received`. A failure says what came.
+    pub async fn until_stdout_contains_from(
+        &mut self,
+        from: usize,
+        needle: &str,
+        received: &mut Received,
+    ) {
+        let seen = |received: &Received| {
+            String::from_utf8_lossy(received.stdout.get(from..).unwrap_or_default()).into_owned()
+        };
+        while !seen(received).contains(needle) {
+            let frame = match self.frame_within_bound().await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => panic!("closed before {needle:?} arrived: {:?}", seen(received)),
+                Err(_) => panic!(
+                    "no frame within the bound, waiting for {needle:?}; stdout since byte {from}: {:?}",
+                    seen(received)
+                ),
+            };
             assert!(
                 !self.record(frame, received),
                 "exited before {needle:?} arrived: {:?}",
-                String::from_utf8_lossy(&received.stdout)
+                seen(received)
             );
         }
     }

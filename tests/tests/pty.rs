@@ -120,8 +120,15 @@ async fn ctrl_c_interrupts_the_foreground_job_not_the_shell() {
     attachment
         .until_stdout_contains("ready\r\n", &mut received)
         .await;
+    let before = received.stdout.len();
     attachment
         .send(ClientFrame::Stdin { data: vec![0x03] })
+        .await;
+    // The shell, not killed, takes the terminal back and prompts again;
+    // the next line is typed at that prompt, as a person would, not while
+    // the job is still dying.
+    attachment
+        .until_stdout_contains_from(before, "$ ", &mut received)
         .await;
     type_line(&mut attachment, "echo still-$((1+1))").await;
     attachment
