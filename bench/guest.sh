@@ -22,7 +22,7 @@
 # hangs on entering long mode); ROUNDS (default 2); MIRROR.
 # Needs root, debootstrap and qemu-system-x86 (apt-get install), and the
 # release binaries (cargo build --release -p tether-server -p tether-bench
-# -p tether-client).
+# -p tether-cli).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=${1:?usage: bench/guest.sh SCRATCH_DIR [hybrid|v2|none...]}

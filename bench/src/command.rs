@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 
+use crate::ctx::Ctx;
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::{metric, spent};
-use crate::Ctx;
 
 /// `POST /v1/exec {"argv":["true"]}` until its 200; ms.
 async fn exec_true(http: &reqwest::Client, base: &str) -> Result<f64> {
@@ -38,7 +38,7 @@ async fn exec_true(http: &reqwest::Client, base: &str) -> Result<f64> {
 /// Section 13.
 pub async fn command(ctx: &mut Ctx) -> Result<()> {
     let Some(cli) = ctx.cli.clone() else {
-        bail!("no tether CLI beside tetherd (build it: cargo build --release -p tether-client --bin tether)");
+        bail!("no tether CLI beside tetherd (build it: cargo build --release -p tether-cli --bin tether)");
     };
     let server = ctx.start_server(&[])?;
     let http = reqwest::Client::builder().tcp_nodelay(true).build()?;

@@ -293,7 +293,7 @@ pub fn locate(explicit: Option<&Path>, build: bool) -> Result<PathBuf> {
     let cargo = std::env::var_os("CARGO");
     if build || !candidate.exists() {
         let cargo = cargo.unwrap_or_else(|| "cargo".into());
-        eprintln!("building tetherd and the CLI: cargo build --release -p tether-server -p tether-client --bin tetherd --bin tether");
+        eprintln!("building tetherd and the CLI: cargo build --release -p tether-server -p tether-cli --bin tetherd --bin tether");
         let mut command = Command::new(cargo);
         // Not with the variables cargo set for this crate (`cargo run`):
         // build scripts that track them (ring's) would rebuild each time.
@@ -313,7 +313,7 @@ pub fn locate(explicit: Option<&Path>, build: bool) -> Result<PathBuf> {
                 "-p",
                 "tether-server",
                 "-p",
-                "tether-client",
+                "tether-cli",
                 "--bin",
                 "tetherd",
                 "--bin",

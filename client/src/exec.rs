@@ -5,7 +5,7 @@ use std::time::Duration;
 use tether_protocol::api::SpawnRequest;
 use tether_protocol::{ExitReason, Overflow, ProcessInfo};
 
-use crate::attach::{AttachOptions, Chunk, OutputReader};
+use crate::attach::{AttachOptions, Attachment, Chunk, OutputReader};
 use crate::client::Client;
 use crate::error::{Error, Result};
 
@@ -68,7 +68,7 @@ impl Client {
         }
         let process = self.spawn(spec).await?;
         let attachment = self.attach(&process.id, options).await?;
-        let crate::Attachment {
+        let Attachment {
             stdout,
             stderr,
             stdin,

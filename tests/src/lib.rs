@@ -44,7 +44,7 @@ pub fn binary(name: &str) -> PathBuf {
     static TETHER: OnceLock<()> = OnceLock::new();
     let (once, package) = match name {
         "tetherd" => (&TETHERD, "tether-server"),
-        "tether" => (&TETHER, "tether-client"),
+        "tether" => (&TETHER, "tether-cli"),
         other => panic!("unknown binary {other}"),
     };
     once.get_or_init(|| {

@@ -15,11 +15,12 @@ use tokio::sync::oneshot;
 
 use crate::args::RunArgs;
 use crate::detach::DetachKeys;
+use crate::exit::{exit_code, NOT_EXECUTABLE, NOT_FOUND};
 use crate::modes::ModeWatch;
 use crate::relay::{copy_output, forward_input, watch_keys as watch_keys_only};
 use crate::replies::{InputFilter, OutputFence, Replies};
 use crate::tail::TailLines;
-use crate::{exit_code, term, NOT_EXECUTABLE, NOT_FOUND};
+use crate::term;
 
 /// Longest a detach waits for the local terminal to take the reset of its
 /// modes.
@@ -169,7 +170,7 @@ pub async fn run(
     if args.detach {
         return match quick.spawn(spec).await {
             Ok(info) => {
-                crate::print_line(&info.id);
+                crate::stdout::print_line(&info.id);
                 Ok(0)
             }
             Err(e) => cannot_start(e),

@@ -10,15 +10,19 @@
 //! `relay.rs` the copy loops, `replies.rs` dropping the terminal's
 //! replies to replayed output, `detach.rs` the detach keys, `term.rs` the
 //! local terminal, `resolve.rs` id prefixes, `tail.rs`
-//! the last lines for `logs --tail`.
+//! the last lines for `logs --tail`, `exit.rs` the exit statuses,
+//! `stdout.rs` printing a line, `modes.rs` the terminal's modes given back,
+//! `units.rs` sizes.
 
 mod args;
 mod detach;
+mod exit;
 mod modes;
 mod relay;
 mod replies;
 mod resolve;
 mod run_attach;
+mod stdout;
 mod tail;
 mod term;
 mod units;
@@ -31,17 +35,10 @@ use clap::Parser;
 use tether_client::{Client, Error, ProcessInfo, RetryPolicy, TransportKind};
 
 use args::{Cli, Command, StatusFilter};
+use exit::{exit_code, TETHER_FAILED};
 use resolve::resolve;
 use run_attach::Caught;
-
-/// Exit status when tether itself fails, as `docker run` does.
-const TETHER_FAILED: i32 = 125;
-/// Exit status of `run` when the program exists but cannot be run (not
-/// executable, a bad cwd), as a shell (and `docker run`) reports it.
-const NOT_EXECUTABLE: i32 = 126;
-/// Exit status of `run` when the program is not found, as a shell reports
-/// a command not found.
-const NOT_FOUND: i32 = 127;
+use stdout::print_line;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -285,12 +282,6 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
     serde_json::to_string_pretty(value).map_err(|e| Error::Protocol(e.to_string()))
 }
 
-pub(crate) fn exit_code(info: &ProcessInfo) -> i32 {
-    info.exit_code
-        .map(|c| c.clamp(0, 255))
-        .unwrap_or(TETHER_FAILED)
-}
-
 fn print_table(list: &[ProcessInfo]) {
     use std::fmt::Write as _;
     let mut table = format!(
@@ -333,17 +324,4 @@ fn print_table(list: &[ProcessInfo]) {
         );
     }
     print_line(&table);
-}
-
-/// Writes `text` and a newline to stdout. A closed stdout (`tether ps |
-/// head -1`) is no failure: the reader has what it wanted, and the rest is
-/// dropped quietly (no panic, the command's own exit status).
-pub(crate) fn print_line(text: &str) {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("tether: cannot write to stdout: {e}");
-        }
-    }
 }
