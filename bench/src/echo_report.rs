@@ -4,10 +4,10 @@
 //! thread (`floors.rs`) and the least tokio + tungstenite server
 //! (`tokio_echo.rs`).
 
+use crate::ctx::Ctx;
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::Spent;
-use crate::Ctx;
 
 /// One server's samples of one kind of echo: every round trip, and per
 /// block (a few hundred keys, alternating with the others') the CPU time

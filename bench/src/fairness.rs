@@ -6,9 +6,9 @@ use anyhow::{bail, Result};
 use tether_protocol::{Overflow, ServerFrame, StreamName};
 
 use crate::client::{argv, Api};
+use crate::ctx::Ctx;
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::Ctx;
 
 /// Floods stdout from a thread while the main thread writes
 /// `CLOCK_REALTIME` in ns to stderr every 10 ms, for `argv[1]` seconds.

@@ -15,12 +15,12 @@ use tether_protocol::{ClientFrame, Overflow, ServerFrame};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::client::{shell, Api, Conn};
+use crate::ctx::Ctx;
 use crate::latency::wait_for_output;
 use crate::limits::{raise_nofile_to, FDS_SPARE};
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::RssSampler;
-use crate::Ctx;
 
 /// Per-stream retention of the watched session.
 const RETAIN: u64 = 8 << 20;
@@ -47,7 +47,7 @@ async fn watch(mut conn: Conn, total: u64, block: bool) -> Result<Seen> {
                 if offset != next {
                     bail!("stdout frame at {offset}, expected {next}");
                 }
-                if !crate::all_zero(&data) {
+                if !crate::ctx::all_zero(&data) {
                     bail!("unexpected bytes in the frame at {offset}");
                 }
                 next += data.len() as u64;

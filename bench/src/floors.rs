@@ -73,7 +73,7 @@ fn drain(mut reader: impl Read, chunk: usize) -> Result<(u64, bool)> {
             Ok(0) => break,
             Ok(n) => {
                 total += n as u64;
-                zeros &= crate::all_zero(&buf[..n]);
+                zeros &= crate::ctx::all_zero(&buf[..n]);
             }
             Err(e) if e.raw_os_error() == Some(libc::EIO) => break,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

@@ -7,10 +7,10 @@ use anyhow::{bail, Context, Result};
 use tether_protocol::{ClientFrame, InputAction, ServerFrame};
 
 use crate::client::{argv, shell, Api, Conn};
+use crate::ctx::Ctx;
 use crate::floors;
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::Ctx;
 
 const FRAME_WAIT: Duration = Duration::from_secs(10);
 

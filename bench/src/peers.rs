@@ -25,10 +25,10 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::client::{argv, Api, Conn, Ws};
+use crate::ctx::Ctx;
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::{dies_with_harness, spent};
-use crate::Ctx;
 
 /// Bytes a `base64 -w 76` line encodes: 57 in, 76 out plus a newline.
 const LINE_IN: u64 = 57;
@@ -210,7 +210,7 @@ async fn tetherd_output(api: &Api, s: &Scripts, work: Work) -> Result<f64> {
                     bail!("stdout frame at {offset}, expected {next}");
                 }
                 let good = match work {
-                    Work::Zeros => crate::all_zero(&data),
+                    Work::Zeros => crate::ctx::all_zero(&data),
                     Work::Lines => data
                         .iter()
                         .enumerate()
@@ -249,7 +249,7 @@ async fn websocketd_output(peer: &Websocketd, s: &Scripts, work: Work) -> Result
     while let Some(msg) = next_message(&mut ws).await? {
         match (work, msg) {
             (Work::Zeros, Message::Binary(data)) => {
-                if !crate::all_zero(&data) {
+                if !crate::ctx::all_zero(&data) {
                     bail!("unexpected bytes from websocketd at {got}");
                 }
                 got += data.len() as u64;

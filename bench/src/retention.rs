@@ -23,12 +23,12 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use tether_protocol::{Overflow, ServerFrame};
 
 use crate::client::{argv, shell, Api};
+use crate::ctx::Ctx;
 use crate::floors;
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::RssSampler;
 use crate::throughput::{mbps, transfer, Transfer, VARIANTS};
-use crate::Ctx;
 
 const SECTION: u8 = 7;
 /// The memory window of a disk-retained stream (tetherd's default).

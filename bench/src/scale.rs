@@ -8,12 +8,12 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::client::{Api, Conn};
+use crate::ctx::Ctx;
 use crate::latency::{echo_round, raw_cat, wait_for_output};
 use crate::limits::{fit_count, PtyRoom, FDS_PER_PTY_SESSION};
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::{cpu_seconds, Tetherd};
-use crate::Ctx;
 
 /// Per-session retention asked for (the output is a byte or two).
 const SESSION_RETAIN: u64 = 64 << 10;

@@ -22,10 +22,10 @@ use anyhow::{bail, Context, Result};
 use tether_protocol::{Overflow, ServerFrame, StreamName};
 
 use crate::client::{argv, shell, Api};
+use crate::ctx::Ctx;
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::Tetherd;
-use crate::Ctx;
 
 const SECTION: u8 = 8;
 /// Credit window of the throughput runs.

@@ -5,10 +5,10 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::client::{argv, Api, Conn};
+use crate::ctx::Ctx;
 use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::RssSampler;
-use crate::Ctx;
 
 /// Per-stream retention of the storm server (`--retain-bytes`).
 const RETAIN: u64 = 2 << 20;

@@ -7,10 +7,10 @@ use anyhow::{bail, Context, Result};
 use tether_protocol::{Overflow, ServerFrame, StreamName};
 
 use crate::client::{argv, Api};
+use crate::ctx::Ctx;
 use crate::floors;
 use crate::report::Figure;
 use crate::stats::Dist;
-use crate::Ctx;
 
 /// Per-stream retention asked for by the throughput runs.
 pub const RETAIN: u64 = 8 << 20;
@@ -100,7 +100,7 @@ pub async fn transfer(api: &Api, bytes: u64, tty: bool, v: Variant) -> Result<Tr
                 next[i]
             );
         }
-        if stream == StreamName::Stderr || !crate::all_zero(&data) {
+        if stream == StreamName::Stderr || !crate::ctx::all_zero(&data) {
             bail!("unexpected bytes on {} at {offset}", stream.as_str());
         }
         let len = data.len() as u64;

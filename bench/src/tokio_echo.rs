@@ -221,7 +221,7 @@ async fn write_all(master: &AsyncFd<OwnedFd>, mut data: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ttyd::{open_tty, ttyd_round};
+    use crate::ttyd_protocol::{open_tty, ttyd_round};
 
     /// The floor's server in this process (a unit test's binary is not
     /// `tether-bench`, so it cannot start itself as the floor's process;

@@ -13,14 +13,14 @@
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use futures_util::{SinkExt, StreamExt};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{Api, Conn, Ws};
+use crate::ctx::Ctx;
 use crate::echo_report::{report_echo, Side, Sides};
 use crate::floors::RelayedEcho;
 use crate::latency::{cooked_cat, echo_round, raw_cat, wait_for_output};
@@ -29,9 +29,7 @@ use crate::report::Figure;
 use crate::stats::Dist;
 use crate::tetherd::{dies_with_harness, spent, Spent};
 use crate::tokio_echo::TokioEcho;
-use crate::Ctx;
-
-const FRAME_WAIT: Duration = Duration::from_secs(10);
+use crate::ttyd_protocol::{open_tty, ttyd_round, until_output, FRAME_WAIT};
 
 /// A ttyd serving one shell command on loopback, stopped on drop.
 struct Ttyd {
@@ -73,49 +71,11 @@ impl Ttyd {
     }
 }
 
-/// One terminal of ttyd's protocol at `url`: the `tty` subprotocol and the
-/// opening message (spoken by ttyd and by the tokio floor).
-pub(crate) async fn open_tty(url: &str) -> Result<Ws> {
-    let mut request = url.into_client_request()?;
-    request
-        .headers_mut()
-        .insert("Sec-WebSocket-Protocol", "tty".parse()?);
-    let (mut ws, _) = tokio_tungstenite::connect_async(request).await?;
-    ws.send(Message::Binary(
-        br#"{"AuthToken":"","columns":80,"rows":24}"#.to_vec().into(),
-    ))
-    .await?;
-    Ok(ws)
-}
-
 impl Drop for Ttyd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Waits for an output message in ttyd's format that holds `byte`.
-async fn until_output(ws: &mut Ws, byte: u8) -> Result<()> {
-    loop {
-        let message = tokio::time::timeout(FRAME_WAIT, ws.next())
-            .await
-            .context("the server sent nothing within the bound")?
-            .context("the server closed the connection")??;
-        if let Message::Binary(data) = message {
-            if data.first() == Some(&b'0') && data[1..].contains(&byte) {
-                return Ok(());
-            }
-        }
-    }
-}
-
-/// One keystroke in ttyd's protocol, in ms.
-pub(crate) async fn ttyd_round(ws: &mut Ws, key: u8) -> Result<f64> {
-    let t0 = Instant::now();
-    ws.send(Message::Binary(vec![b'0', key].into())).await?;
-    until_output(ws, key).await?;
-    Ok(t0.elapsed().as_secs_f64() * 1e3)
 }
 
 /// A keystroke, and in cooked mode a newline (untimed) every 32 keys, as

@@ -11,12 +11,12 @@ use tether_protocol::ProcessInfo;
 use tokio::task::JoinSet;
 
 use crate::client::{argv, Api};
+use crate::ctx::Ctx;
 use crate::limits::{fit_count, FDS_PER_WAITED_PROCESS};
 use crate::report::Figure;
 use crate::scale::bounded;
 use crate::stats::Dist;
 use crate::tetherd::Tetherd;
-use crate::Ctx;
 
 /// Retention each process asks for (it prints nothing).
 const RETAIN: u64 = 64 << 10;

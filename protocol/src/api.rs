@@ -67,7 +67,7 @@ pub struct SpawnRequest {
     /// Resource limits of the process and everything it forks; each
     /// absent one is the server's default (`--default-memory-bytes`...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<crate::Limits>,
+    pub limits: Option<crate::resources::Limits>,
 }
 
 /// Longest process name.

@@ -7,7 +7,6 @@
 //! the same two-step decoder, which tells malformed MessagePack, an unknown
 //! `type` and a bad field apart so that each gets its own error code.
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::process::ProcessInfo;
@@ -252,34 +251,6 @@ impl DecodeError {
     }
 }
 
-#[derive(Deserialize)]
-struct TypeOnly {
-    #[serde(rename = "type")]
-    kind: String,
-}
-
-/// Step one of decoding: the `type` of a frame, or why there is none.
-fn frame_type(bytes: &[u8]) -> Result<String, DecodeError> {
-    rmp_serde::from_slice::<TypeOnly>(bytes)
-        .map(|t| t.kind)
-        .map_err(|e| DecodeError::Malformed(e.to_string()))
-}
-
-/// Both steps: the `type` first, so that an unknown one is told apart
-/// from bad fields of a known one; then the whole frame through its serde
-/// derive (the `type` tag picks the variant), so the enum above is the only
-/// description of each frame's fields.
-fn decode<T: DeserializeOwned>(bytes: &[u8], known: &[&str]) -> Result<T, DecodeError> {
-    let kind = frame_type(bytes)?;
-    if !known.contains(&kind.as_str()) {
-        return Err(DecodeError::UnknownType(kind));
-    }
-    rmp_serde::from_slice::<T>(bytes).map_err(|e| DecodeError::InvalidFields {
-        kind,
-        message: e.to_string(),
-    })
-}
-
 fn encode<T: Serialize>(frame: &T) -> Vec<u8> {
     // Serializing these plain structs into a Vec cannot fail: every field is
     // a string, integer, bool, byte array, option or nested struct.
@@ -318,19 +289,8 @@ impl ServerFrame {
         out
     }
 
-    /// Decodes a frame sent by a server.
-    ///
-    /// A data frame (`stdout`, `stderr`) is read in place by
-    /// `in_place.rs`; every other frame by the general decoder.
-    pub fn decode(bytes: &[u8]) -> Result<ServerFrame, DecodeError> {
-        match crate::in_place::server(bytes) {
-            Some(frame) => Ok(frame),
-            None => decode_server_general(bytes),
-        }
-    }
-
     /// Every `type` a server sends.
-    const TYPES: &'static [&'static str] = &[
+    pub(crate) const TYPES: &'static [&'static str] = &[
         "hello",
         "stdout",
         "stderr",
@@ -342,35 +302,13 @@ impl ServerFrame {
     ];
 }
 
-/// A client frame through serde (the reference the in-place decoder is
-/// held to).
-pub(crate) fn decode_client_general(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
-    decode(bytes, ClientFrame::TYPES)
-}
-
-/// A server frame through serde (likewise).
-pub(crate) fn decode_server_general(bytes: &[u8]) -> Result<ServerFrame, DecodeError> {
-    decode(bytes, ServerFrame::TYPES)
-}
-
 impl ClientFrame {
     /// MessagePack bytes of this frame (a map with named fields).
     pub fn encode(&self) -> Vec<u8> {
         encode(self)
     }
 
-    /// Decodes a frame sent by a client. A keystroke's frame (`stdin`, or
-    /// `input` with a stdin action) is read in place by
-    /// `in_place.rs`; every other frame, and any keystroke frame of
-    /// an unusual shape, by the general decoder.
-    pub fn decode(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
-        match crate::in_place::client(bytes) {
-            Some(frame) => Ok(frame),
-            None => decode_client_general(bytes),
-        }
-    }
-
     /// Every `type` a client sends.
-    const TYPES: &'static [&'static str] =
+    pub(crate) const TYPES: &'static [&'static str] =
         &["stdin", "stdin_eof", "signal", "resize", "input", "credit"];
 }

@@ -13,6 +13,7 @@
 //! `docs/PROTOCOL.md` is the prose reference for all of it.
 
 pub mod api;
+mod decode;
 pub mod frame;
 mod in_place;
 pub mod process;

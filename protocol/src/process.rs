@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::resources::{Limits, Usage};
+use crate::resources::{Limits, Usage};
 
 /// Whether a process is still running. `exited` means reaped *and* output
 /// capture complete, so "wait, then read the output" never misses the tail.

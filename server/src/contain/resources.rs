@@ -27,7 +27,7 @@ use tether_protocol::Limits;
 
 use super::cgroup::{find_v1_mount, own_v1_cgroup, V1_JOIN_FILE};
 use super::meter::Dirs;
-pub use super::meter::Meter;
+use super::meter::Meter;
 
 /// `cpu.max`'s period: the kernel's default, 100 ms, as docker uses.
 pub const CPU_PERIOD_US: u64 = 100_000;
