@@ -5,13 +5,9 @@
 //! and sequences that ask for far more work than they can show (`CSI 65535
 //! b`) kept from delaying the screen or anyone's echo.
 
-#[path = "kube/support.rs"]
-#[allow(dead_code)]
-mod kube_support;
-
 use std::time::{Duration, Instant};
 
-use kube_support::{text, ChannelClient, Session};
+use crate::kube::support::{text, ChannelClient, Session};
 use serde_json::json;
 use tether_protocol::{ClientFrame, ServerFrame};
 use tether_server::screen::{memory_bound, ScreenLimits};

@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
-use crate::candidates::{alacritty, tether, vt100};
-use crate::corpus::{alacritty_ref, hex, out_dir};
+use super::candidates::{alacritty, tether, vt100};
+use super::corpus::{alacritty_ref, hex, out_dir};
 
 /// Cases the server's emulator shows as Alacritty did. Raise it when the
 /// emulator gets better: the judge fails on fewer. (xterm.js passes 35

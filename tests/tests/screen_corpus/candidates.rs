@@ -14,7 +14,7 @@ use alacritty_terminal::vte::ansi::Processor;
 use tether_server::screen::{Screen, ScreenLimits};
 use tether_tests::tmux::Tmux;
 
-use crate::corpus::Case;
+use super::corpus::Case;
 
 /// What one emulator showed for a case.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use tether_tests::xterm::{Xterm, XtermScreen, Xvfb};
 
-use crate::candidates::{alacritty, tether, vt100, Shown, TmuxJudge};
-use crate::corpus::{hex, out_dir, Case};
+use super::candidates::{alacritty, tether, vt100, Shown, TmuxJudge};
+use super::corpus::{hex, out_dir, Case};
 
 /// The Rust candidates, in the order reports list them.
 pub const CANDIDATES: [&str; 4] = ["tether", "vt100", "alacritty_terminal", "tmux"];

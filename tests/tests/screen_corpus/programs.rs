@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tether_protocol::ClientFrame;
 use tether_tests::{Attachment, Received, TestServer};
 
-use crate::corpus::Case;
+use super::corpus::Case;
 
 pub const COLS: u16 = 80;
 pub const ROWS: u16 = 24;

@@ -5,7 +5,7 @@
 //! their neighbours, in the manner of esctest: the streams are ours, the
 //! screens they are judged by are real xterm's, never ours.
 
-use crate::corpus::Case;
+use super::corpus::Case;
 
 const COLS: u16 = 20;
 const ROWS: u16 = 8;

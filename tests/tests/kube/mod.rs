@@ -3,7 +3,7 @@
 //! Python client from PyPI (venv made by scripts/test.sh), and a small
 //! channel client of our own for each subprotocol.
 
-mod support;
+pub mod support;
 
 use std::time::Duration;
 
