@@ -11,7 +11,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's wall time is printed when the next begins, and all of them
+# at the end (docs/TESTING.md says what each costs on a 2-core machine).
+started=$SECONDS
+step_started=$SECONDS
+step_name=""
+timings=()
+step() {
+  if [[ -n $step_name ]]; then
+    timings+=("$(printf '%5ds  %s' $((SECONDS - step_started)) "$step_name")")
+  fi
+  step_name=$1
+  step_started=$SECONDS
+  printf '\n==> %s\n' "$*"
+}
 
 step "system packages (chromium, nginx, tmux, python3-venv, openssl, curl; vim, less, procps, htop, vttest, and xterm under xvfb for the screen judge; time for the usage checks; websocketd for the benchmark peers)"
 need=()
@@ -111,3 +124,5 @@ if [[ -d bench ]]; then
 fi
 
 step "all tests passed"
+printf '\n==> time per step (%ds in all)\n' $((SECONDS - started))
+printf '%s\n' "${timings[@]}"
