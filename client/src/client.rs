@@ -9,6 +9,7 @@ use tether_protocol::api::{ProcessUpdate, SignalRequest, SpawnRequest};
 use tether_protocol::ProcessInfo;
 
 use crate::error::{Error, Result};
+use crate::local_token::local_token_for;
 use crate::retry::{Backoff, RetryPolicy};
 use crate::tls::Trust;
 use tokio_tungstenite::Connector;
@@ -93,25 +94,12 @@ impl Client {
     /// `http://127.0.0.1:7420`). Fails for a URL that is not `http://` or
     /// `https://`. Nothing is sent until the first call.
     pub fn new(base_url: &str) -> Result<Client> {
-        let base = base_url.trim().trim_end_matches('/').to_string();
-        let rest = base
-            .strip_prefix("http://")
-            .or_else(|| base.strip_prefix("https://"))
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "server URL {base_url:?} must start with http:// or https://"
-                ))
-            })?;
-        if rest.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "server URL {base_url:?} has no host"
-            )));
-        }
+        let base = base_url_of(base_url)?;
         let trust = Trust::default();
         let (http, tls) = http_client(&base, &trust)?;
         // A server on this machine that generated its token wrote it where
         // we can read it; never sent to any other host.
-        let found = crate::local_token::local_token_for(&base);
+        let found = local_token_for(&base);
         let token = found.as_ref().and_then(|f| f.token.clone());
         let guessed = found.map(|f| f.looked);
         Ok(Client {
@@ -584,4 +572,29 @@ pub(crate) fn path_segment(id: &str) -> String {
         }
     }
     out
+}
+
+/// The base URL requests are made under, as the URL parser that makes
+/// them reads it: `http` or `https`, a host, maybe a port and a path
+/// prefix; no user info, query or fragment, which would move the host the
+/// client believes it talks to (`http://a#@b`) or swallow every path.
+fn base_url_of(given: &str) -> Result<String> {
+    let invalid = |why: &str| Error::InvalidArgument(format!("server URL {given:?} {why}"));
+    let url =
+        reqwest::Url::parse(given.trim()).map_err(|e| invalid(&format!("is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("must start with http:// or https://"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            "may not hold a user or password (give a token with --token)",
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid("may not hold a query (`?`) or a fragment (`#`)"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }

@@ -42,11 +42,13 @@ pub struct LocalToken {
 }
 
 /// The token of the local server at `base`: from `$TETHER_TOKEN_FILE` if
-/// set, else from the runtime entry whose URL is `base`'s server (the
-/// newest, if a killed server left one for the same address). None for a
-/// server that is not on this machine: a local token is never sent
-/// elsewhere.
+/// set, else from the runtime entry whose URL names exactly `base`'s
+/// origin (the newest, if two do). None for a server that is not on this
+/// machine: a local token is never sent elsewhere. `base` is parsed by the
+/// URL parser that makes the requests, so what is judged local is what is
+/// reached.
 pub fn local_token_for(base: &str) -> Option<LocalToken> {
+    let base_origin = origin(base)?;
     if !is_local_url(base) {
         return None;
     }
@@ -65,7 +67,15 @@ pub fn local_token_for(base: &str) -> Option<LocalToken> {
             looked: "nowhere (no $XDG_RUNTIME_DIR or $HOME)".into(),
         });
     };
-    let found = entries_of(&dir, base);
+    // A folder that is not there holds no entry; one that is must be trusted.
+    let exists = std::fs::symlink_metadata(&dir).is_ok();
+    if let Some(why) = exists.then(|| trusted_runtime_dir(&dir).err()).flatten() {
+        return Some(LocalToken {
+            token: None,
+            looked: format!("no runtime entry: {} is not trusted ({why})", dir.display()),
+        });
+    }
+    let found = entries_of(&dir, &base_origin);
     Some(match found {
         Some((path, token)) => LocalToken {
             token: Some(token),
@@ -73,13 +83,62 @@ pub fn local_token_for(base: &str) -> Option<LocalToken> {
         },
         None => LocalToken {
             token: None,
-            looked: format!("no runtime entry for {base} in {}", dir.display()),
+            looked: format!(
+                "no runtime entry for {base} in {} (an entry is used only for exactly its own URL's scheme, host and port, while its server runs)",
+                dir.display()
+            ),
         },
     })
 }
 
-/// The newest entry in `dir` whose URL is the same server as `base`.
-fn entries_of(dir: &Path, base: &str) -> Option<(PathBuf, String)> {
+/// A URL's origin as the request is made to it: scheme, host as the URL
+/// parser serialises it, and port (the scheme's default when none).
+pub(crate) fn origin(url: &str) -> Option<(String, String, u16)> {
+    let url = reqwest::Url::parse(url).ok()?;
+    let host = url.host_str()?.to_string();
+    let port = url.port_or_known_default()?;
+    Some((url.scheme().to_string(), host, port))
+}
+
+/// Why `dir` (the runtime entries' folder) cannot be trusted, if it
+/// cannot: every folder from the runtime root down to it must be a real
+/// folder (not a link), owned by this user (the root folder may be
+/// root's), and not writable by others, unless sticky (`/tmp`). Another
+/// user who can write there could plant an entry, or read one.
+fn trusted_runtime_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    // `servers`, `tether`, and the root they are made in.
+    let folders: Vec<&Path> = dir.ancestors().take(3).collect();
+    for (depth, folder) in folders.iter().enumerate() {
+        let meta =
+            std::fs::symlink_metadata(folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+        if !meta.file_type().is_dir() {
+            return Err(format!("{} is not a folder", folder.display()));
+        }
+        let is_root_folder = depth == folders.len() - 1;
+        if meta.uid() != me && !(is_root_folder && meta.uid() == 0) {
+            return Err(format!(
+                "{} belongs to uid {}",
+                folder.display(),
+                meta.uid()
+            ));
+        }
+        let sticky = meta.mode() & 0o1000 != 0;
+        if meta.mode() & 0o022 != 0 && !sticky {
+            return Err(format!("others may write to {}", folder.display()));
+        }
+    }
+    Ok(())
+}
+
+/// The newest entry in `dir` for exactly `origin` whose server still runs
+/// (it holds a lock on its entry for its life), and that only this user
+/// can have written.
+fn entries_of(dir: &Path, origin_wanted: &(String, String, u16)) -> Option<(PathBuf, String)> {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let me = nix::unistd::geteuid().as_raw();
     let mut best: Option<(std::time::SystemTime, PathBuf, String)> = None;
     for entry in std::fs::read_dir(dir).ok()?.flatten() {
         let path = entry.path();
@@ -88,20 +147,39 @@ fn entries_of(dir: &Path, base: &str) -> Option<(PathBuf, String)> {
         if !(name.starts_with("tetherd-") && name.ends_with(".json")) {
             continue;
         }
-        let Ok(meta) = entry.metadata() else { continue };
-        if !meta.is_file() || meta.len() > MAX_ENTRY_BYTES {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Ok(mut file) = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+            .open(&path)
+        else {
             continue;
         };
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file()
+            || meta.len() > MAX_ENTRY_BYTES
+            || meta.uid() != me
+            || meta.mode() & 0o022 != 0
+        {
+            continue;
+        }
+        let mut text = String::new();
+        if (&mut file)
+            .take(MAX_ENTRY_BYTES)
+            .read_to_string(&mut text)
+            .is_err()
+        {
+            continue;
+        }
         let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
             continue;
         };
         let (Some(url), Some(token)) = (value["url"].as_str(), value["token"].as_str()) else {
             continue;
         };
-        if token.is_empty() || !same_server(url, base) {
+        if token.is_empty() || origin(url).as_ref() != Some(origin_wanted) {
+            continue;
+        }
+        if !server_holds(file) {
             continue;
         }
         let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
@@ -112,70 +190,40 @@ fn entries_of(dir: &Path, base: &str) -> Option<(PathBuf, String)> {
     best.map(|(_, path, token)| (path, token))
 }
 
+/// True while the entry's server runs: it holds an exclusive `flock` on
+/// its entry for its whole life, so a shared lock cannot be had (a pid
+/// would mean nothing across pid namespaces).
+fn server_holds(file: std::fs::File) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    match Flock::lock(file, FlockArg::LockSharedNonblock) {
+        // Nobody holds it: the server is gone (the lock goes with `_free`).
+        Ok(_free) => false,
+        Err((_, errno)) => errno == nix::errno::Errno::EWOULDBLOCK,
+    }
+}
+
 fn first_line(text: &str) -> Option<String> {
     let token = text.lines().next()?.trim();
     (!token.is_empty()).then(|| token.to_string())
 }
 
-/// Scheme, host (lowercase, without brackets) and port of a base URL.
-fn parts(url: &str) -> Option<(&str, String, u16)> {
-    let (scheme, rest) = url.split_once("://")?;
-    let authority = rest.split('/').next().unwrap_or("");
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    let (host, port) = match authority.strip_prefix('[') {
-        Some(v6) => {
-            let (host, after) = v6.split_once(']')?;
-            (host, after.strip_prefix(':'))
-        }
-        None => match authority.rsplit_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (authority, None),
-        },
-    };
-    let default = match scheme {
-        "https" => 443,
-        _ => 80,
-    };
-    let port = match port {
-        Some(port) => port.parse().ok()?,
-        None => default,
-    };
-    Some((scheme, host.to_ascii_lowercase(), port))
-}
-
-/// True when `entry` (a server's own URL) and `base` (what the client was
-/// given) name the same local server: same scheme and port, and the same
-/// host or both loopback (`localhost` and `127.0.0.1` are one machine).
-fn same_server(entry: &str, base: &str) -> bool {
-    if entry.trim_end_matches('/') == base.trim_end_matches('/') {
-        return true;
-    }
-    match (parts(entry), parts(base)) {
-        (Some((s1, h1, p1)), Some((s2, h2, p2))) => {
-            s1 == s2 && p1 == p2 && (h1 == h2 || (is_local_url(entry) && is_local_url(base)))
-        }
-        _ => false,
-    }
-}
-
-/// True for a base URL whose host is a loopback address or `localhost`.
+/// True for a base URL whose host is a loopback address or `localhost`,
+/// as the URL parser that makes the request reads it.
 pub fn is_local_url(base: &str) -> bool {
-    let rest = base
-        .strip_prefix("http://")
-        .or_else(|| base.strip_prefix("https://"))
-        .unwrap_or(base);
-    let authority = rest.split('/').next().unwrap_or("");
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split_once(']').map_or("", |(h, _)| h),
-        None => authority.split(':').next().unwrap_or(""),
+    let Ok(url) = reqwest::Url::parse(base) else {
+        return false;
     };
-    let host = host.to_ascii_lowercase();
-    host == "localhost"
-        || host.ends_with(".localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => {
+            let name = host.to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
 }
 
 #[cfg(test)]
@@ -183,22 +231,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_entry_is_for_the_same_scheme_port_and_loopback_host() {
-        assert!(same_server(
-            "http://127.0.0.1:7420",
-            "http://localhost:7420/"
-        ));
-        assert!(same_server("http://127.0.0.1:7420", "http://[::1]:7420"));
-        assert!(!same_server(
-            "http://127.0.0.1:7420",
-            "http://127.0.0.1:7421"
-        ));
-        assert!(!same_server("http://127.0.0.1:443", "https://127.0.0.1"));
-        assert!(same_server("https://127.0.0.1:443", "https://localhost"));
+    fn an_entry_is_for_exactly_one_origin() {
+        let o = |u: &str| origin(u);
+        assert_eq!(o("http://127.0.0.1:7420"), o("http://127.0.0.1:7420/"));
+        assert_eq!(o("https://127.0.0.1:443"), o("https://127.0.0.1"));
+        assert_ne!(o("http://127.0.0.1:7420"), o("http://localhost:7420"));
+        assert_ne!(o("http://127.0.0.1:7420"), o("http://127.0.0.1:7421"));
+        assert_ne!(o("http://127.0.0.1:443"), o("https://127.0.0.1"));
     }
 
     #[test]
-    fn only_loopback_urls_are_local() {
+    fn only_loopback_urls_are_local_as_the_request_parser_reads_them() {
         for url in [
             "http://127.0.0.1:7420",
             "http://localhost",
@@ -210,8 +253,21 @@ mod tests {
             "http://10.0.0.1:7420",
             "https://example.com",
             "http://127.0.0.1.evil.example",
+            "http://example.com\\@127.0.0.1:7420",
         ] {
             assert!(!is_local_url(url), "{url}");
+        }
+        // The old hand parser took the authority after the last `@`: these
+        // reach 127.0.0.2:9, whatever follows the `#` or `?`.
+        for url in [
+            "http://127.0.0.2:9#@127.0.0.1:7420",
+            "http://127.0.0.2:9/?@127.0.0.1:7420",
+        ] {
+            assert_eq!(
+                origin(url),
+                Some(("http".into(), "127.0.0.2".into(), 9)),
+                "{url}"
+            );
         }
     }
 }

@@ -256,6 +256,7 @@ impl RuntimeEntry {
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
+        trusted_runtime_dir(dir)?;
         remove_stale_entries(dir);
         let stem = format!("tetherd-{}-{}", std::process::id(), new_token_id());
         let temporary = dir.join(format!(".{stem}.tmp"));
@@ -299,6 +300,44 @@ impl Drop for RuntimeEntry {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// An error unless every folder from the runtime root down to `dir` is a
+/// real folder (not a link), owned by this user (the root folder may be
+/// root's), and not writable by others unless sticky (`/tmp`): another
+/// user who can write there could read the entry, token and all, or swap
+/// it (`su` keeps the first user's `$XDG_RUNTIME_DIR`). The clients apply
+/// the same rule before they read an entry (`client/src/local_token.rs`).
+fn trusted_runtime_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let untrusted = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+    // `servers`, `tether`, and the root they are made in.
+    let folders: Vec<&Path> = dir.ancestors().take(3).collect();
+    for (depth, folder) in folders.iter().enumerate() {
+        let meta = std::fs::symlink_metadata(folder)?;
+        if !meta.file_type().is_dir() {
+            return Err(untrusted(format!(
+                "{} is not a folder (a link?)",
+                folder.display()
+            )));
+        }
+        let is_root_folder = depth == folders.len() - 1;
+        if meta.uid() != me && !(is_root_folder && meta.uid() == 0) {
+            return Err(untrusted(format!(
+                "{} belongs to uid {}, not to this user (uid {me})",
+                folder.display(),
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+            return Err(untrusted(format!(
+                "others may write to {}",
+                folder.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Removes the entries (`tetherd-*.json`) in `dir` whose lock can be taken:

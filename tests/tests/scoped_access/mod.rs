@@ -66,5 +66,6 @@ fn cli(env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
 }
 
 mod audit;
+mod runtime_entries;
 mod scoped_tokens;
 mod secure_by_default;

@@ -115,11 +115,26 @@ async fn two_servers_with_generated_tokens_each_reached_without_a_token() {
     let first = TestServer::start_exact(&[], &[("XDG_RUNTIME_DIR", xdg)], None);
     let mut second = TestServer::start_exact(&[], &[("XDG_RUNTIME_DIR", xdg)], None);
     let run_on = |server: &TestServer, word: &str| {
-        // Reached as localhost: the entry says 127.0.0.1, the same server.
-        let url = server.base.replace("127.0.0.1", "localhost");
-        let env = [("XDG_RUNTIME_DIR", xdg), ("TETHER_SERVER", url.as_str())];
+        let env = [
+            ("XDG_RUNTIME_DIR", xdg),
+            ("TETHER_SERVER", server.base.as_str()),
+        ];
         cli(&env, &["run", "--", "echo", word])
     };
+    // An entry's token goes to exactly the origin the entry names: the
+    // same server reached as `localhost` (which may resolve to another
+    // listener, on ::1) gets none, and is told so.
+    let as_localhost = first.base.replace("127.0.0.1", "localhost");
+    let refused = cli(
+        &[
+            ("XDG_RUNTIME_DIR", xdg),
+            ("TETHER_SERVER", as_localhost.as_str()),
+        ],
+        &["ps"],
+    );
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("exactly its own URL"), "{said}");
     for (server, word) in [(&first, "first"), (&second, "second")] {
         let run = run_on(server, word);
         assert!(
