@@ -40,6 +40,7 @@
 //!   limit and the defaults sized to it.
 //! - [`metrics`]: counters for `/metrics`.
 //! - [`error`]: every error with its status, code and close code.
+//! - [`sync`]: the one way through a poisoned lock.
 //! - [`config`]: flags and limits; [`options`]: what the server runs with,
 //!   built from them once; [`server::run`] ties it together.
 
@@ -65,6 +66,7 @@ pub mod screen;
 pub mod secret;
 pub mod server;
 pub mod slots;
+pub mod sync;
 pub mod table;
 pub mod token;
 pub mod transport;

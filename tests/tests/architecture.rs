@@ -30,6 +30,7 @@ const SERVER_LAYERS: &[&[&str]] = &[
         "config", "screen", "pty", "slots", "budget", "metrics", "error", "secret", "token",
     ],
     &["contain"],
+    &["sync"],
 ];
 
 /// Modules that may import only the few named here, whatever their layer.
@@ -37,11 +38,11 @@ const SERVER_ONLY: &[(&str, &[&str])] = &[
     // The framings know messages, not sockets, processes or rights.
     ("wire", &["error"]),
     // Retention owns output; the emulator is the only thing it feeds.
-    ("retained", &["screen"]),
+    ("retained", &["screen", "sync"]),
     // The emulator is a pure function of the bytes it is fed.
     ("screen", &[]),
     // Containment is the bottom: it signals and waits, nothing more.
-    ("contain", &[]),
+    ("contain", &["sync"]),
 ];
 
 /// One crate's source: its files and the module path of each.

@@ -25,6 +25,7 @@ use tether_protocol::{Overflow, StreamName, TermSize};
 use tokio::sync::{watch, Notify};
 
 use crate::screen::Screen;
+use crate::sync::LockExt;
 use disk::Record;
 use log::{Read, StreamLog};
 pub use ring::Next;
@@ -155,7 +156,7 @@ impl RetainedOutput {
     /// it would be a bug in a few lines of ring code; the data is still
     /// consistent enough to serve.
     fn lock(&self) -> MutexGuard<'_, Streams> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_or_recover()
     }
 
     /// The overflow mode.
