@@ -233,16 +233,12 @@ impl Writer {
                     .min(self.max_data);
                 let wanted = self.framing.wants(stream);
                 let framing = &self.framing;
-                let mut message = None;
+                // A stream the client does not read is moved through
+                // unsent, so it paces nothing.
                 let next = self
                     .output
                     .next(stream, &mut self.cursors[i], max, |offset, parts| {
-                        // A stream the client does not read is moved
-                        // through unsent, so it paces nothing.
-                        if wanted {
-                            message = Some(framing.data(stream, offset, parts));
-                        }
-                        Vec::new()
+                        wanted.then(|| framing.data(stream, offset, parts))
                     });
                 let message = match next {
                     Next::End => continue,
@@ -259,12 +255,12 @@ impl Writer {
                             None
                         }
                     }
-                    Next::Data { length, .. } => {
+                    Next::Data { length, frame, .. } => {
                         drained &= (length as usize) < max;
                         if wanted {
                             Metrics::add(&self.process.metrics.sent, stream, length);
                         }
-                        message
+                        frame
                     }
                 };
                 done = false;

@@ -361,15 +361,16 @@ pub struct Reader {
 impl Reader {
     /// The next thing to send from `stream` at `cursor`, at most `max` data
     /// bytes, which `encode` turns into a frame straight from the window
-    /// (one copy), or from a read of the disk log made outside the lock.
-    /// Advances the cursor past what it returns.
-    pub fn next(
+    /// (one copy), or from a read of the disk log made outside the lock;
+    /// the frame comes back in [`Next::Data`]. `encode` is called at most
+    /// once. Advances the cursor past what it returns.
+    pub fn next<F>(
         &self,
         stream: StreamName,
         cursor: &mut Cursor,
         max: usize,
-        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
-    ) -> Next {
+        encode: impl FnMut(u64, &[&[u8]]) -> F,
+    ) -> Next<F> {
         let next = self.output.next(stream, cursor.next, max, encode);
         match &next {
             Next::Dropped { offset, length } => cursor.next = offset + length,
@@ -388,19 +389,17 @@ impl RetainedOutput {
     /// under the lock, or from the file outside it and then checked, under
     /// the lock again, not to have been overwritten meanwhile (if it was,
     /// the bytes are gone and the next answer says `dropped`).
-    fn next(
+    fn next<F>(
         &self,
         stream: StreamName,
         cursor: u64,
         max: usize,
-        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
-    ) -> Next {
-        let mut encode = Some(encode);
-        let mut encode_once = |offset: u64, parts: &[&[u8]]| {
-            encode.take().map(|f| f(offset, parts)).unwrap_or_default()
-        };
+        mut encode: impl FnMut(u64, &[&[u8]]) -> F,
+    ) -> Next<F> {
+        // Each turn of the loop offers `encode` again, but only a turn that
+        // returns calls it: once at most.
         loop {
-            let read = self.lock().buffers[stream.index()].next(cursor, max, &mut encode_once);
+            let read = self.lock().buffers[stream.index()].next(cursor, max, &mut encode);
             let (file, offset, length) = match read {
                 Read::Ready(next) => return next,
                 Read::Disk {
@@ -428,7 +427,7 @@ impl RetainedOutput {
                     .then(|| Next::Data {
                         offset,
                         length,
-                        frame: encode_once(offset, &[bytes]),
+                        frame: encode(offset, &[bytes]),
                     })
             });
             if let Some(next) = read {
