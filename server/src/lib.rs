@@ -39,7 +39,7 @@
 //! - [`secret`]: the token kept from children; [`limits`]: the open-file
 //!   limit and the defaults sized to it.
 //! - [`metrics`]: counters for `/metrics`.
-//! - [`error`]: every error with its status, code and close code.
+//! - [`error`]: every error with its status and code.
 //! - [`sync`]: the one way through a poisoned lock.
 //! - [`config`]: flags and limits; [`options`]: what the server runs with,
 //!   built from them once; [`server::run`] ties it together.

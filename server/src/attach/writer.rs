@@ -15,6 +15,7 @@ use tether_protocol::{ServerFrame, StreamName};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout, MissedTickBehavior};
 
+use super::close::{Close, SocketGone};
 use super::state::{Credit, Liveness, ReaderEvent};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -59,7 +60,8 @@ pub struct Writer {
     /// With `input=ID`: how far the input stream has been applied, sent
     /// as `input_ack` right after `hello` and whenever it moves.
     pub acknowledged: Option<watch::Receiver<u64>>,
-    /// Refused after `hello`: the error frame to send, then Close 1008.
+    /// Refused after `hello`: the error frame to send, then
+    /// [`Close::Policy`].
     pub refusal: Option<ApiError>,
     /// An `input_ack` is due by then (sent earlier with output).
     pub ack_due: Option<tokio::time::Instant>,
@@ -75,10 +77,6 @@ enum Progress {
     More,
 }
 
-/// Why the writer stopped: `Some((close code, reason))` to close politely,
-/// `None` when the socket is already unusable.
-pub type Close = Option<(u16, String)>;
-
 /// How the writer keeps the connection honest.
 pub struct Keepalive {
     /// Updated by the reader.
@@ -91,39 +89,31 @@ pub struct Keepalive {
 
 impl Writer {
     /// Sends `hello`, then output as it comes, until the exit frame has been
-    /// sent or the attachment must end.
+    /// sent or the attachment must end: returns the Close to end it with.
     pub async fn run(
         &mut self,
         mut events: mpsc::Receiver<ReaderEvent>,
         keepalive: Keepalive,
-    ) -> Close {
+    ) -> Result<Close, SocketGone> {
         let mut output = self.process.output().watch();
         let mut exit = self.process.watch_exit();
         let start = [self.cursors[0].next, self.cursors[1].next];
         if let Some(hello) = self.framing.hello(self.process.info(), start) {
-            if self.send(hello).await.is_err() {
-                return None;
-            }
+            self.send(hello).await?;
         }
         if let Some(error) = self.refusal.take() {
             if let Some(message) = self.framing.rejected(&error) {
-                if self.send(message).await.is_err() {
-                    return None;
-                }
+                self.send(message).await?;
             }
-            return Some((1008, error.status_and_code().1.into()));
+            return Ok(Close::Policy(error.status_and_code().1));
         }
-        if self.acknowledge().await.is_err() {
-            return None;
-        }
+        self.acknowledge().await?;
         if let Some(screen) = self
             .screen
             .take()
             .and_then(|s| self.framing.screen(s.offset, s.cols, s.rows, s.data))
         {
-            if self.send(screen).await.is_err() {
-                return None;
-            }
+            self.send(screen).await?;
         }
         let every = keepalive.ping_every;
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -131,61 +121,47 @@ impl Writer {
         loop {
             output.borrow_and_update();
             let exited = exit.borrow_and_update().is_some();
-            let sent = self.send_available(exited).await;
-            match sent {
-                Err(()) => return None,
-                Ok(Progress::Complete) if exited => {
-                    if self.ack_due.take().is_some() && self.acknowledge().await.is_err() {
-                        return None;
-                    }
-                    if let Some(exit) = self.framing.exit(self.process.info()) {
-                        if self.send(exit).await.is_err() {
-                            return None;
-                        }
-                    }
-                    return Some((1000, "process exited".into()));
+            let sent = self.send_available(exited).await?;
+            if exited && matches!(sent, Progress::Complete) {
+                if self.ack_due.take().is_some() {
+                    self.acknowledge().await?;
                 }
-                Ok(_) => {}
+                if let Some(exit) = self.framing.exit(self.process.info()) {
+                    self.send(exit).await?;
+                }
+                return Ok(Close::Normal("process exited"));
             }
             // Biased: error frames, closes and pings go before more output;
             // with output still waiting, loop straight back to it.
-            let more = matches!(sent, Ok(Progress::More));
+            let more = matches!(sent, Progress::More);
             tokio::select! {
                 biased;
                 event = events.recv() => match event {
                     Some(ReaderEvent::Rejected(error)) => {
                         if let Some(message) = self.framing.rejected(&error) {
-                            if self.send(message).await.is_err() {
-                                return None;
-                            }
+                            self.send(message).await?;
                         }
                     }
                     Some(ReaderEvent::Fatal(error)) => {
                         if let Some(message) = self.framing.fatal(&error) {
-                            if self.send(message).await.is_err() {
-                                return None;
-                            }
+                            self.send(message).await?;
                         }
-                        return Some((error.close_code(), error.code().into()));
+                        return Ok(Close::after(&error));
                     }
-                    Some(ReaderEvent::Gone) | None => return None,
+                    Some(ReaderEvent::Gone) | None => return Err(SocketGone),
                 },
                 Some(()) = changed(&mut self.acknowledged) => {
                     self.ack_due.get_or_insert_with(|| tokio::time::Instant::now() + ACK_DELAY);
                 }
                 _ = sleep_until(self.ack_due) => {
                     self.ack_due = None;
-                    if self.acknowledge().await.is_err() {
-                        return None;
-                    }
+                    self.acknowledge().await?;
                 }
                 _ = ping.tick() => {
                     if keepalive.liveness.unanswered_for() > keepalive.idle_timeout {
-                        return Some((1001, "idle timeout".into()));
+                        return Ok(Close::GoingAway("idle timeout"));
                     }
-                    if self.send(Message::Ping(Default::default())).await.is_err() {
-                        return None;
-                    }
+                    self.send(Message::Ping(Default::default())).await?;
                     keepalive.liveness.pinged();
                 }
                 _ = output.changed() => {}
@@ -213,7 +189,7 @@ impl Writer {
     /// this call, so a keystroke's echo costs one look at the retained
     /// output, not two. After the exit no wake-up will come, so it looks
     /// until every stream says so itself.
-    async fn send_available(&mut self, exited: bool) -> Result<Progress, ()> {
+    async fn send_available(&mut self, exited: bool) -> Result<Progress, SocketGone> {
         loop {
             let mut sent_any = false;
             let mut done = true;
@@ -268,8 +244,6 @@ impl Writer {
                 let Some(message) = message else {
                     continue;
                 };
-                done = false;
-                sent_any = true;
                 // A due acknowledgement rides with the output, in its flush.
                 if self.ack_due.take().is_some() {
                     if let Some(applied) =
@@ -312,14 +286,14 @@ impl Writer {
         self.output.release(&self.cursors, credited);
     }
 
-    async fn feed(&mut self, message: Message) -> Result<(), ()> {
+    async fn feed(&mut self, message: Message) -> Result<(), SocketGone> {
         match timeout(self.send_timeout, self.sink.feed(message)).await {
             Ok(Ok(())) => Ok(()),
-            _ => Err(()),
+            _ => Err(SocketGone),
         }
     }
 
-    async fn flush(&mut self) -> Result<(), ()> {
+    async fn flush(&mut self) -> Result<(), SocketGone> {
         self.unflushed = 0;
         match timeout(self.send_timeout, self.sink.flush()).await {
             Ok(Ok(())) => {
@@ -328,13 +302,13 @@ impl Writer {
             }
             _ => {
                 tracing::info!(id = %self.process.id, "attachment socket took nothing for the send timeout; closing it");
-                Err(())
+                Err(SocketGone)
             }
         }
     }
 
     /// Sends `input_ack` with where the input stream stands now.
-    async fn acknowledge(&mut self) -> Result<(), ()> {
+    async fn acknowledge(&mut self) -> Result<(), SocketGone> {
         let Some(applied) = self.acknowledged.as_mut().map(|a| *a.borrow_and_update()) else {
             return Ok(());
         };
@@ -343,7 +317,7 @@ impl Writer {
     }
 
     /// Feeds and flushes one message.
-    pub async fn send(&mut self, message: Message) -> Result<(), ()> {
+    pub async fn send(&mut self, message: Message) -> Result<(), SocketGone> {
         self.feed(message).await?;
         self.flush().await
     }
