@@ -2,15 +2,17 @@
 //!
 //! process output -> retained output -> this attachment's per-stream
 //! cursor -> socket. Its parts are apart: [`writer`] alone writes to the
-//! socket; [`reader`] decodes client frames and applies credit at once;
-//! [`input`] carries out frames for the process in order, with a stdin
-//! budget of its own; [`state`] is what they share; [`close`] is how the
-//! attachment ends. A slow socket holds back only its own attachment:
-//! capture never waits for it (drop mode) or waits at most the send timeout
-//! (block mode).
+//! socket, first its [`opening`], then its [`pump`]; [`reader`] decodes
+//! client frames and applies credit at once; [`input`] carries out frames
+//! for the process in order, with a stdin budget of its own; [`state`] is
+//! what they share; [`close`] is how the attachment ends. A slow socket
+//! holds back only its own attachment: capture never waits for it (drop
+//! mode) or waits at most the send timeout (block mode).
 
 pub mod close;
 pub mod input;
+pub mod opening;
+pub mod pump;
 pub mod reader;
 pub mod state;
 pub mod writer;
@@ -34,9 +36,10 @@ use crate::slots::Slot;
 use crate::table::ProcessTable;
 use crate::wire::framing::{Decoder, Framing};
 use input::{ProcessQueue, STDIN_BUDGET};
+use pump::Keepalive;
 use reader::SocketReader;
 use state::{Credit, Liveness};
-use writer::{Keepalive, Writer};
+use writer::Writer;
 
 /// How a client attaches (from the query string).
 #[derive(Debug, Clone, Copy)]
