@@ -1,9 +1,8 @@
-//! The server's one way through a poisoned lock. A panic while a `std`
-//! lock was held does not make its data unusable here: every lock guards
-//! plain bookkeeping that a panic leaves no worse than any other moment
-//! would, and refusing the lock forever would turn one panic into a server
-//! that fails every later request. So every lock is taken through
-//! [`LockExt::lock_or_recover`], and a `Condvar` wait through [`recover`].
+//! The server's one way through a poisoned lock: poison is ignored, and
+//! the data is used as the panic left it. Refusing a poisoned lock would
+//! turn one panic into a server that fails every later user of that lock.
+//! Every `std` lock is taken through [`LockExt::lock_or_recover`], and a
+//! `Condvar` wait goes through [`recover`].
 
 use std::sync::{LockResult, Mutex, MutexGuard, PoisonError};
 
