@@ -1,5 +1,6 @@
-//! The server's errors, and the one place that maps each to an HTTP status,
-//! an error code and (for attachments) a WebSocket close code.
+//! The server's errors, and the one place that maps each to an HTTP status
+//! and an error code. The close code an attachment ends with after an
+//! error is chosen with the attachment's other closes, in `attach::close`.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -273,8 +274,8 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Why an attachment ends early; each has an `error` frame code and a
-/// WebSocket close code.
+/// Why an attachment ends early; each has an `error` frame code (and a
+/// close code, in `attach::close`).
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
     /// The client sent a frame that does not decode.
@@ -302,17 +303,6 @@ impl AttachError {
             AttachError::TextMessage => "text_message",
             AttachError::TooLarge(_) => "frame_too_large",
             AttachError::Socket(_) | AttachError::Kube(_) => "protocol_error",
-        }
-    }
-
-    /// WebSocket close code.
-    pub fn close_code(&self) -> u16 {
-        match self {
-            AttachError::Decode(e) => e.close_code(),
-            AttachError::TextMessage => 1003,
-            AttachError::TooLarge(_) => 1009,
-            AttachError::Socket(_) => 1002,
-            AttachError::Kube(e) => e.close_code(),
         }
     }
 }
@@ -377,15 +367,6 @@ impl KubeError {
             KubeError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed"),
             KubeError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "RequestEntityTooLarge"),
             KubeError::Api(e) => (e.status_and_code().0, e.kube_reason()),
-        }
-    }
-
-    /// WebSocket close code, after the upgrade.
-    pub fn close_code(&self) -> u16 {
-        match self {
-            KubeError::Malformed(_) => 1007,
-            KubeError::TooLarge(_) => 1009,
-            _ => 1008,
         }
     }
 }

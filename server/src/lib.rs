@@ -39,7 +39,8 @@
 //! - [`secret`]: the token kept from children; [`limits`]: the open-file
 //!   limit and the defaults sized to it.
 //! - [`metrics`]: counters for `/metrics`.
-//! - [`error`]: every error with its status, code and close code.
+//! - [`error`]: every error with its status and code.
+//! - [`sync`]: the one way through a poisoned lock.
 //! - [`config`]: flags and limits; [`options`]: what the server runs with,
 //!   built from them once; [`server::run`] ties it together.
 
@@ -65,6 +66,7 @@ pub mod screen;
 pub mod secret;
 pub mod server;
 pub mod slots;
+pub mod sync;
 pub mod table;
 pub mod token;
 pub mod transport;

@@ -178,28 +178,30 @@ impl ProcessQueue {
                 seq: Some(seq),
             });
         };
-        let end = seq + data.len() as u64;
-        let data = match Plan::of(seq, data.len() as u64, *next) {
-            Plan::Duplicate => return Now::Done,
-            Plan::Gap { expected } => {
-                return Now::Rejected(ApiError::InputOutOfOrder { expected, got: seq })
-            }
-            Plan::Apply { skip } => trim(data, skip),
+        let (frame, turn) = match step(input, &mut next, seq, ClientFrame::Stdin { data }) {
+            Step::Duplicate => return Now::Done,
+            Step::OutOfOrder(error) => return Now::Rejected(error),
+            Step::Apply { frame, turn } => (frame, turn),
         };
-        let result = self.process.try_write_stdin(data);
-        match result {
+        // `step` gives stdin back as stdin (its new tail); anything else
+        // would go the queued way.
+        let ClientFrame::Stdin { data } = frame else {
+            return Now::Later(ForProcess {
+                frame,
+                seq: Some(turn.at()),
+            });
+        };
+        match self.process.try_write_stdin(data) {
             Ok(Some(data)) => Now::Later(ForProcess {
                 frame: ClientFrame::Stdin { data },
-                seq: Some(*next),
+                seq: Some(turn.at()),
             }),
             Ok(None) => {
-                *next = end;
-                input.applied(end);
+                turn.applied();
                 Now::Done
             }
             Err(error) => {
-                *next = end;
-                input.applied(end);
+                turn.applied();
                 Now::Rejected(error)
             }
         }
@@ -233,9 +235,7 @@ fn trim(mut data: Vec<u8>, skip: u64) -> Vec<u8> {
 }
 
 /// Carries out a numbered frame through `act` at most once, in its
-/// stream's order: a duplicate is dropped, a frame past a gap refused, the
-/// new tail of a partly applied stdin frame written. Carried out or
-/// refused by `act`, it counts as applied: a resend never repeats it.
+/// stream's order (see [`step`]).
 async fn act_numbered<F, Fut>(
     input: &InputClaim,
     seq: u64,
@@ -247,24 +247,80 @@ where
     Fut: std::future::Future<Output = Result<(), ApiError>>,
 {
     let mut next = input.order().lock().await;
+    match step(input, &mut next, seq, frame) {
+        Step::Duplicate => Ok(()),
+        Step::OutOfOrder(error) => Err(error),
+        Step::Apply { frame, turn } => {
+            let result = act(frame).await;
+            turn.applied();
+            result
+        }
+    }
+}
+
+/// What [`step`] makes of a numbered frame.
+enum Step<'a> {
+    /// Every unit of it was applied before: drop it.
+    Duplicate,
+    /// It starts past where the stream stands: refuse it.
+    OutOfOrder(ApiError),
+    /// Apply `frame` (the new tail of a partly applied stdin frame), then
+    /// record it with [`Turn::applied`].
+    Apply { frame: ClientFrame, turn: Turn<'a> },
+}
+
+/// A numbered frame's turn in its stream, under the stream's order lock.
+struct Turn<'a> {
+    input: &'a InputClaim,
+    /// Where the stream stands (guarded by its order lock).
+    next: &'a mut u64,
+    /// Where it stands once this frame is applied.
+    end: u64,
+}
+
+impl Turn<'_> {
+    /// Where the frame left to apply starts.
+    fn at(&self) -> u64 {
+        *self.next
+    }
+
+    /// The frame was carried out or refused by the process: either way it
+    /// counts as applied, so a resend never repeats it.
+    fn applied(self) {
+        *self.next = self.end;
+        self.input.applied(self.end);
+    }
+}
+
+/// The exactly-once step of a numbered input stream, taken under its order
+/// lock (`next`): a duplicate is dropped, a frame past a gap refused, and
+/// of the rest only what the stream has not applied yet is applied.
+fn step<'a>(input: &'a InputClaim, next: &'a mut u64, seq: u64, frame: ClientFrame) -> Step<'a> {
     let units = match &frame {
         ClientFrame::Stdin { data } => data.len() as u64,
         _ => 1,
     };
-    let frame = match (Plan::of(seq, units, *next), frame) {
-        (Plan::Duplicate, _) => return Ok(()),
-        (Plan::Gap { expected }, _) => {
-            return Err(ApiError::InputOutOfOrder { expected, got: seq })
+    let skip = match Plan::of(seq, units, *next) {
+        Plan::Duplicate => return Step::Duplicate,
+        Plan::Gap { expected } => {
+            return Step::OutOfOrder(ApiError::InputOutOfOrder { expected, got: seq })
         }
-        (Plan::Apply { skip }, ClientFrame::Stdin { data }) => ClientFrame::Stdin {
+        Plan::Apply { skip } => skip,
+    };
+    let frame = match frame {
+        ClientFrame::Stdin { data } => ClientFrame::Stdin {
             data: trim(data, skip),
         },
-        (Plan::Apply { .. }, frame) => frame,
+        frame => frame,
     };
-    let result = act(frame).await;
-    *next = seq + units;
-    input.applied(*next);
-    result
+    Step::Apply {
+        frame,
+        turn: Turn {
+            input,
+            next,
+            end: seq + units,
+        },
+    }
 }
 
 /// Carries out one client frame through the process's own policy for it,
@@ -297,5 +353,53 @@ async fn act(
         ClientFrame::StdinEof => process.close_stdin().await,
         ClientFrame::Signal { signal } => process.signal(Signal::parse(&signal)?).await,
         ClientFrame::Resize { cols, rows } => table.resize(process, cols, rows),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::process::input_streams::InputStreams;
+
+    fn stdin(data: &[u8]) -> ClientFrame {
+        ClientFrame::Stdin {
+            data: data.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_step_applies_only_what_is_new_and_records_it() {
+        let streams = InputStreams::default();
+        let Ok(input) = streams.claim("a", false, Duration::from_secs(60), 4) else {
+            panic!("claim");
+        };
+        let applied = input.watch();
+        let mut next = 3;
+        assert!(matches!(
+            step(&input, &mut next, 0, stdin(b"abc")),
+            Step::Duplicate
+        ));
+        assert!(matches!(
+            step(&input, &mut next, 4, stdin(b"e")),
+            Step::OutOfOrder(ApiError::InputOutOfOrder {
+                expected: 3,
+                got: 4
+            })
+        ));
+        let Step::Apply { frame, turn } = step(&input, &mut next, 1, stdin(b"bcde")) else {
+            panic!("expected the new tail to apply");
+        };
+        assert_eq!(turn.at(), 3);
+        assert!(matches!(frame, ClientFrame::Stdin { data } if data == b"de"));
+        turn.applied();
+        assert_eq!((next, *applied.borrow()), (5, 5));
+        let Step::Apply { frame, turn } = step(&input, &mut next, 5, ClientFrame::StdinEof) else {
+            panic!("expected stdin_eof to apply");
+        };
+        assert!(matches!(frame, ClientFrame::StdinEof));
+        turn.applied();
+        assert_eq!(next, 6);
     }
 }

@@ -2,13 +2,17 @@
 //!
 //! process output -> retained output -> this attachment's per-stream
 //! cursor -> socket. Its parts are apart: [`writer`] alone writes to the
-//! socket; [`reader`] decodes client frames and applies credit at once;
-//! [`input`] carries out frames for the process in order, with a stdin
-//! budget of its own; [`state`] is what they share. A slow socket holds back
-//! only its own attachment: capture never waits for it (drop mode) or waits
-//! at most the send timeout (block mode).
+//! socket, first its [`opening`], then its [`pump`]; [`reader`] decodes
+//! client frames and applies credit at once; [`input`] carries out frames
+//! for the process in order, with a stdin budget of its own; [`state`] is
+//! what they share; [`close`] is how the attachment ends. A slow socket
+//! holds back only its own attachment: capture never waits for it (drop
+//! mode) or waits at most the send timeout (block mode).
 
+pub mod close;
 pub mod input;
+pub mod opening;
+pub mod pump;
 pub mod reader;
 pub mod state;
 pub mod writer;
@@ -16,7 +20,7 @@ pub mod writer;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, OnFailedUpgrade, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, OnFailedUpgrade, WebSocket, WebSocketUpgrade};
 use futures_util::StreamExt;
 use tether_protocol::StreamName;
 use tokio::sync::mpsc;
@@ -32,9 +36,10 @@ use crate::slots::Slot;
 use crate::table::ProcessTable;
 use crate::wire::framing::{Decoder, Framing};
 use input::{ProcessQueue, STDIN_BUDGET};
+use pump::Keepalive;
 use reader::SocketReader;
 use state::{Credit, Liveness};
-use writer::{Keepalive, Writer};
+use writer::Writer;
 
 /// How a client attaches (from the query string).
 #[derive(Debug, Clone, Copy)]
@@ -82,8 +87,8 @@ impl Admission {
         self
     }
 
-    /// The attachment sends `hello`, then `error` with this, then Close
-    /// 1008.
+    /// The attachment sends `hello`, then `error` with this, then
+    /// [`Close::Policy`](close::Close::Policy).
     pub fn refused(mut self, error: ApiError) -> Admission {
         self.refusal = Some(error);
         self
@@ -246,13 +251,13 @@ pub async fn serve_framed(
         ping_every: config.ping_interval(),
         idle_timeout: config.idle_timeout(),
     };
-    let close = writer.run(events, keepalive).await;
-    if let Some((code, reason)) = close {
-        let frame = CloseFrame {
-            code,
-            reason: reason.into(),
-        };
-        if writer.send(Message::Close(Some(frame))).await.is_ok() {
+    // A socket already gone gets no Close.
+    if let Ok(close) = writer.run(events, keepalive).await {
+        if writer
+            .send(Message::Close(Some(close.frame())))
+            .await
+            .is_ok()
+        {
             // Wait, bounded, for the client's Close so the kernel never
             // resets a connection with output still unread; then shut it.
             let _ = timeout(config.close_timeout(), &mut reader_task).await;

@@ -40,6 +40,16 @@ pub struct SocketReader {
 /// A message read from the socket (`None`: the socket ended).
 pub type Incoming = Option<Result<Message, axum::Error>>;
 
+/// What the reader did with a message.
+enum Handled {
+    /// Acted on, or nothing to do (refusals are reported on the way).
+    Done,
+    /// It broke the protocol: the writer reports it and closes.
+    Fatal(AttachError),
+    /// The input queue or the writer is gone: the attachment is ending.
+    Ended,
+}
+
 impl SocketReader {
     /// Reads until the client closes or the connection breaks.
     pub async fn run(mut self) {
@@ -54,33 +64,31 @@ impl SocketReader {
                 }
             };
             let Some(message) = message else { break };
-            let event = match message {
+            let handled = match message {
                 // After a protocol error, only the client's Close matters.
                 Ok(Message::Close(_)) => break,
                 Ok(_) if failed => continue,
                 Ok(Message::Binary(bytes)) if bytes.len() > self.max_frame => {
-                    Some(ReaderEvent::Fatal(AttachError::TooLarge(self.max_frame)))
+                    Handled::Fatal(AttachError::TooLarge(self.max_frame))
                 }
-                Ok(Message::Binary(bytes)) => match self.handle(&bytes, false).await {
-                    Some(event) => event,
-                    None => return,
-                },
-                Ok(Message::Text(text)) => match self.handle(text.as_bytes(), true).await {
-                    Some(event) => event,
-                    None => return,
-                },
-                Ok(Message::Ping(_) | Message::Pong(_)) => None,
+                Ok(Message::Binary(bytes)) => self.handle(&bytes, false).await,
+                Ok(Message::Text(text)) => self.handle(text.as_bytes(), true).await,
+                Ok(Message::Ping(_) | Message::Pong(_)) => Handled::Done,
                 Err(e) => {
                     let error = socket_error(e, self.max_frame);
                     let _ = self.events.send(ReaderEvent::Fatal(error)).await;
                     return;
                 }
             };
-            if let Some(event) = event {
-                failed |= matches!(event, ReaderEvent::Fatal(_));
-                if self.events.send(event).await.is_err() {
-                    return;
+            match handled {
+                Handled::Done => {}
+                Handled::Fatal(error) => {
+                    failed = true;
+                    if self.events.send(ReaderEvent::Fatal(error)).await.is_err() {
+                        return;
+                    }
                 }
+                Handled::Ended => return,
             }
         }
         let _ = self.events.send(ReaderEvent::Gone).await;
@@ -89,11 +97,11 @@ impl SocketReader {
 
 impl SocketReader {
     /// Decodes one message and acts on its frames: credit at once, the
-    /// rest through the queue. `None` when the queue is gone.
-    async fn handle(&mut self, payload: &[u8], text: bool) -> Option<Option<ReaderEvent>> {
+    /// rest through the queue.
+    async fn handle(&mut self, payload: &[u8], text: bool) -> Handled {
         let frames = match self.decoder.decode(payload, text) {
             Ok(frames) => frames,
-            Err(e) => return Some(Some(ReaderEvent::Fatal(e))),
+            Err(e) => return Handled::Fatal(e),
         };
         for frame in frames {
             if let ClientFrame::Credit { stream, bytes } = frame {
@@ -109,7 +117,7 @@ impl SocketReader {
                         .await
                         .is_err()
                     {
-                        return None;
+                        return Handled::Ended;
                     }
                     continue;
                 }
@@ -123,7 +131,7 @@ impl SocketReader {
                         .await
                         .is_err()
                     {
-                        return None;
+                        return Handled::Ended;
                     }
                     continue;
                 }
@@ -135,10 +143,10 @@ impl SocketReader {
                 self.queue.push(frame).await
             };
             if !queued {
-                return None;
+                return Handled::Ended;
             }
         }
-        Some(None)
+        Handled::Done
     }
 
     /// Queues a frame for the process. While the stdin budget is spent it

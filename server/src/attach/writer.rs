@@ -1,9 +1,9 @@
-//! The attachment's writer: the only task that writes to the socket. It
-//! keeps a cursor per stream, asks the retained output for the next frame
-//! of each stream in turn (so neither starves), honours the credit window,
-//! batches frames between flushes, and sends `exit` once every stream is
-//! complete and fully sent. It returns to its `select!` after every flush,
-//! so error frames, closes and pings are never starved by a flood.
+//! The attachment's writer: the only task that writes to the socket. Its
+//! opening ([`super::opening`]) says who the process is and where the
+//! attachment starts; its pump ([`super::pump`]) then sends output, credit
+//! permitting, until the exit frame or the end of the attachment. Here is
+//! what both write with: the socket, fed and flushed within the send
+//! timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,26 +11,17 @@ use std::time::Duration;
 use axum::extract::ws::{Message, WebSocket};
 use futures_util::stream::SplitSink;
 use futures_util::SinkExt;
-use tether_protocol::{ServerFrame, StreamName};
-use tokio::sync::{mpsc, watch};
-use tokio::time::{timeout, MissedTickBehavior};
+use tether_protocol::ServerFrame;
+use tokio::sync::watch;
+use tokio::time::timeout;
 
-use super::state::{Credit, Liveness, ReaderEvent};
+use super::close::SocketGone;
+use super::state::Credit;
 use crate::error::ApiError;
-use crate::metrics::Metrics;
 use crate::process::Process;
-use crate::retained::{Cursor, Next, Reader};
+use crate::retained::{Cursor, Reader};
 use crate::screen::Snapshot;
 use crate::wire::framing::Framing;
-
-/// Flush after this many bytes of feed()s, so big bursts go out in few
-/// syscalls and small ones promptly.
-const FLUSH_BYTES: usize = 256 * 1024;
-
-/// How long an `input_ack` may wait for output to ride with. A keystroke's
-/// echo comes within it, so its acknowledgement costs no write of its own;
-/// input that makes no output is acknowledged this much later.
-const ACK_DELAY: Duration = Duration::from_millis(5);
 
 /// The writer of one attachment.
 pub struct Writer {
@@ -59,271 +50,35 @@ pub struct Writer {
     /// With `input=ID`: how far the input stream has been applied, sent
     /// as `input_ack` right after `hello` and whenever it moves.
     pub acknowledged: Option<watch::Receiver<u64>>,
-    /// Refused after `hello`: the error frame to send, then Close 1008.
+    /// Refused after `hello`: the error frame to send, then
+    /// [`Close::Policy`](super::close::Close::Policy).
     pub refusal: Option<ApiError>,
     /// An `input_ack` is due by then (sent earlier with output).
     pub ack_due: Option<tokio::time::Instant>,
 }
 
-/// What [`Writer::send_available`] left behind.
-enum Progress {
-    /// Every stream is complete and fully sent: the exit frame may follow.
-    Complete,
-    /// Nothing more may be sent now (no output yet, or no credit).
-    Waiting,
-    /// More is ready; events were given a turn first.
-    More,
-}
-
-/// Why the writer stopped: `Some((close code, reason))` to close politely,
-/// `None` when the socket is already unusable.
-pub type Close = Option<(u16, String)>;
-
-/// How the writer keeps the connection honest.
-pub struct Keepalive {
-    /// Updated by the reader.
-    pub liveness: Arc<Liveness>,
-    /// `--ping-interval-ms`.
-    pub ping_every: Duration,
-    /// `--idle-timeout-ms`.
-    pub idle_timeout: Duration,
-}
-
 impl Writer {
-    /// Sends `hello`, then output as it comes, until the exit frame has been
-    /// sent or the attachment must end.
-    pub async fn run(
-        &mut self,
-        mut events: mpsc::Receiver<ReaderEvent>,
-        keepalive: Keepalive,
-    ) -> Close {
-        let mut output = self.process.output().watch();
-        let mut exit = self.process.watch_exit();
-        let start = [self.cursors[0].next, self.cursors[1].next];
-        if let Some(hello) = self.framing.hello(self.process.info(), start) {
-            if self.send(hello).await.is_err() {
-                return None;
-            }
-        }
-        if let Some(error) = self.refusal.take() {
-            if let Some(message) = self.framing.rejected(&error) {
-                if self.send(message).await.is_err() {
-                    return None;
-                }
-            }
-            return Some((1008, error.status_and_code().1.into()));
-        }
-        if self.acknowledge().await.is_err() {
-            return None;
-        }
-        if let Some(screen) = self
-            .screen
-            .take()
-            .and_then(|s| self.framing.screen(s.offset, s.cols, s.rows, s.data))
-        {
-            if self.send(screen).await.is_err() {
-                return None;
-            }
-        }
-        let every = keepalive.ping_every;
-        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            output.borrow_and_update();
-            let exited = exit.borrow_and_update().is_some();
-            let sent = self.send_available(exited).await;
-            match sent {
-                Err(()) => return None,
-                Ok(Progress::Complete) if exited => {
-                    if self.ack_due.take().is_some() && self.acknowledge().await.is_err() {
-                        return None;
-                    }
-                    if let Some(exit) = self.framing.exit(self.process.info()) {
-                        if self.send(exit).await.is_err() {
-                            return None;
-                        }
-                    }
-                    return Some((1000, "process exited".into()));
-                }
-                Ok(_) => {}
-            }
-            // Biased: error frames, closes and pings go before more output;
-            // with output still waiting, loop straight back to it.
-            let more = matches!(sent, Ok(Progress::More));
-            tokio::select! {
-                biased;
-                event = events.recv() => match event {
-                    Some(ReaderEvent::Rejected(error)) => {
-                        if let Some(message) = self.framing.rejected(&error) {
-                            if self.send(message).await.is_err() {
-                                return None;
-                            }
-                        }
-                    }
-                    Some(ReaderEvent::Fatal(error)) => {
-                        if let Some(message) = self.framing.fatal(&error) {
-                            if self.send(message).await.is_err() {
-                                return None;
-                            }
-                        }
-                        return Some((error.close_code(), error.code().into()));
-                    }
-                    Some(ReaderEvent::Gone) | None => return None,
-                },
-                Some(()) = changed(&mut self.acknowledged) => {
-                    self.ack_due.get_or_insert_with(|| tokio::time::Instant::now() + ACK_DELAY);
-                }
-                _ = sleep_until(self.ack_due) => {
-                    self.ack_due = None;
-                    if self.acknowledge().await.is_err() {
-                        return None;
-                    }
-                }
-                _ = ping.tick() => {
-                    if keepalive.liveness.unanswered_for() > keepalive.idle_timeout {
-                        return Some((1001, "idle timeout".into()));
-                    }
-                    if self.send(Message::Ping(Default::default())).await.is_err() {
-                        return None;
-                    }
-                    keepalive.liveness.pinged();
-                }
-                _ = output.changed() => {}
-                // Once exited, the supervisor has dropped the sender and
-                // `changed` fails at once: watching it then would spin.
-                Ok(()) = exit.changed(), if !exited => {}
-                // Without a window no credit is counted: nothing to watch.
-                _ = self.credit.changed.notified(), if self.window.is_some() => {
-                    // Credit acknowledges bytes already sent: block-mode
-                    // capture may reuse their room now.
-                    self.release_sent();
-                }
-                _ = std::future::ready(()), if more => {}
-            }
-        }
+    /// Feeds and flushes one message.
+    pub async fn send(&mut self, message: Message) -> Result<(), SocketGone> {
+        self.feed(message).await?;
+        self.flush().await
     }
 
-    /// Sends what output this attachment may be sent now, batching frames
-    /// between flushes, and returns after one flush's worth so that events
-    /// get their turn.
-    ///
-    /// While the process runs, a round that left every stream drained (its
-    /// frame shorter than allowed, or nothing) ends it: output that came
-    /// since wakes the writer again through the watch it marked seen before
-    /// this call, so a keystroke's echo costs one look at the retained
-    /// output, not two. After the exit no wake-up will come, so it looks
-    /// until every stream says so itself.
-    async fn send_available(&mut self, exited: bool) -> Result<Progress, ()> {
-        loop {
-            let mut sent_any = false;
-            let mut done = true;
-            let mut drained = !exited;
-            let granted = self.credit.granted();
-            // One frame per stream per round: neither stream starves.
-            for stream in StreamName::ALL {
-                let i = stream.index();
-                let allowance = match self.window {
-                    Some(window) => {
-                        (window.saturating_add(granted[i])).saturating_sub(self.cursors[i].sent)
-                    }
-                    None => u64::MAX,
-                };
-                let max = usize::try_from(allowance)
-                    .unwrap_or(usize::MAX)
-                    .min(self.max_data);
-                let wanted = self.framing.wants(stream);
-                let framing = &self.framing;
-                let mut message = None;
-                let next = self
-                    .output
-                    .next(stream, &mut self.cursors[i], max, |offset, parts| {
-                        // A stream the client does not read is moved
-                        // through unsent, so it paces nothing.
-                        if wanted {
-                            message = Some(framing.data(stream, offset, parts));
-                        }
-                        Vec::new()
-                    });
-                let message = match next {
-                    Next::End => continue,
-                    Next::Pending => {
-                        done = false;
-                        continue;
-                    }
-                    Next::Dropped { offset, length } => {
-                        drained = false;
-                        Metrics::add(&self.process.metrics.dropped, stream, length);
-                        if wanted {
-                            self.framing.dropped(stream, offset, length)
-                        } else {
-                            None
-                        }
-                    }
-                    Next::Data { length, .. } => {
-                        drained &= (length as usize) < max;
-                        if wanted {
-                            Metrics::add(&self.process.metrics.sent, stream, length);
-                        }
-                        message
-                    }
-                };
-                done = false;
-                sent_any = true;
-                let Some(message) = message else {
-                    continue;
-                };
-                done = false;
-                sent_any = true;
-                // A due acknowledgement rides with the output, in its flush.
-                if self.ack_due.take().is_some() {
-                    if let Some(applied) =
-                        self.acknowledged.as_mut().map(|a| *a.borrow_and_update())
-                    {
-                        let ack = ServerFrame::InputAck { applied }.encode();
-                        self.unflushed += ack.len();
-                        self.feed(Message::Binary(ack.into())).await?;
-                    }
-                }
-                self.unflushed += match &message {
-                    Message::Binary(bytes) => bytes.len(),
-                    Message::Text(text) => text.len(),
-                    _ => 0,
-                };
-                self.feed(message).await?;
-                if self.unflushed >= FLUSH_BYTES {
-                    self.flush().await?;
-                    return Ok(Progress::More);
-                }
-            }
-            if !sent_any || drained {
-                if self.unflushed > 0 {
-                    self.flush().await?;
-                }
-                return Ok(if done && !sent_any {
-                    Progress::Complete
-                } else {
-                    Progress::Waiting
-                });
-            }
-            self.release_sent();
-        }
-    }
-
-    /// Block mode: tells capture which bytes this attachment no longer
-    /// needs (see [`Reader::release`]).
-    fn release_sent(&self) {
-        let credited = self.window.map(|_| self.credit.granted());
-        self.output.release(&self.cursors, credited);
-    }
-
-    async fn feed(&mut self, message: Message) -> Result<(), ()> {
+    /// Queues a message in the sink, to go out with the next flush.
+    pub(super) async fn feed(&mut self, message: Message) -> Result<(), SocketGone> {
+        self.unflushed += match &message {
+            Message::Binary(bytes) => bytes.len(),
+            Message::Text(text) => text.len(),
+            _ => 0,
+        };
         match timeout(self.send_timeout, self.sink.feed(message)).await {
             Ok(Ok(())) => Ok(()),
-            _ => Err(()),
+            _ => Err(SocketGone),
         }
     }
 
-    async fn flush(&mut self) -> Result<(), ()> {
+    /// Writes out what was fed. Once sent, those bytes may be released.
+    pub(super) async fn flush(&mut self) -> Result<(), SocketGone> {
         self.unflushed = 0;
         match timeout(self.send_timeout, self.sink.flush()).await {
             Ok(Ok(())) => {
@@ -332,40 +87,31 @@ impl Writer {
             }
             _ => {
                 tracing::info!(id = %self.process.id, "attachment socket took nothing for the send timeout; closing it");
-                Err(())
+                Err(SocketGone)
             }
         }
     }
 
+    /// Block mode: tells capture which bytes this attachment no longer
+    /// needs (see [`Reader::release`]).
+    pub(super) fn release_sent(&self) {
+        let credited = self.window.map(|_| self.credit.granted());
+        self.output.release(&self.cursors, credited);
+    }
+
     /// Sends `input_ack` with where the input stream stands now.
-    async fn acknowledge(&mut self) -> Result<(), ()> {
-        let Some(applied) = self.acknowledged.as_mut().map(|a| *a.borrow_and_update()) else {
-            return Ok(());
-        };
+    pub(super) async fn acknowledge(&mut self) -> Result<(), SocketGone> {
+        match self.input_ack() {
+            Some(ack) => self.send(ack).await,
+            None => Ok(()),
+        }
+    }
+
+    /// `input_ack` with where the input stream stands now, if the
+    /// attachment numbers its input.
+    pub(super) fn input_ack(&mut self) -> Option<Message> {
+        let applied = *self.acknowledged.as_mut()?.borrow_and_update();
         let frame = ServerFrame::InputAck { applied }.encode();
-        self.send(Message::Binary(frame.into())).await
-    }
-
-    /// Feeds and flushes one message.
-    pub async fn send(&mut self, message: Message) -> Result<(), ()> {
-        self.feed(message).await?;
-        self.flush().await
-    }
-}
-
-/// Resolves when the watched position moves; never without one (or once
-/// its sender is gone).
-async fn changed(watched: &mut Option<watch::Receiver<u64>>) -> Option<()> {
-    match watched {
-        Some(receiver) => receiver.changed().await.ok(),
-        None => std::future::pending().await,
-    }
-}
-
-/// Resolves at `deadline`; never without one.
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
+        Some(Message::Binary(frame.into()))
     }
 }

@@ -32,6 +32,7 @@ use nix::sys::signal::Signal;
 
 use super::cgroup::{CgroupKind, Instance};
 use super::unix_session::{session_members, signal_session};
+use crate::sync::LockExt;
 
 /// The hidden first argument that makes tetherd a guard.
 pub const GUARD_ARG: &str = "__tether-guard";
@@ -105,7 +106,7 @@ impl Guard {
     }
 
     fn send(&self, line: &str) {
-        let mut pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pipe = self.pipe.lock_or_recover();
         if let Err(e) = pipe.write_all(line.as_bytes()) {
             tracing::error!(error = %e, "the guard is gone: processes may outlive the server");
         }

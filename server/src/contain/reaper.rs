@@ -17,6 +17,8 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use crate::sync::LockExt;
+
 /// Pids of children that supervision (or the guard watcher) will reap.
 struct Registry {
     own: Mutex<HashSet<i32>>,
@@ -32,7 +34,7 @@ fn registry() -> &'static Registry {
 }
 
 fn own() -> MutexGuard<'static, HashSet<i32>> {
-    registry().own.lock().unwrap_or_else(|e| e.into_inner())
+    registry().own.lock_or_recover()
 }
 
 /// Whether the orphan reaper runs: only then are children registered, and

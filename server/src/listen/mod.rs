@@ -35,6 +35,7 @@ use tokio::sync::{watch, Notify};
 
 use crate::metrics::Metrics;
 use crate::options::ServerOptions;
+use crate::sync::LockExt;
 
 mod accept;
 mod connection;
@@ -114,7 +115,7 @@ impl Connections {
     }
 
     fn open(&self) -> MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        self.open.lock_or_recover()
     }
 
     fn now_ms(&self) -> u64 {

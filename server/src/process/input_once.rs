@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::OwnedMutexGuard;
 
 use crate::error::ApiError;
+use crate::sync::LockExt;
 
 /// Keys kept per process.
 pub const MAX_KEYS: usize = 1024;
@@ -75,7 +76,7 @@ impl OnceKeys {
         body.hash(&mut hasher);
         let fingerprint = hasher.finish();
         let done = {
-            let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
+            let mut keys = self.keys.lock_or_recover();
             keys.expire(Instant::now(), ttl);
             match keys.by_key.get(key) {
                 Some(entry) if entry.fingerprint != fingerprint => {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::error::ApiError;
+use crate::sync::LockExt;
 
 /// Longest input id (ids are 1..=64 of `A-Z a-z 0-9 . _ -`).
 pub const MAX_INPUT_ID: usize = 64;
@@ -93,7 +94,7 @@ pub fn check_id(id: &str) -> Result<(), ApiError> {
 
 impl InputStreams {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<InputStream>>> {
-        self.streams.lock().unwrap_or_else(|e| e.into_inner())
+        self.streams.lock_or_recover()
     }
 
     /// Takes hold of stream `id` for an attachment. A stream this process
@@ -135,7 +136,7 @@ impl InputStreams {
 
 impl InputStream {
     fn holders(&self) -> MutexGuard<'_, (usize, Instant)> {
-        self.holders.lock().unwrap_or_else(|e| e.into_inner())
+        self.holders.lock_or_recover()
     }
 
     fn hold(&self) {

@@ -15,6 +15,7 @@ use tokio::net::unix::pipe::Sender as PipeWriter;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 use crate::pty::PtyMaster;
+use crate::sync::LockExt;
 
 /// Stdin messages queued per process before writers wait.
 const STDIN_QUEUE: usize = 16;
@@ -156,7 +157,7 @@ impl StdinQueue {
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Open>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        self.open.lock_or_recover()
     }
 
     /// Writes at once if nothing is queued: what the fd takes without

@@ -25,6 +25,7 @@ use tether_protocol::{Overflow, StreamName, TermSize};
 use tokio::sync::{watch, Notify};
 
 use crate::screen::Screen;
+use crate::sync::LockExt;
 use disk::Record;
 use log::{Read, StreamLog};
 pub use ring::Next;
@@ -155,7 +156,7 @@ impl RetainedOutput {
     /// it would be a bug in a few lines of ring code; the data is still
     /// consistent enough to serve.
     fn lock(&self) -> MutexGuard<'_, Streams> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_or_recover()
     }
 
     /// The overflow mode.
@@ -360,15 +361,16 @@ pub struct Reader {
 impl Reader {
     /// The next thing to send from `stream` at `cursor`, at most `max` data
     /// bytes, which `encode` turns into a frame straight from the window
-    /// (one copy), or from a read of the disk log made outside the lock.
-    /// Advances the cursor past what it returns.
-    pub fn next(
+    /// (one copy), or from a read of the disk log made outside the lock;
+    /// the frame comes back in [`Next::Data`]. `encode` is called at most
+    /// once. Advances the cursor past what it returns.
+    pub fn next<F>(
         &self,
         stream: StreamName,
         cursor: &mut Cursor,
         max: usize,
-        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
-    ) -> Next {
+        encode: impl FnMut(u64, &[&[u8]]) -> F,
+    ) -> Next<F> {
         let next = self.output.next(stream, cursor.next, max, encode);
         match &next {
             Next::Dropped { offset, length } => cursor.next = offset + length,
@@ -387,19 +389,17 @@ impl RetainedOutput {
     /// under the lock, or from the file outside it and then checked, under
     /// the lock again, not to have been overwritten meanwhile (if it was,
     /// the bytes are gone and the next answer says `dropped`).
-    fn next(
+    fn next<F>(
         &self,
         stream: StreamName,
         cursor: u64,
         max: usize,
-        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
-    ) -> Next {
-        let mut encode = Some(encode);
-        let mut encode_once = |offset: u64, parts: &[&[u8]]| {
-            encode.take().map(|f| f(offset, parts)).unwrap_or_default()
-        };
+        mut encode: impl FnMut(u64, &[&[u8]]) -> F,
+    ) -> Next<F> {
+        // Each turn of the loop offers `encode` again, but only a turn that
+        // returns calls it: once at most.
         loop {
-            let read = self.lock().buffers[stream.index()].next(cursor, max, &mut encode_once);
+            let read = self.lock().buffers[stream.index()].next(cursor, max, &mut encode);
             let (file, offset, length) = match read {
                 Read::Ready(next) => return next,
                 Read::Disk {
@@ -427,7 +427,7 @@ impl RetainedOutput {
                     .then(|| Next::Data {
                         offset,
                         length,
-                        frame: encode_once(offset, &[bytes]),
+                        frame: encode(offset, &[bytes]),
                     })
             });
             if let Some(next) = read {

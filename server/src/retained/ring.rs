@@ -24,18 +24,15 @@ pub struct StreamBuffer {
     complete: bool,
 }
 
-/// What a reader at some offset gets next.
+/// What a reader at some offset gets next; `F` is what the reader's
+/// encoder makes of the bytes (their copy, or a frame ready to send).
 #[derive(Debug, PartialEq, Eq)]
-pub enum Next {
+pub enum Next<F = Vec<u8>> {
     /// Bytes `offset..offset+length` were evicted before this reader got them.
     Dropped { offset: u64, length: u64 },
     /// Bytes are ready at this offset: `length` of them, already encoded by
     /// the caller's function into `frame`.
-    Data {
-        offset: u64,
-        length: u64,
-        frame: Vec<u8>,
-    },
+    Data { offset: u64, length: u64, frame: F },
     /// Nothing new yet.
     Pending,
     /// Capture is complete and the reader has everything.
@@ -117,12 +114,12 @@ impl StreamBuffer {
     /// The next thing a reader at `cursor` should be sent, at most `max`
     /// data bytes, which `encode` turns into a frame straight from the ring
     /// (one copy). `cursor` must not be past `end()`.
-    pub fn next(
+    pub fn next<F>(
         &self,
         cursor: u64,
         max: usize,
-        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
-    ) -> Next {
+        encode: impl FnOnce(u64, &[&[u8]]) -> F,
+    ) -> Next<F> {
         if cursor < self.start {
             return Next::Dropped {
                 offset: cursor,

@@ -32,6 +32,7 @@ use tether_protocol::StreamName;
 
 use super::{Next, Reader, RetainedOutput, ScreenText};
 use crate::screen::{Screen, Snapshot};
+use crate::sync::{recover, LockExt};
 
 /// Bytes fed to one emulator per turn of the worker before the next
 /// process's turn.
@@ -265,7 +266,7 @@ fn worker() -> &'static Worker {
 
 impl Worker {
     fn lock(&self) -> MutexGuard<'_, Queue> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+        self.queue.lock_or_recover()
     }
 
     fn push(&self, output: Weak<RetainedOutput>, urgent: bool) {
@@ -298,15 +299,11 @@ impl Worker {
                     }
                     if Instant::now() < warm_until {
                         queue.ticking = true;
-                        queue = self
-                            .ready
-                            .wait_timeout(queue, TICK)
-                            .map(|(queue, _)| queue)
-                            .unwrap_or_else(|e| e.into_inner().0);
+                        queue = recover(self.ready.wait_timeout(queue, TICK)).0;
                         queue.ticking = false;
                     } else {
                         queue.asleep = true;
-                        queue = self.ready.wait(queue).unwrap_or_else(|e| e.into_inner());
+                        queue = recover(self.ready.wait(queue));
                         queue.asleep = false;
                     }
                 }

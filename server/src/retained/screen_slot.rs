@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::screen::Screen;
+use crate::sync::LockExt;
 
 /// Resizes recorded ahead of the emulator; past this many, the newest one
 /// replaces the last (the size in between is never shown).
@@ -46,6 +47,6 @@ impl ScreenFeed {
     /// Held while feeding one turn or taking a snapshot, never across an
     /// await. The emulator's state stays usable after a panic in it.
     pub(super) fn lock(&self) -> MutexGuard<'_, Screen> {
-        self.screen.lock().unwrap_or_else(|e| e.into_inner())
+        self.screen.lock_or_recover()
     }
 }

@@ -22,6 +22,7 @@ use crate::metrics::{Gauges, Metrics};
 use crate::options::ServerOptions;
 use crate::process::{Process, Reservation};
 use crate::slots::Slots;
+use crate::sync::LockExt;
 
 mod admit;
 pub use admit::MemoryReservation;
@@ -107,7 +108,7 @@ impl ProcessTable {
 
     /// Held for a few lines, never across an await or a process creation.
     fn entries(&self) -> MutexGuard<'_, Entries> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        self.entries.lock_or_recover()
     }
 
     /// The configuration.

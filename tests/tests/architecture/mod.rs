@@ -35,16 +35,18 @@ const SERVER: Layers = Layers {
             "config", "screen", "pty", "slots", "budget", "metrics", "error", "secret", "token",
         ],
         &["contain"],
+        &["sync"],
     ],
     only: &[
         // The framings know messages, not sockets, processes or rights.
         ("wire", &["error"]),
         // Retention owns output; the emulator is the only thing it feeds.
-        ("retained", &["screen"]),
+        ("retained", &["screen", "sync"]),
         // The emulator is a pure function of the bytes it is fed.
         ("screen", &[]),
-        // Containment is the bottom: it signals and waits, nothing more.
-        ("contain", &[]),
+        // Containment signals and waits, nothing more (its locks recover
+        // from poison as every lock does, through `sync`).
+        ("contain", &["sync"]),
     ],
 };
 

@@ -77,9 +77,9 @@ struct Disk {
 
 /// What a reader gets from [`StreamLog::next`].
 #[derive(Debug)]
-pub enum Read {
+pub enum Read<F = Vec<u8>> {
     /// An answer from memory (or a `dropped`, `Pending`, `End`).
-    Ready(Next),
+    Ready(Next<F>),
     /// Read `length` bytes at `offset` from the file, outside the lock.
     Disk {
         file: Arc<RingFile>,
@@ -315,12 +315,12 @@ impl StreamLog {
     /// The next thing a reader at `cursor` should be sent, at most `max`
     /// data bytes: from memory (encoded by `encode`, one copy), or a span
     /// of the file to read. `cursor` must not be past `end()`.
-    pub fn next(
+    pub fn next<F>(
         &self,
         cursor: u64,
         max: usize,
-        encode: impl FnOnce(u64, &[&[u8]]) -> Vec<u8>,
-    ) -> Read {
+        encode: impl FnOnce(u64, &[&[u8]]) -> F,
+    ) -> Read<F> {
         let window_start = self.window.start();
         if cursor >= window_start {
             return Read::Ready(self.window.next(cursor, max, encode));
