@@ -74,4 +74,4 @@ pub mod wire;
 
 pub use config::Config;
 pub use options::ServerOptions;
-pub use server::run;
+pub use server::{run, Ready};

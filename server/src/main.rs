@@ -18,7 +18,19 @@ use tether_server::transport::{load_tls, Transport};
 use tether_server::{limits, secret, Config, ServerOptions};
 use tokio::signal::unix::{signal, SignalKind};
 
-fn main() -> anyhow::Result<()> {
+/// A start that fails says why in one line and exits 1, whatever
+/// `RUST_BACKTRACE` says: an operator needs the reason, not our stack.
+fn main() -> std::process::ExitCode {
+    match start_and_serve() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("tetherd: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn start_and_serve() -> anyhow::Result<()> {
     // The guard is this binary re-executed (see contain/guard.rs).
     if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new(GUARD_ARG)) {
         guard::main();
@@ -241,6 +253,7 @@ async fn serve_until_shutdown(
     }
     let transport = Transport::bind(&config.listen, tls, config.listen_group.as_deref()).await?;
     let url = transport.url()?;
+    let web_root = config.web_root.clone();
     // Removed when this returns (the server is done), by this server only.
     let entry = match generated {
         Some(Generated { token, path: None }) => match runtime_dir() {
@@ -259,6 +272,9 @@ async fn serve_until_shutdown(
         },
         _ => None,
     };
+    // Every check that can refuse the start (containment, limits, the data
+    // directory) before the line that says we serve.
+    let ready = tether_server::Ready::prepare(transport, config)?;
     // Tests and scripts read this line to learn the address. Whoever
     // started us may stop reading stdout after it: a closed pipe is no
     // error.
@@ -282,7 +298,7 @@ async fn serve_until_shutdown(
             let _ = writeln!(stdout, "open: {url}/#token={}", generated.token);
         }
     }
-    if let Some(root) = &config.web_root {
+    if let Some(root) = &web_root {
         let _ = writeln!(stdout, "web terminal: {url}/ (from {})", root.display());
     }
     let _ = stdout.flush();
@@ -293,7 +309,7 @@ async fn serve_until_shutdown(
             _ = term.recv() => {}
         }
     };
-    tether_server::run(transport, config, shutdown).await?;
+    ready.serve(shutdown).await?;
     drop(entry);
     Ok(())
 }

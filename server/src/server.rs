@@ -32,56 +32,97 @@ pub async fn run(
     config: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let config = Arc::new(config);
-    let containment = crate::contain::install(config.containment)?;
-    // Default limits the server cannot apply would leave every process
-    // unlimited while the operator believes otherwise: refuse to start.
-    config.limits.check().map_err(std::io::Error::other)?;
-    if let Some(why) = containment.limits_refusal(&config.limits.defaults()) {
-        return Err(std::io::Error::other(format!("--default-* limits: {why}")));
+    Ready::prepare(transport, config)?.serve(shutdown).await
+}
+
+/// A server that has passed every check at start (containment, limits,
+/// the data directory, the processes it recovers) and is about to accept:
+/// what `tetherd` announces as "listening", so that a supervisor waiting
+/// for that line never sees it from a server that then exits.
+pub struct Ready {
+    transport: Transport,
+    config: Arc<ServerOptions>,
+    containment: &'static crate::contain::Containment,
+    data_dir: Option<Arc<DataDir>>,
+    table: Arc<ProcessTable>,
+}
+
+impl Ready {
+    /// Every check and set-up step that can refuse a start, in order.
+    pub fn prepare(transport: Transport, config: ServerOptions) -> std::io::Result<Ready> {
+        let config = Arc::new(config);
+        let containment = crate::contain::install(config.containment)?;
+        // Default limits the server cannot apply would leave every process
+        // unlimited while the operator believes otherwise: refuse to start.
+        config.limits.check().map_err(std::io::Error::other)?;
+        if let Some(why) = containment.limits_refusal(&config.limits.defaults()) {
+            return Err(std::io::Error::other(format!("--default-* limits: {why}")));
+        }
+        if crate::contain::reaper::is_init() {
+            // PID 1 of a container: orphans are reparented to us.
+            crate::contain::reaper::enable();
+            tokio::spawn(crate::contain::reaper::run());
+        }
+        let data_dir = DataDir::open(&config).map_err(std::io::Error::other)?;
+        let table = ProcessTable::with_data_dir(config.clone(), data_dir.clone());
+        table.recover();
+        Ok(Ready {
+            transport,
+            config,
+            containment,
+            data_dir,
+            table,
+        })
     }
-    if crate::contain::reaper::is_init() {
-        // PID 1 of a container: orphans are reparented to us.
-        crate::contain::reaper::enable();
-        tokio::spawn(crate::contain::reaper::run());
+
+    /// Accepts and serves until `shutdown` completes, then shuts down
+    /// within the bound.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let Ready {
+            transport,
+            config,
+            containment,
+            data_dir,
+            table,
+        } = self;
+        let app = crate::http::router(table.clone());
+        let connections = Connections::new(table.metrics.clone());
+        let (phase, phase_rx) = watch::channel(Phase::Serving);
+        let accept = tokio::spawn(listen::serve(
+            transport,
+            app,
+            Settings::from_config(&config),
+            connections.clone(),
+            phase_rx,
+        ));
+        shutdown.await;
+        table.drain(config.drain_grace()).await;
+        let deadline = tokio::time::Instant::now() + config.shutdown_timeout();
+        tracing::info!("shutting down: killing every process");
+        phase.send_replace(Phase::Draining);
+        let _ = accept.await;
+        let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
+        let _ = tokio::time::timeout_at(deadline, table.shutdown(bound)).await;
+        // Descendants of processes that had already exited.
+        let _ = tokio::task::spawn_blocking(move || containment.kill_everything()).await;
+        if tokio::time::timeout_at(deadline, connections.all_closed())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                open = connections.len(),
+                "shutdown deadline reached: closing the connections still open"
+            );
+        }
+        phase.send_replace(Phase::Closing);
+        // Before the table (and with it every log) is dropped: a private
+        // directory goes, `--data-dir` keeps its files for the next run.
+        if let Some(dir) = &data_dir {
+            dir.close();
+        }
+        Ok(())
     }
-    let data_dir = DataDir::open(&config).map_err(std::io::Error::other)?;
-    let table = ProcessTable::with_data_dir(config.clone(), data_dir.clone());
-    table.recover();
-    let app = crate::http::router(table.clone());
-    let connections = Connections::new(table.metrics.clone());
-    let (phase, phase_rx) = watch::channel(Phase::Serving);
-    let accept = tokio::spawn(listen::serve(
-        transport,
-        app,
-        Settings::from_config(&config),
-        connections.clone(),
-        phase_rx,
-    ));
-    shutdown.await;
-    table.drain(config.drain_grace()).await;
-    let deadline = tokio::time::Instant::now() + config.shutdown_timeout();
-    tracing::info!("shutting down: killing every process");
-    phase.send_replace(Phase::Draining);
-    let _ = accept.await;
-    let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
-    let _ = tokio::time::timeout_at(deadline, table.shutdown(bound)).await;
-    // Descendants of processes that had already exited.
-    let _ = tokio::task::spawn_blocking(move || containment.kill_everything()).await;
-    if tokio::time::timeout_at(deadline, connections.all_closed())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            open = connections.len(),
-            "shutdown deadline reached: closing the connections still open"
-        );
-    }
-    phase.send_replace(Phase::Closing);
-    // Before the table (and with it every log) is dropped: a private
-    // directory goes, `--data-dir` keeps its files for the next run.
-    if let Some(dir) = &data_dir {
-        dir.close();
-    }
-    Ok(())
 }

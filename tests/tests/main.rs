@@ -45,6 +45,7 @@ mod screen;
 mod screen_bounds;
 mod screen_corpus;
 mod soak;
+mod startup;
 mod storage;
 mod tls;
 mod tls_clients;
