@@ -189,3 +189,92 @@ async fn a_client_gone_after_the_answer_started_still_kills_the_command() {
     let exited = server.wait_exit(&id).await;
     assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
 }
+
+/// The `host:` a raw request to `server` must name.
+fn host(server: &TestServer) -> &str {
+    server.base.trim_start_matches("http://")
+}
+
+/// Sends `request` on a raw socket, shuts down the writing side (a legal
+/// HTTP/1.1 half-close) and reads the whole answer, within a bound.
+async fn half_closed(server: &TestServer, request: String) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    socket.write_all(request.as_bytes()).await.unwrap();
+    socket.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(tether_tests::WAIT, socket.read_to_end(&mut answer))
+        .await
+        .expect("no answer within the bound")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A client that shuts down its writing side after a complete request is
+/// still there to read: it gets its answer, and its command is not
+/// killed (only a closed or reset connection counts as going away).
+#[tokio::test]
+async fn a_client_that_half_closes_after_its_request_is_answered() {
+    let server = TestServer::start();
+    let body = json!({"command": "echo hi; sleep 0.5; echo bye"}).to_string();
+    let answer = half_closed(
+        &server,
+        format!(
+            "POST /v1/exec HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            host(&server),
+            body.len()
+        ),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("\"exit_code\":0"), "{answer}");
+    assert!(answer.contains("hi\\nbye\\n"), "{answer}");
+
+    let health = half_closed(
+        &server,
+        format!("GET /healthz HTTP/1.1\r\nhost: {}\r\n\r\n", host(&server)),
+    )
+    .await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+}
+
+/// A client that closed altogether, before any answer, still has its
+/// command ended within moments, as before half-closes were answered.
+#[tokio::test]
+async fn a_client_that_closes_before_the_answer_still_kills_the_command_at_once() {
+    use tokio::io::AsyncWriteExt;
+    let server = TestServer::start();
+    let body = json!({"command": "exec sleep 30"}).to_string();
+    let address = server.base.trim_start_matches("http://");
+    let mut socket = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "POST /v1/exec HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        host(&server),
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let listed = async {
+        loop {
+            let (_, list) = server.get("/v1/processes").await;
+            if let Some(id) = list[0]["id"].as_str() {
+                return id.to_string();
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let id = tokio::time::timeout(tether_tests::WAIT, listed)
+        .await
+        .expect("the exec's process was never listed");
+    let closed_at = std::time::Instant::now();
+    drop(socket);
+    let exited = server.wait_exit(&id).await;
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
+    // Well within the 20 s ping interval that would otherwise be the
+    // first write: a generous bound that catches waiting for it.
+    assert!(
+        closed_at.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        closed_at.elapsed()
+    );
+}

@@ -33,6 +33,7 @@
 //! is answered whole, with a `Content-Length`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -50,6 +51,7 @@ use tokio::time::{Interval, MissedTickBehavior};
 use super::follow::{Chunk, Follower};
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
+use crate::listen::ClientFinished;
 use crate::process::Process;
 use crate::table::ProcessTable;
 
@@ -87,10 +89,17 @@ pub struct CapturedOutput {
     pub dropped: u64,
 }
 
+/// How often an answer is kept busy once the client has finished sending:
+/// a client that closed altogether is noticed at the second write, so
+/// its command ends within moments, as it did before half-closes were
+/// answered.
+const HALF_CLOSED_PROBE: Duration = Duration::from_millis(250);
+
 /// The handler.
 pub async fn exec(
     State(table): State<Arc<ProcessTable>>,
     Extension(grant): Extension<Grant>,
+    client: Option<Extension<ClientFinished>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     grant.require(&table, Need::Spawn)?;
@@ -164,13 +173,24 @@ pub async fn exec(
             None => {}
         }
     });
-    let ping = table.config().ping_interval();
+    let mut ping = table.config().ping_interval();
+    let mut client = client.map(|Extension(finished)| finished);
+    let finished = async {
+        match client.as_mut() {
+            Some(finished) => finished.wait().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         answer = &mut answer_rx => {
             let answer = answer.map_err(|_| ApiError::Internal("exec ended without an answer".into()))?;
             return Ok(Json(answer).into_response());
         }
         _ = tokio::time::sleep(ping) => {}
+        // The client finished sending: it half-closed, and is answered, or
+        // it closed altogether, which only the answer's writes can tell,
+        // so they start now and come often.
+        () = finished => ping = ping.min(HALF_CLOSED_PROBE),
     }
     let mut ticks = tokio::time::interval(ping);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);

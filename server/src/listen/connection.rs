@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tower::ServiceExt;
 
 use super::deadline::{DeadlineBody, GuardedIo};
-use super::{ConnState, Connections, Phase, Registration, Settings, WAITING};
+use super::{ClientFinished, ConnState, Connections, Phase, Registration, Settings, WAITING};
 use crate::transport::Peer;
 use crate::transport::{self, Raw};
 
@@ -63,11 +63,15 @@ pub(super) async fn serve_connection(
         let body_timeout = settings.body_timeout;
         hyper::service::service_fn(move |request: Request<Incoming>| {
             state.begin_request();
-            let mut request = request.map(|body| DeadlineBody::new(body, body_timeout));
+            let mut request =
+                request.map(|body| DeadlineBody::new(body, body_timeout, state.clone()));
             // Who is asking, for the audit lines.
             request
                 .extensions_mut()
                 .insert(axum::extract::ConnectInfo(peer.clone()));
+            request
+                .extensions_mut()
+                .insert(ClientFinished(state.client_finished.subscribe()));
             let response = app.clone().oneshot(request);
             let state = state.clone();
             let connections = connections.clone();

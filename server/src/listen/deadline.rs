@@ -22,6 +22,8 @@ use crate::transport::Conn;
 /// head.
 pub struct DeadlineBody {
     inner: Incoming,
+    /// Told when the body has been read whole (see `ConnState::hold_end_of_stream`).
+    state: Arc<ConnState>,
     deadline: tokio::time::Instant,
     timeout: Duration,
     /// Armed on the first poll that has to wait, so a request without a
@@ -30,9 +32,13 @@ pub struct DeadlineBody {
 }
 
 impl DeadlineBody {
-    pub(super) fn new(inner: Incoming, timeout: Duration) -> DeadlineBody {
+    pub(super) fn new(inner: Incoming, timeout: Duration, state: Arc<ConnState>) -> DeadlineBody {
+        if inner.is_end_stream() {
+            state.request_read_whole();
+        }
         DeadlineBody {
             inner,
+            state,
             deadline: tokio::time::Instant::now() + timeout,
             timeout,
             sleep: None,
@@ -55,7 +61,12 @@ impl HttpBody for DeadlineBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
+            Poll::Ready(frame) => {
+                if matches!(frame, None | Some(Ok(_))) && this.inner.is_end_stream() {
+                    this.state.request_read_whole();
+                }
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
             Poll::Pending => {
                 let deadline = this.deadline;
                 let sleep = this
@@ -157,7 +168,23 @@ impl AsyncRead for GuardedIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut self.io).poll_read(cx, buf);
+        let end_of_stream = matches!(poll, Poll::Ready(Ok(())))
+            && buf.filled().len() == before
+            && buf.remaining() > 0;
+        if end_of_stream {
+            self.state.client_finished();
+            // A client that shut down its writing side after a complete
+            // request (legal HTTP/1.1) still reads: hyper, told of the end
+            // now, would drop the request unanswered. So it hears of it
+            // once the answer is written; a client that closed altogether
+            // is noticed when a write of that answer fails.
+            if self.state.hold_end_of_stream(cx.waker()) {
+                return Poll::Pending;
+            }
+        }
+        poll
     }
 }
 

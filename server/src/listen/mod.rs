@@ -27,8 +27,9 @@
 //! through the phases, `deadline.rs` holds the body and write time bounds.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
@@ -90,6 +91,33 @@ struct ConnState {
     /// registry's epoch).
     waiting_since: AtomicU64,
     displaced: Notify,
+    /// Set when a read finds the end of the client's stream: it shut down
+    /// its writing side (a half-close, legal after a complete request) or
+    /// closed altogether, which only a write can tell apart.
+    client_finished: watch::Sender<bool>,
+    /// The current request's body has been read whole (or it had none).
+    request_read_whole: AtomicBool,
+    /// hyper's read, parked on an end of stream held back while an answer
+    /// is owed; woken when the request ends.
+    parked_read: Mutex<Option<Waker>>,
+}
+
+/// A request's view of its connection's [`ConnState::client_finished`]:
+/// a handler that would answer late (`POST /v1/exec`) starts its answer
+/// once the client has finished sending, so that a client that closed
+/// altogether is noticed by a write within moments, while one that only
+/// half-closed still gets its answer.
+#[derive(Clone)]
+pub struct ClientFinished(watch::Receiver<bool>);
+
+impl ClientFinished {
+    /// Resolves once the client has finished sending (never, if the
+    /// connection ends first: its handler is dropped then anyway).
+    pub async fn wait(&mut self) {
+        if self.0.wait_for(|finished| *finished).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 /// Every open connection, for the cap, displacement and shutdown.
@@ -151,6 +179,9 @@ impl Connections {
             state: AtomicU8::new(WAITING),
             waiting_since: AtomicU64::new(self.now_ms()),
             displaced: Notify::new(),
+            client_finished: watch::Sender::new(false),
+            request_read_whole: AtomicBool::new(false),
+            parked_read: Mutex::new(None),
         });
         let mut open = self.open();
         open.insert(id, state.clone());
@@ -192,6 +223,7 @@ impl Connections {
 
 impl ConnState {
     fn begin_request(&self) {
+        self.request_read_whole.store(false, Ordering::Release);
         let _ = self
             .state
             .compare_exchange(WAITING, BUSY, Ordering::AcqRel, Ordering::Relaxed);
@@ -202,6 +234,34 @@ impl ConnState {
         let _ = self
             .state
             .compare_exchange(BUSY, WAITING, Ordering::AcqRel, Ordering::Relaxed);
+        // A read parked on a held-back end of stream now sees it.
+        if let Some(parked) = self.parked_read.lock_or_recover().take() {
+            parked.wake();
+        }
+    }
+
+    fn request_read_whole(&self) {
+        self.request_read_whole.store(true, Ordering::Release);
+    }
+
+    /// True (and `waker` parked until the request ends) while an answer
+    /// is owed for a request read whole: the end of the client's stream
+    /// is then a half-close, not a reason to drop the request.
+    fn hold_end_of_stream(&self, waker: &Waker) -> bool {
+        let owed = || self.is(BUSY) && self.request_read_whole.load(Ordering::Acquire);
+        if !owed() {
+            return false;
+        }
+        *self.parked_read.lock_or_recover() = Some(waker.clone());
+        // Checked again after parking: an answer that ended meanwhile has
+        // already woken (or will find) the parked read.
+        owed()
+    }
+
+    /// A read found the end of the client's stream.
+    fn client_finished(&self) {
+        self.client_finished
+            .send_if_modified(|finished| !std::mem::replace(finished, true));
     }
 
     fn upgraded(&self) {
