@@ -114,13 +114,16 @@ target/py-venv/bin/python tests/docs/run_docs.py
 
 if [[ -d bench ]]; then
   step "benchmark harness, quick mode (proves it runs; no timed assertions)"
-  cargo run --release -p tether-bench -- all --quick --json target/bench-quick.json --svg-dir target/bench-quick
+  # The debug build, already made above: a quick run proves every section
+  # runs and reports, and a release build of the workspace would cost CI
+  # minutes for figures nobody reads (docs/BENCHMARKS.md's are release).
+  cargo run -p tether-bench -- all --quick --tetherd target/debug/tetherd --json target/bench-quick.json --svg-dir target/bench-quick
   step "per-hop trace analyser (bench/hops.py): its arithmetic on a recorded sample"
   python3 bench/hops.py --self-test
   step "bench/guest.sh parses (not run here: it downloads and boots a Debian guest, docs/BENCHMARKS.md)"
   bash -n bench/guest.sh
   step "client exec throughput, quick: each client exec is one request and reaches a quarter of the server's rate (the goal is half)"
-  target/py-venv/bin/python bench/clients/exec_rate.py --rounds 1 --serial 20 --parallel 300 --check
+  target/py-venv/bin/python bench/clients/exec_rate.py --tetherd target/debug/tetherd --rounds 1 --serial 20 --parallel 300 --check
 fi
 
 step "all tests passed"
