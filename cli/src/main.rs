@@ -73,11 +73,12 @@ fn main() -> ExitCode {
         }
     };
     let server = cli.server.clone();
+    let cacert_given = cli.cacert.is_some();
     let code = match runtime.block_on(run_cli(cli)) {
         Ok(code) => code,
         Err(e) => {
             term::restore();
-            eprintln!("tether: {}", describe(&e, &server));
+            eprintln!("tether: {}", describe(&e, &server, cacert_given));
             TETHER_FAILED
         }
     };
@@ -109,8 +110,9 @@ fn with_usage(error: &clap::Error) -> String {
     }
 }
 
-/// One line for a failure, with advice where there is some.
-fn describe(error: &Error, server: &str) -> String {
+/// One line for a failure, with advice where there is some (and none that
+/// was already followed: no "pass --cacert" to a user who did).
+fn describe(error: &Error, server: &str, cacert_given: bool) -> String {
     if error.is_unreachable() {
         let last = match error {
             Error::BudgetExhausted { last, .. } => last.as_ref(),
@@ -123,7 +125,12 @@ fn describe(error: &Error, server: &str) -> String {
                         "; is tetherd running? (set --server or TETHER_SERVER)"
                     }
                     TransportKind::Dns => "; check the host in --server or TETHER_SERVER",
-                    TransportKind::Tls if server.starts_with("https://") => {
+                    // A plain-HTTP server answering a TLS hello: rustls
+                    // sees a record that is no TLS at all.
+                    TransportKind::Tls if message.contains("InvalidContentType") => {
+                        "; the server answered without TLS: use http:// (or start tetherd with --tls-cert and --tls-key)"
+                    }
+                    TransportKind::Tls if server.starts_with("https://") && !cacert_given => {
                         "; to trust a private CA or a self-signed certificate, pass it with --cacert FILE (or TETHER_CACERT)"
                     }
                     _ => "",

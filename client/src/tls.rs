@@ -9,9 +9,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{verify_server_name, WebPkiServerVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use crate::error::{Error, Result};
@@ -77,9 +79,95 @@ impl Trust {
                     Error::InvalidArgument(format!("a CA certificate is not usable: {e}"))
                 })?;
             }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            if roots.is_empty() {
+                return Err(Error::InvalidArgument(
+                    "no certificate to trust: the system's store is empty and no --cacert was given".into(),
+                ));
+            }
+            let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| Error::InvalidArgument(format!("TLS setup: {e}")))?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(GivenCertificates {
+                    webpki,
+                    given: self.extra.clone(),
+                }))
+                .with_no_client_auth()
         };
         Ok(Arc::new(config))
+    }
+}
+
+/// The system's roots and the `--cacert` certificates, verified as any
+/// TLS client does; and, as `curl --cacert` does, a server whose own
+/// certificate is exactly one the user gave, though it is marked as a CA
+/// (OpenSSL 3's `req -x509` makes every self-signed certificate so, and
+/// docs/DEPLOY.md's recipe is one). The user named that very certificate:
+/// it is trusted as itself, for the names it holds, and only while valid
+/// (webpki checks validity before the CA mark it refuses).
+#[derive(Debug)]
+struct GivenCertificates {
+    webpki: Arc<WebPkiServerVerifier>,
+    given: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for GivenCertificates {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        let refused = match self.webpki.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Ok(verified) => return Ok(verified),
+            Err(refused) => refused,
+        };
+        let ca_as_end_entity = matches!(
+            &refused,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other))
+                if other.0.downcast_ref::<webpki::Error>() == Some(&webpki::Error::CaUsedAsEndEntity)
+        );
+        let given = self
+            .given
+            .iter()
+            .any(|cert| cert.as_ref() == end_entity.as_ref());
+        if !(ca_as_end_entity && given) {
+            return Err(refused);
+        }
+        let parsed = ParsedCertificate::try_from(end_entity)?;
+        verify_server_name(&parsed, server_name)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.webpki.supported_verify_schemes()
     }
 }
 

@@ -297,4 +297,98 @@ async fn a_failure_to_connect_says_what_failed() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(125));
     assert!(stderr.contains("TLS handshake failed"), "{stderr}");
+    assert!(
+        stderr.contains("answered without TLS: use http://"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("--cacert"),
+        "no advice that does not apply: {stderr}"
+    );
+}
+
+/// docs/DEPLOY.md's recipe, word for word: OpenSSL 3 marks the
+/// self-signed certificate `CA:TRUE`, which curl accepts with `--cacert`;
+/// the CLI and the Rust client accept it the same way, for the names it
+/// holds, and refuse it for another name.
+#[tokio::test]
+async fn the_self_signed_certificate_of_the_deploy_recipe_works_with_cacert() {
+    let dir = std::env::temp_dir().join(format!("tether-deploy-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 \\
+  -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \\
+  -keyout key.pem -out cert.pem 2>/dev/null",
+        )
+        .current_dir(&dir)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let text_of = |out: &std::process::Output| (text(&out.stdout), text(&out.stderr));
+    let dump = std::process::Command::new("openssl")
+        .args(["x509", "-noout", "-text", "-in"])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        text(&dump.stdout).contains("CA:TRUE"),
+        "the recipe makes a CA-marked certificate"
+    );
+    let server = TestServer::start_with(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let port = server.base.rsplit(':').next().unwrap().to_string();
+    for host in ["localhost", "127.0.0.1"] {
+        let base = format!("https://{host}:{port}");
+        let out = tether(
+            &base,
+            &[
+                "--cacert",
+                cert.to_str().unwrap(),
+                "run",
+                "--",
+                "echo",
+                "over TLS",
+            ],
+            b"",
+        );
+        let (stdout, stderr) = text_of(&out);
+        assert!(out.status.success(), "{base}: {stderr}");
+        assert_eq!(stdout, "over TLS\n");
+        let client = Client::new(&base).unwrap().with_ca_file(&cert).unwrap();
+        bounded("the Rust client's list over TLS", client.list())
+            .await
+            .unwrap();
+    }
+    // The certificate names localhost and 127.0.0.1 only.
+    let other = format!("https://127.0.0.2:{port}");
+    let server_elsewhere = TestServer::start_at(
+        &format!("127.0.0.2:{port}"),
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let out = tether(&other, &["--cacert", cert.to_str().unwrap(), "ps"], b"");
+    let (_, stderr) = text_of(&out);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("TLS handshake failed") && stderr.contains("not valid for name"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("pass it with --cacert"),
+        "no advice already followed: {stderr}"
+    );
+    drop(server_elsewhere);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
