@@ -6,7 +6,7 @@
 // TetherClient satisfies, and share helpers with it through endpoint.ts.
 
 import { attach, run, type AttachOptions, type Attachment } from "./attach.js";
-import { checkSize, randomKey, segment, subprotocols, webSocketUrl, type CallOptions } from "./endpoint.js";
+import { baseUrlOf, checkSize, isLocalUrl, randomKey, segment, subprotocols, webSocketUrl, type CallOptions } from "./endpoint.js";
 import { HttpError, httpErrorOf, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
 import { exec, type ExecOptions, type ExecResult } from "./exec.js";
 import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js";
@@ -16,7 +16,7 @@ import { resolveWebSocket, type WebSocketConstructor } from "./websocket.js";
 
 /** How to reach a tetherd. Only `baseUrl` is required. */
 export interface ClientOptions {
-  /** Where tetherd is, such as `http://127.0.0.1:7420` or, in a page it serves, `location.origin`. */
+  /** Where tetherd is, such as `http://127.0.0.1:7420` or, in a page it serves, `location.origin` (no user, password, query or fragment). */
   baseUrl: string;
   /** Bearer token, when the server requires one. */
   token?: string;
@@ -65,15 +65,11 @@ let localTokenLookup: ((baseUrl: string) => string | undefined) | undefined;
 
 /**
  * Sets how a client finds the token of the server on this machine at
- * `baseUrl` (the Node entry reads that server's runtime entry).
+ * `baseUrl` (the Node entry reads that server's runtime entry). It is asked
+ * only for a loopback or `localhost` URL, given as the client holds it.
  */
 export function setLocalTokenLookup(lookup: ((baseUrl: string) => string | undefined) | undefined): void {
   localTokenLookup = lookup;
-}
-
-function isLoopbackUrl(url: URL): boolean {
-  const host = url.hostname.replace(/^\[|\]$/g, "").toLowerCase();
-  return host === "localhost" || host.endsWith(".localhost") || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
 /**
@@ -100,23 +96,21 @@ export class TetherClient {
   /** How requests are sent: fetch, or node:http under the Node entry. */
   readonly transport: HttpTransport;
 
-  /** A client for the server at `options.baseUrl` (or that URL itself). Nothing is sent until the first call. */
+  /**
+   * A client for the server at `options.baseUrl` (or that URL itself).
+   * Nothing is sent until the first call. Throws
+   * {@link InvalidArgumentError} for a URL that is not `http://` or
+   * `https://`, or that holds a user or password, a query or a fragment.
+   */
   constructor(options: ClientOptions | string) {
     const o = typeof options === "string" ? { baseUrl: options } : options;
-    const base = o.baseUrl.trim().replace(/\/+$/, "");
-    let url: URL;
-    try {
-      url = new URL(base);
-    } catch {
-      throw new InvalidArgumentError(`server URL ${JSON.stringify(o.baseUrl)} is not a URL`);
-    }
-    if (url.protocol !== "http:" && url.protocol !== "https:") {
-      throw new InvalidArgumentError(`server URL ${JSON.stringify(o.baseUrl)} must start with http:// or https://`);
-    }
+    // As the requests' own parser reads it: no user, password, query or fragment.
+    const base = baseUrlOf(o.baseUrl);
     this.baseUrl = base;
     // A server on this machine that generated its token wrote it in its
-    // runtime entry (Node only: see node.ts); never used for any other host.
-    this.token = o.token ?? (isLoopbackUrl(url) ? localTokenLookup?.(base) : undefined);
+    // runtime entry (Node only: see node.ts), used for exactly the origin it
+    // names; never for any other host.
+    this.token = o.token ?? (isLocalUrl(base) ? localTokenLookup?.(base) : undefined);
     this.retry = { ...DEFAULT_RETRY, ...o.retry };
     this.requestTimeoutMs = o.requestTimeoutMs ?? 30_000;
     this.longPollMs = o.longPollMs ?? 25_000;

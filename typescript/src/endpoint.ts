@@ -12,6 +12,68 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * The base URL of the server at `given` as the WHATWG URL parser (the one
+ * fetch, node:http and WebSocket make the requests with) serialises it,
+ * without a trailing slash. Throws {@link InvalidArgumentError} for a URL
+ * that is not `http://` or `https://` with a host, or that holds a user or
+ * password, a query (`?`) or a fragment (`#`): what is judged local, and
+ * which server a local token is for, is then the host the requests reach (a
+ * hand parser once read `http://127.0.0.2:9#@127.0.0.1:7420` as 127.0.0.1).
+ */
+export function baseUrlOf(given: string): string {
+  const invalid = (why: string) => new InvalidArgumentError(`server URL ${JSON.stringify(given)} ${why}`);
+  let url: URL;
+  try {
+    url = new URL(given.trim());
+  } catch {
+    throw invalid("is not a URL");
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw invalid("must start with http:// or https://");
+  if (!url.hostname) throw invalid("has no host");
+  if (url.username || url.password) throw invalid("may not hold a user or password (pass the token option instead)");
+  // An empty query or fragment reads as "" yet stays in the URL, where it
+  // would swallow the paths appended to it.
+  if (url.search || url.hash || url.href.includes("?") || url.href.includes("#")) {
+    throw invalid("may not hold a query (`?`) or a fragment (`#`)");
+  }
+  return url.href.replace(/\/+$/, "");
+}
+
+const DEFAULT_PORTS: Record<string, string> = { "http:": "80", "https:": "443", "ws:": "80", "wss:": "443" };
+
+/**
+ * A URL's origin as a request is made to it: scheme, host as the WHATWG
+ * parser serialises it, and port (the scheme's default when none), as one
+ * string; undefined for what is not such a URL.
+ */
+export function originOf(url: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return undefined;
+  }
+  const port = u.port || DEFAULT_PORTS[u.protocol];
+  if (!u.hostname || !port) return undefined;
+  return `${u.protocol}//${u.hostname}:${port}`;
+}
+
+/**
+ * True for a URL whose host is a loopback address or `localhost` (or a name
+ * under it), as the WHATWG parser reads it (it writes any IPv4 address in
+ * dotted decimal, and IPv6 ones compressed in brackets).
+ */
+export function isLocalUrl(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname.toLowerCase();
+  } catch {
+    return false;
+  }
+  return host === "localhost" || host.endsWith(".localhost") || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
 /** Characters a WebSocket subprotocol (an HTTP token) may hold. */
 const PROTOCOL_TOKEN = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 

@@ -3,7 +3,7 @@
 //
 //   TETHERD_BIN   tetherd to run (default ../target/debug/tetherd)
 
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { connect, createServer, type Server, type Socket } from "node:net";
@@ -299,4 +299,43 @@ export async function within<T>(ms: number, promise: Promise<T>, what: string): 
 export async function listenOnLoopback(server: { listen(port: number, host: string, done: () => void): unknown; address(): unknown }): Promise<number> {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   return (server.address() as { port: number }).port;
+}
+
+/** A process holding an exclusive `flock` on a file, as a tetherd holds one on its runtime entry for its life. */
+export interface HeldLock {
+  /** Ends the holder: the lock is free once this resolves. */
+  release(): Promise<void>;
+}
+
+/**
+ * Takes an exclusive `flock` on `path` in a child process (Node has no
+ * `flock`): util-linux's `flock -F` (it execs its command, so one process
+ * holds the lock), else a python3 one-liner. Resolves once it is held.
+ */
+export async function holdFlock(path: string): Promise<HeldLock> {
+  const script = "echo locked; exec sleep 120";
+  const hasFlock = spawnSync("flock", ["--version"], { stdio: "ignore" }).status === 0;
+  const child = hasFlock
+    ? spawn("flock", ["-x", "-n", "-F", path, "sh", "-c", script], { stdio: ["ignore", "pipe", "inherit"] })
+    : spawn(
+        "python3",
+        ["-c", "import fcntl,sys,time\nf=open(sys.argv[1])\nfcntl.flock(f,fcntl.LOCK_EX|fcntl.LOCK_NB)\nprint('locked',flush=True)\ntime.sleep(120)", path],
+        { stdio: ["ignore", "pipe", "inherit"] },
+      );
+  const exited = new Promise<void>((r) => child.once("exit", () => r()));
+  await within(
+    10_000,
+    new Promise<void>((resolveLocked, reject) => {
+      child.once("error", reject);
+      child.once("exit", (code) => reject(new Error(`the lock holder exited with ${code} (flock(1) or python3 needed)`)));
+      createInterface({ input: child.stdout! }).on("line", (line) => line === "locked" && resolveLocked());
+    }),
+    `locking ${path}`,
+  );
+  return {
+    release: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    },
+  };
 }

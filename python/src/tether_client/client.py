@@ -41,10 +41,12 @@ __all__ = [
 class AsyncClient(HttpApi):
     """An asyncio client of one tetherd.
 
-    ``url`` defaults to ``TETHER_SERVER`` or ``http://127.0.0.1:7420``;
-    ``token`` to ``TETHER_TOKEN`` (sent as ``Authorization: Bearer``), else,
-    for a server on this machine (a loopback address or ``localhost``), the
-    token it generated, from its runtime entry (:func:`local_token_for`). ``ssl`` is the TLS
+    ``url`` defaults to ``TETHER_SERVER`` or ``http://127.0.0.1:7420``; one
+    with a user or password, a query or a fragment raises
+    :class:`InvalidArgument`. ``token`` defaults to ``TETHER_TOKEN`` (sent as
+    ``Authorization: Bearer``), else, for a server on this machine (a
+    loopback address or ``localhost``), the token it generated, from its
+    runtime entry for exactly that origin (:func:`local_token_for`). ``ssl`` is the TLS
     context for an ``https://`` server (a private CA, say).
     ``retry`` governs the calls that are safe to retry (spawn, get, list,
     wait, attach); ``request_timeout`` bounds each ordinary request in

@@ -10,10 +10,46 @@ from __future__ import annotations
 import ssl as _ssl
 from urllib.parse import quote
 
+from yarl import URL
+
+from .errors import InvalidArgument
+
 
 def segment(process_id: str) -> str:
     """``process_id`` percent-encoded as one path segment."""
     return quote(process_id, safe="")
+
+
+def base_url_of(given: str) -> str:
+    """The base URL of the server at ``given``, as ``yarl`` (the URL parser aiohttp makes the requests with) serialises it, without a trailing slash.
+
+    Raises :class:`InvalidArgument` for a URL that is not ``http://`` or
+    ``https://`` with a host, or that holds a user or password, a query
+    (``?``) or a fragment (``#``): what is judged local, and which server a
+    local token is for, is then the host the requests reach (a hand parser
+    once read ``http://127.0.0.2:9#@127.0.0.1:7420`` as 127.0.0.1).
+    """
+
+    def invalid(why: str) -> InvalidArgument:
+        return InvalidArgument(f"server URL {given!r} {why}")
+
+    text = given.strip()
+    try:
+        url = URL(text)
+        host = url.raw_host
+    except (ValueError, TypeError) as e:
+        raise invalid(f"is not a URL: {e}") from None
+    if url.scheme not in ("http", "https"):
+        raise invalid("must start with http:// or https://")
+    if not host:
+        raise invalid("has no host")
+    if url.user is not None or url.password is not None:
+        raise invalid("may not hold a user or password (pass token= instead)")
+    # yarl drops an empty query or fragment; a `?` or `#` can stand nowhere
+    # else in a URL with neither, and one would swallow the paths appended.
+    if url.raw_query_string or url.raw_fragment or "?" in text or "#" in text:
+        raise invalid("may not hold a query (`?`) or a fragment (`#`)")
+    return str(url).rstrip("/")
 
 
 class Endpoint:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .endpoint import Endpoint, segment
+from .endpoint import Endpoint, base_url_of, segment
 from .errors import (
     InvalidArgument,
     ProtocolError,
@@ -89,14 +89,7 @@ class HttpApi:
         request_timeout: float = 30.0,
         ssl: _ssl.SSLContext | None = None,
     ) -> None:
-        base = (url or os.environ.get("TETHER_SERVER") or DEFAULT_SERVER).strip().rstrip("/")
-        for scheme in ("http://", "https://"):
-            if base.startswith(scheme):
-                if not base[len(scheme) :]:
-                    raise InvalidArgument(f"server URL {url!r} has no host")
-                break
-        else:
-            raise InvalidArgument(f"server URL {base!r} must start with http:// or https://")
+        base = base_url_of(url or os.environ.get("TETHER_SERVER") or DEFAULT_SERVER)
         env_token = os.environ.get("TETHER_TOKEN")
         self._token_guessed: str | None = None
         """Where the token was guessed from (or looked for in vain): said with a 401."""
