@@ -55,8 +55,13 @@ impl Ready {
         // Default limits the server cannot apply would leave every process
         // unlimited while the operator believes otherwise: refuse to start.
         config.limits.check().map_err(std::io::Error::other)?;
-        if let Some(why) = containment.limits_refusal(&config.limits.defaults()) {
-            return Err(std::io::Error::other(format!("--default-* limits: {why}")));
+        // What a request that gives no limits gets (the defaults, else the
+        // maxima): the server must be able to apply it.
+        let floor = config.limits.resolve(None).map_err(std::io::Error::other)?;
+        if let Some(why) = containment.limits_refusal(&floor) {
+            return Err(std::io::Error::other(format!(
+                "--default-* and --max-* limits: {why}"
+            )));
         }
         if crate::contain::reaper::is_init() {
             // PID 1 of a container: orphans are reparented to us.

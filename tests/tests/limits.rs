@@ -398,6 +398,48 @@ async fn a_limit_above_the_maximum_is_a_400_that_names_it() {
     assert_eq!(status, 200, "{body}");
 }
 
+/// A `--max-*` is a ceiling whatever the request omits: with no default,
+/// a spawn that gives no limits (or only `cpus`) gets the maximum, and a
+/// program past it is ended as out of memory.
+#[tokio::test]
+async fn a_maximum_holds_for_a_request_that_leaves_its_limit_out() {
+    let _heavy = HEAVY.lock().await;
+    let server = TestServer::start_with(&["--max-memory-bytes", "67108864", "--max-pids", "64"]);
+    for limits in [None, Some(json!({"cpus": 0.5}))] {
+        let mut request = json!({"argv": ["python3", "-c", HOG]});
+        if let Some(limits) = limits {
+            request["limits"] = limits;
+        }
+        let hog = server.spawn(request).await;
+        assert_eq!(limits_of(&hog).memory_bytes, Some(64 * MIB));
+        assert_eq!(limits_of(&hog).pids, Some(64));
+        let exited = server.wait_exit(&hog.id).await;
+        assert_eq!(exited.reason, Some(ExitReason::Oom), "{exited:?}");
+        assert!(usage_of(&exited).memory_peak_bytes <= 65 * MIB);
+    }
+}
+
+/// Values no cgroup can take are the request's mistake, named: 400
+/// `invalid_request`, not `limits_unavailable` with an OS error.
+#[tokio::test]
+async fn limits_out_of_every_range_are_invalid_requests_naming_the_field() {
+    let server = TestServer::start();
+    for (limits, field) in [
+        (json!({"cpus": 1e308}), "limits.cpus"),
+        (json!({"pids": 1u64 << 32}), "limits.pids"),
+        (json!({"pids": u64::MAX}), "limits.pids"),
+        (json!({"memory_bytes": u64::MAX}), "limits.memory_bytes"),
+    ] {
+        let (status, body) = server
+            .post("/v1/processes", json!({"argv": ["true"], "limits": limits}))
+            .await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(field), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn server_defaults_apply_to_a_request_without_limits() {
     let server = TestServer::start_with(&[
@@ -466,5 +508,5 @@ async fn limits_without_cgroups_are_refused_never_ignored() {
     .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--default-* limits"), "{stderr}");
+    assert!(stderr.contains("--default-* and --max-* limits"), "{stderr}");
 }
