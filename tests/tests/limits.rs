@@ -508,5 +508,8 @@ async fn limits_without_cgroups_are_refused_never_ignored() {
     .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--default-* and --max-* limits"), "{stderr}");
+    assert!(
+        stderr.contains("--default-* and --max-* limits"),
+        "{stderr}"
+    );
 }

@@ -102,7 +102,7 @@ struct ConnState {
     parked_read: Mutex<Option<Waker>>,
 }
 
-/// A request's view of its connection's [`ConnState::client_finished`]:
+/// A request's view of whether its client has finished sending:
 /// a handler that would answer late (`POST /v1/exec`) starts its answer
 /// once the client has finished sending, so that a client that closed
 /// altogether is noticed by a write within moments, while one that only
