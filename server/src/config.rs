@@ -126,6 +126,17 @@ pub struct Config {
     #[arg(long, requires = "user")]
     pub group: Option<String>,
 
+    /// Groups (names or gids, comma-separated) no spawned process may run
+    /// as, whether from --group, a spawn's `group` or a user's primary
+    /// group: each gives what root has (raw disks, password hashes, the
+    /// Docker socket, sudo). An empty list allows every group.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "root,adm,disk,docker,kmem,shadow,sudo,wheel"
+    )]
+    pub denied_groups: Vec<String>,
+
     /// Allow listening on a non-loopback address without a token (implies
     /// --no-token).
     #[arg(long)]

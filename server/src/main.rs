@@ -54,7 +54,11 @@ fn start_and_serve() -> anyhow::Result<()> {
         tracing::warn!(%error, "could not scrub the token from /proc/self/cmdline and environ; use --token-file");
     }
     let spawn_identity = match &flags.user {
-        Some(user) => Some(secret::resolve_identity(user, flags.group.as_deref())?),
+        Some(user) => Some(secret::resolve_identity(
+            user,
+            flags.group.as_deref(),
+            &flags.denied_groups,
+        )?),
         None => None,
     };
     let (token, generated) = settle_token(&flags, given_token)?;

@@ -99,18 +99,52 @@ fn scrub_area(mem: &std::fs::File, start: u64, end: u64, token: &[u8]) -> io::Re
     Ok(found)
 }
 
-/// The user and group spawned processes run as (`--user`, `--group`).
+/// The user and group spawned processes run as (`--user`, `--group`, or a
+/// spawn's `user`/`group`), with what the child's environment says of the
+/// user (`HOME`, `USER`, `LOGNAME`, `SHELL`), from the user database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
+    /// The user as given (a name or a uid).
     pub user: String,
     pub uid: u32,
     pub gid: u32,
+    /// The login name, when the user database has one.
+    pub name: Option<String>,
+    /// The home directory, when the user database has one.
+    pub home: Option<std::path::PathBuf>,
+    /// The login shell, when the user database has one.
+    pub shell: Option<std::path::PathBuf>,
+}
+
+impl Identity {
+    /// The variables a login as this user would have, as `su -` and
+    /// `docker exec -u` set them: `HOME`, `USER`, `LOGNAME`, `SHELL`.
+    pub fn environment(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        let mut env = Vec::new();
+        if let Some(home) = &self.home {
+            env.push(("HOME", home.clone().into_os_string()));
+        }
+        let name = self.name.clone().unwrap_or_else(|| self.user.clone());
+        env.push(("USER", name.clone().into()));
+        env.push(("LOGNAME", name.into()));
+        if let Some(shell) = &self.shell {
+            env.push(("SHELL", shell.clone().into_os_string()));
+        }
+        env
+    }
 }
 
 /// Resolves `--user` (name or uid) and `--group` (name or gid; the user's
 /// primary group when absent). Only root can switch users, so anything
-/// else is an error at start rather than a failure at every spawn.
-pub fn resolve_identity(user: &str, group: Option<&str>) -> anyhow::Result<Identity> {
+/// else is an error at start rather than a failure at every spawn. A
+/// group in `denied` (names or gids: `--denied-groups`, root's among them
+/// by default) is refused: membership would give what root has (`disk`
+/// reads every file system, `shadow` the password hashes).
+pub fn resolve_identity(
+    user: &str,
+    group: Option<&str>,
+    denied: &[String],
+) -> anyhow::Result<Identity> {
     if !Uid::effective().is_root() {
         anyhow::bail!("--user needs tetherd to run as root (it switches user for each process)");
     }
@@ -141,10 +175,34 @@ pub fn resolve_identity(user: &str, group: Option<&str>) -> anyhow::Result<Ident
     if Gid::from_raw(gid) == Gid::from_raw(0) && group.is_none() {
         anyhow::bail!("--user {user:?} has group root; give --group");
     }
+    if let Some(name) = denied_group(gid, denied) {
+        anyhow::bail!(
+            "group {name} (gid {gid}) gives what root has; tetherd refuses it (--denied-groups)"
+        );
+    }
     Ok(Identity {
         user: user.to_string(),
         uid,
         gid,
+        name: found.as_ref().map(|u| u.name.clone()),
+        home: found.as_ref().map(|u| u.dir.clone()),
+        shell: found.as_ref().map(|u| u.shell.clone()),
+    })
+}
+
+/// The entry of `denied` (a group name or gid) that is `gid`, if any;
+/// names this host does not have are skipped.
+fn denied_group(gid: u32, denied: &[String]) -> Option<String> {
+    denied.iter().find_map(|entry| {
+        let entry = entry.trim();
+        let denied_gid = match entry.parse::<u32>() {
+            Ok(number) => Some(number),
+            Err(_) => Group::from_name(entry)
+                .ok()
+                .flatten()
+                .map(|g| g.gid.as_raw()),
+        };
+        (denied_gid == Some(gid)).then(|| entry.to_string())
     })
 }
 

@@ -25,6 +25,75 @@ fn run_relays_both_streams_and_exits_with_the_remote_code() {
     assert_eq!(out.status.code(), Some(7));
 }
 
+/// Run as another user, a process has that user's login environment
+/// (`HOME`, `USER`, `LOGNAME`, `SHELL` from the user database, as `su -`
+/// and `docker exec -u` give it) and, without `--cwd`, starts in that
+/// home, or in `/` when the home is no directory.
+#[test]
+fn a_process_of_another_user_has_its_home_name_and_shell() {
+    // Only root switches users; the suite runs as root (CI does).
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "run the tests as root"
+    );
+    let server = TestServer::start();
+    let show = "echo $HOME $USER $LOGNAME $SHELL; pwd";
+    let out = tether(
+        &server.base,
+        &["run", "-u", "nobody", "--", "sh", "-c", show],
+        b"",
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "/nonexistent nobody nobody /usr/sbin/nologin\n/\n",
+        "{}",
+        text(&out.stderr)
+    );
+    let out = tether(
+        &server.base,
+        &["run", "-u", "daemon", "--", "sh", "-c", show],
+        b"",
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "/usr/sbin daemon daemon /usr/sbin/nologin\n/usr/sbin\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // The spawn's own env and cwd still win.
+    let out = tether(
+        &server.base,
+        &[
+            "run",
+            "-u",
+            "daemon",
+            "-e",
+            "HOME=/tmp",
+            "--cwd",
+            "/tmp",
+            "--",
+            "sh",
+            "-c",
+            show,
+        ],
+        b"",
+    );
+    assert_eq!(
+        text(&out.stdout),
+        "/tmp daemon daemon /usr/sbin/nologin\n/tmp\n",
+        "{}",
+        text(&out.stderr)
+    );
+    // An operator may allow every group.
+    let open = TestServer::start_with(&["--denied-groups", ""]);
+    let out = tether(
+        &open.base,
+        &["run", "-u", "nobody", "-g", "0", "--", "id", "-g"],
+        b"",
+    );
+    assert_eq!(text(&out.stdout), "0\n", "{}", text(&out.stderr));
+}
+
 #[test]
 fn run_as_another_user_where_the_server_is_root_else_a_clear_refusal() {
     let server = TestServer::start();
@@ -56,18 +125,37 @@ fn run_as_another_user_where_the_server_is_root_else_a_clear_refusal() {
         );
         assert_eq!(out.status.code(), Some(125));
         // A group instead of the user's primary one (nobody's is nogroup
-        // on Debian: root's group, 0, shows the choice was made).
+        // on Debian: `users`, 100, shows the choice was made).
         let out = tether(
             &server.base,
-            &["run", "-u", "nobody", "-g", "0", "--", "id", "-g"],
+            &["run", "-u", "nobody", "-g", "users", "--", "id", "-g"],
             b"",
         );
         assert_eq!(
             (text(&out.stdout).as_str(), out.status.code()),
-            ("0\n", Some(0)),
+            ("100\n", Some(0)),
             "{}",
             text(&out.stderr)
         );
+        // Groups that give what root has are refused, by name or number.
+        for group in ["0", "root", "disk", "shadow"] {
+            let out = tether(
+                &server.base,
+                &["run", "-u", "nobody", "-g", group, "--", "id", "-g"],
+                b"",
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(125),
+                "-g {group}: {}",
+                text(&out.stdout)
+            );
+            assert!(
+                text(&out.stderr).contains("--denied-groups"),
+                "{}",
+                text(&out.stderr)
+            );
+        }
         let out = tether(
             &server.base,
             &[

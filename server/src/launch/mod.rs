@@ -82,8 +82,8 @@ pub struct StartPlan<'a> {
     pub stdin: bool,
     /// Variables of the server never passed on.
     pub secret_env: &'a [&'a str],
-    /// `--user`/`--group` (uid, gid).
-    pub identity: Option<(u32, u32)>,
+    /// The user and group to run as (`--user`/`--group`, or the spawn's).
+    pub identity: Option<&'a crate::secret::Identity>,
     /// The open-file limit to give the program.
     pub open_file_limit: Option<(u64, u64)>,
     /// Resource limits, written to its cgroup before the clone.
@@ -98,9 +98,27 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
     let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
         .filter(|(k, _)| !plan.secret_env.iter().any(|s| k == OsStr::new(s)))
         .collect();
+    // Run as another user, the child's environment says so (not the
+    // server's HOME and USER); the spawn's own `env` still wins.
+    for (key, value) in plan.identity.map(|i| i.environment()).unwrap_or_default() {
+        env.insert(key.into(), value);
+    }
     for (k, v) in plan.env {
         env.insert(k.into(), v.into());
     }
+    // Without a `cwd`, a process of another user starts in its home (the
+    // server's own directory is likely not its to read), else in `/`.
+    let home_cwd = match (plan.cwd, plan.identity) {
+        (None, Some(identity)) => Some(
+            identity
+                .home
+                .clone()
+                .filter(|home| home.is_dir())
+                .unwrap_or_else(|| "/".into()),
+        ),
+        _ => None,
+    };
+    let cwd = plan.cwd.or(home_cwd.as_deref());
     // Kept until the clone returned: the child's copies are its own then.
     let child_side: Vec<OwnedFd>;
     let stdio: [RawFd; 3];
@@ -154,7 +172,7 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
     let request = Launch {
         argv: plan.argv,
         env: env.into_iter().collect(),
-        cwd: plan.cwd,
+        cwd,
         stdio,
         controlling_tty: plan.tty.is_some(),
         cgroup_procs: entry.as_ref().map(|e| e.procs.as_raw_fd()),
@@ -163,7 +181,7 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
             .and_then(|e| e.dir.as_ref())
             .map(|d| d.as_raw_fd()),
         controller_procs: &controller_procs,
-        identity: plan.identity,
+        identity: plan.identity.map(|i| (i.uid, i.gid)),
         open_file_limit: plan.open_file_limit,
     };
     let launched = reaper::register_while(|| launch(&request));

@@ -66,7 +66,7 @@ pub struct SpawnPlan {
     pub unattached_timeout: Option<Duration>,
     /// The spawn's own `user`: the uid and gid it runs as, resolved when
     /// planned (else the server's `--user`, if any).
-    pub identity: Option<(u32, u32)>,
+    pub identity: Option<crate::secret::Identity>,
     /// Resource limits (the request's, else the server's defaults).
     pub limits: tether_protocol::Limits,
 }
@@ -171,9 +171,7 @@ pub fn spawn(
             tty: plan.tty,
             stdin: plan.stdin,
             secret_env: SECRET_ENV,
-            identity: plan
-                .identity
-                .or_else(|| config.spawn_identity.as_ref().map(|i| (i.uid, i.gid))),
+            identity: plan.identity.as_ref().or(config.spawn_identity.as_ref()),
             open_file_limit: crate::limits::inherited_limit(),
             limits: plan.limits,
         },

@@ -71,7 +71,7 @@ impl ProcessTable {
             check_name(name)?;
         }
         let identity = match (request.user.as_deref(), request.group.as_deref()) {
-            (Some(user), group) => Some(spawn_user(user, group)?),
+            (Some(user), group) => Some(spawn_user(user, group, &self.config.denied_groups)?),
             (None, Some(group)) => {
                 return Err(ApiError::InvalidRequest(format!(
                     "group {group:?} needs a user: give \"user\" too"
@@ -110,7 +110,11 @@ impl ProcessTable {
 /// A spawn's `user` (and `group`, else the user's primary one): its uid and
 /// gid, when the server runs as root (only root can switch user); never
 /// root itself, whose children could read the server's memory and token.
-fn spawn_user(user: &str, group: Option<&str>) -> Result<(u32, u32), ApiError> {
+fn spawn_user(
+    user: &str,
+    group: Option<&str>,
+    denied: &[String],
+) -> Result<crate::secret::Identity, ApiError> {
     if !nix::unistd::Uid::effective().is_root() {
         return Err(ApiError::UserUnavailable(format!(
             "user {user:?}: tetherd runs as uid {} and can only start processes as itself; \
@@ -118,8 +122,7 @@ fn spawn_user(user: &str, group: Option<&str>) -> Result<(u32, u32), ApiError> {
             nix::unistd::Uid::effective()
         )));
     }
-    crate::secret::resolve_identity(user, group)
-        .map(|identity| (identity.uid, identity.gid))
+    crate::secret::resolve_identity(user, group, denied)
         .map_err(|e| ApiError::InvalidRequest(format!("user {user:?}: {e}")))
 }
 
