@@ -343,3 +343,76 @@ async fn a_process_keeps_a_bounded_number_of_input_streams() {
     // A stream already known is resumed whatever the count.
     let _again = Attachment::connect(&server.ws_url(&process.id, "input=a&input_resume=1")).await;
 }
+
+/// A read-only viewer cannot touch a writer's input: naming the writer's
+/// stream reaches a stream of its own (a resume of the writer's is refused
+/// as unknown), and its input, refused for want of the write right, moves
+/// no position. The writer's next input arrives once, not dropped as a
+/// duplicate.
+#[tokio::test]
+async fn a_viewer_can_neither_resume_nor_advance_a_writers_input_stream() {
+    use tether_tests::scoped::{mint_as_operator, OPERATOR};
+    let server = TestServer::start_with(&["--token", OPERATOR]);
+    let dir = fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let got = dir.join("got");
+    let (status, process) = tether_tests::scoped::call(
+        &server,
+        "POST",
+        "/v1/processes",
+        Some(OPERATOR),
+        Some(serde_json::json!({"argv": ["sh", "-c", format!("cat > '{}'", got.display())], "stdin": true})),
+    )
+    .await;
+    assert_eq!(status, 201, "{process}");
+    let id = process["id"].as_str().unwrap();
+    let viewer = mint_as_operator(&server, id, &["read"], 60_000).await;
+    let viewer = viewer["token"].as_str().unwrap();
+    let writer_url = format!(
+        "{}&access_token={OPERATOR}",
+        server.ws_url(id, "input=tab-1")
+    );
+    let mut writer = Attachment::connect(&writer_url).await;
+    assert_eq!(input_ack(&mut writer).await, 0);
+    writer.send(input(0, b"one\n")).await;
+    while input_ack(&mut writer).await < 4 {}
+
+    // The viewer resumes "tab-1": not its stream, so unknown to it.
+    let resumed = format!(
+        "{}&access_token={viewer}",
+        server.ws_url(id, "input=tab-1&input_resume=1")
+    );
+    let mut refused = Attachment::connect(&resumed).await;
+    match refused.frame().await {
+        Some(ServerFrame::Error { code, .. }) => assert_eq!(code, "input_expired"),
+        other => panic!("{other:?}"),
+    }
+    // It names "tab-1" anew and sends at the writer's next position: a
+    // stream of its own, and a refusal that changes nothing.
+    let fresh = format!("{}&access_token={viewer}", server.ws_url(id, "input=tab-1"));
+    let mut intruder = Attachment::connect(&fresh).await;
+    assert_eq!(input_ack(&mut intruder).await, 0, "a stream of its own");
+    intruder.send(input(4, b"evil\n")).await;
+    intruder.send(input(0, b"evil\n")).await;
+    let mut codes = Vec::new();
+    while codes.len() < 2 {
+        match intruder.frame().await {
+            Some(ServerFrame::Error { code, .. }) => codes.push(code),
+            Some(_) => {}
+            None => panic!("closed"),
+        }
+    }
+    assert_eq!(codes, ["missing_right", "missing_right"]);
+    // The writer's next line is applied, once.
+    writer.send(input(4, b"two\n")).await;
+    writer
+        .send(ClientFrame::Input {
+            seq: 8,
+            action: InputAction::StdinEof,
+        })
+        .await;
+    let received = writer.until_exit().await;
+    assert_eq!(received.exit.unwrap().exit_code, Some(0));
+    assert_eq!(read_file(&got), b"one\ntwo\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}

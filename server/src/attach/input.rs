@@ -82,11 +82,20 @@ impl ProcessQueue {
         tokio::spawn(async move {
             while let Some((item, permit)) = queued.recv().await {
                 let result = match (&task_input, item.seq) {
+                    // The right first, outside the stream's order: a
+                    // refusal changes nothing, its position included, so
+                    // the writer's own input under it is never taken for a
+                    // duplicate.
                     (Some(input), Some(seq)) => {
-                        act_numbered(input, seq, item.frame, |frame| {
-                            act(&task_process, &task_table, &task_grant, frame, readonly)
-                        })
-                        .await
+                        match authorize(&task_process, &task_table, &task_grant, readonly) {
+                            Err(refused) => Err(refused),
+                            Ok(()) => {
+                                act_numbered(input, seq, item.frame, |frame| {
+                                    carry_out(&task_process, &task_table, &task_grant, frame)
+                                })
+                                .await
+                            }
+                        }
                     }
                     _ => {
                         act(
@@ -337,12 +346,33 @@ async fn act(
     if matches!(frame, ClientFrame::Credit { .. }) {
         return Ok(());
     }
-    // The grant first: a token without the write right hears that, not
-    // that the attachment asked to be read-only.
+    authorize(process, table, grant, readonly)?;
+    carry_out(process, table, grant, frame).await
+}
+
+/// Whether this attachment may act on the process now: the grant first (a
+/// token without the write right hears that, not that the attachment asked
+/// to be read-only), then the attachment's own read-only mode.
+fn authorize(
+    process: &Process,
+    table: &ProcessTable,
+    grant: &Grant,
+    readonly: bool,
+) -> Result<(), ApiError> {
     grant.act_on(table, Need::Write, process)?;
     if readonly {
         return Err(ApiError::ReadOnly);
     }
+    Ok(())
+}
+
+/// Carries out an authorized frame.
+async fn carry_out(
+    process: &Process,
+    table: &ProcessTable,
+    grant: &Grant,
+    frame: ClientFrame,
+) -> Result<(), ApiError> {
     if let ClientFrame::Signal { .. } = &frame {
         grant.audit("signal", &process.id);
     }
@@ -372,7 +402,7 @@ mod tests {
     #[test]
     fn the_step_applies_only_what_is_new_and_records_it() {
         let streams = InputStreams::default();
-        let Ok(input) = streams.claim("a", false, Duration::from_secs(60), 4) else {
+        let Ok(input) = streams.claim("operator", "a", false, Duration::from_secs(60), 4) else {
             panic!("claim");
         };
         let applied = input.watch();

@@ -133,6 +133,7 @@ fn upgrade_to_attachment(
     if let Some((id, resume)) = input {
         let config = table.config();
         let claim = process.inputs.claim(
+            &grant.identity(),
             &id,
             resume,
             Duration::from_millis(config.input_ttl_ms),

@@ -4,8 +4,14 @@
 //!
 //! A stream outlives its connections: the next attachment that names it
 //! (`input=ID&input_resume=1`) carries on from where the last one stopped.
-//! It is forgotten `--input-ttl-ms` after its last attachment went away;
-//! a process keeps at most `--max-input-streams` of them.
+//! It is forgotten `--input-ttl-ms` after its last attachment went away.
+//!
+//! A stream belongs to whoever opened it (the operator, or one scoped
+//! token): streams are named by owner and id, so another token naming the
+//! same id reaches a stream of its own, never this one (it can neither
+//! resume it nor move its position). A process keeps at most
+//! `--max-input-streams` per owner, and [`OWNERS_PER_PROCESS`] times that
+//! in all, so one token cannot use up the streams of another.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,10 +25,17 @@ use crate::sync::LockExt;
 /// Longest input id (ids are 1..=64 of `A-Z a-z 0-9 . _ -`).
 pub const MAX_INPUT_ID: usize = 64;
 
+/// How many owners' worth of streams (`--max-input-streams` each) one
+/// process keeps at most.
+pub const OWNERS_PER_PROCESS: usize = 4;
+
+/// A stream's name: its owner (`operator`, `token:ID`) and its id.
+type StreamKey = (String, String);
+
 /// The input streams of one process, and the keys of its HTTP input.
 #[derive(Default)]
 pub struct InputStreams {
-    streams: Mutex<HashMap<String, Arc<InputStream>>>,
+    streams: Mutex<HashMap<StreamKey, Arc<InputStream>>>,
     /// `Idempotency-Key`s of `POST .../stdin`, `stdin/close`, `signal`,
     /// `resize`.
     pub http: super::input_once::OnceKeys,
@@ -93,17 +106,19 @@ pub fn check_id(id: &str) -> Result<(), ApiError> {
 }
 
 impl InputStreams {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<InputStream>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<StreamKey, Arc<InputStream>>> {
         self.streams.lock_or_recover()
     }
 
-    /// Takes hold of stream `id` for an attachment. A stream this process
-    /// does not know is started at 0, unless `resume` says the client has
-    /// sent input under this id before: then it has expired (or never
-    /// reached this server), and carrying on from 0 could apply twice what
-    /// was applied before, so it is refused with `input_expired`.
+    /// Takes hold of `owner`'s stream `id` for an attachment. A stream
+    /// this process does not know is started at 0, unless `resume` says
+    /// the client has sent input under this id before: then it has expired
+    /// (or never reached this server, or is another owner's), and carrying
+    /// on from 0 could apply twice what was applied before, so it is
+    /// refused with `input_expired`.
     pub fn claim(
         &self,
+        owner: &str,
         id: &str,
         resume: bool,
         ttl: Duration,
@@ -112,7 +127,8 @@ impl InputStreams {
         let mut streams = self.lock();
         let now = Instant::now();
         streams.retain(|_, stream| !stream.expired(now, ttl));
-        if let Some(stream) = streams.get(id) {
+        let key = (owner.to_string(), id.to_string());
+        if let Some(stream) = streams.get(&key) {
             stream.hold();
             return Ok(InputClaim {
                 stream: stream.clone(),
@@ -121,7 +137,8 @@ impl InputStreams {
         if resume {
             return Err(ApiError::InputExpired(id.to_string(), ttl.as_millis()));
         }
-        if streams.len() >= max {
+        let owned = streams.keys().filter(|(o, _)| o == owner).count();
+        if owned >= max || streams.len() >= max.saturating_mul(OWNERS_PER_PROCESS) {
             return Err(ApiError::TooManyInputStreams(max));
         }
         let stream = Arc::new(InputStream {
@@ -129,7 +146,7 @@ impl InputStreams {
             applied: watch::Sender::new(0),
             holders: Mutex::new((1, now)),
         });
-        streams.insert(id.to_string(), stream.clone());
+        streams.insert(key, stream.clone());
         Ok(InputClaim { stream })
     }
 }
@@ -196,26 +213,33 @@ mod tests {
         let streams = InputStreams::default();
         let ttl = Duration::from_millis(0);
         assert!(matches!(
-            streams.claim("a", true, ttl, 4),
+            streams.claim("op", "a", true, ttl, 4),
             Err(ApiError::InputExpired(..))
         ));
         let claim = streams
             .claim("a", false, ttl, 4)
             .unwrap_or_else(|_| panic!());
         // Held: never expires.
-        assert!(streams.claim("a", true, ttl, 4).is_ok());
+        assert!(streams.claim("op", "a", true, ttl, 4).is_ok());
         drop(claim);
         assert!(matches!(
-            streams.claim("a", true, ttl, 4),
+            streams.claim("op", "a", true, ttl, 4),
             Err(ApiError::InputExpired(..))
         ));
         let _held: Vec<_> = (0..4)
-            .map(|i| streams.claim(&format!("s{i}"), false, ttl, 4))
+            .map(|i| streams.claim("op", &format!("s{i}"), false, ttl, 4))
             .collect();
         assert!(matches!(
-            streams.claim("s9", false, ttl, 4),
+            streams.claim("op", "s9", false, ttl, 4),
             Err(ApiError::TooManyInputStreams(4))
         ));
+        // Another owner has streams of its own: the same id is another
+        // stream, and its limit is its own.
+        assert!(matches!(
+            streams.claim("token:x", "a", true, ttl, 4),
+            Err(ApiError::InputExpired(..))
+        ));
+        assert!(streams.claim("token:x", "s0", false, ttl, 4).is_ok());
         assert!(check_id("tab-1.x_Y").is_ok());
         assert!(check_id("").is_err() && check_id("a b").is_err());
     }
