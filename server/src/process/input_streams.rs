@@ -217,7 +217,7 @@ mod tests {
             Err(ApiError::InputExpired(..))
         ));
         let claim = streams
-            .claim("a", false, ttl, 4)
+            .claim("op", "a", false, ttl, 4)
             .unwrap_or_else(|_| panic!());
         // Held: never expires.
         assert!(streams.claim("op", "a", true, ttl, 4).is_ok());
