@@ -343,3 +343,88 @@ async fn floods_of_huge_repeats_delay_neither_the_screen_nor_another_sessions_ec
             .await;
     }
 }
+
+/// Reading a screen needs only the read right, and the snapshot of a large
+/// screen is large: each request holds room for its answer until it is
+/// sent (the first one the screen's own room, the others room of their own
+/// in the memory budget), and past the budget is refused with 503, never
+/// piled up. Here the answers are not read at all, so each one holds its
+/// room for as long as the test lets it.
+#[tokio::test]
+async fn unread_snapshots_of_a_large_screen_stay_inside_the_memory_budget() {
+    use nix::sys::socket::{setsockopt, sockopt};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let budget = 64 * MIB;
+    let server = TestServer::start_with(&["--retain-total", &budget.to_string()]);
+    let baseline = rss_bytes(server.pid());
+    let process = server
+        .spawn(json!({"argv": ["python3", "-c", FILL, "400", "150"], "tty": true, "cols": 400, "rows": 150, "retain_bytes": MIB}))
+        .await;
+    let mut attachment = server.attach(&process.id, "stdout=0").await;
+    let mut received = Received::default();
+    attachment
+        .until_stdout_contains("filled", &mut received)
+        .await;
+    let host = server.base.trim_start_matches("http://").to_string();
+    let request = format!(
+        "GET /v1/processes/{}/screen?format=ansi HTTP/1.1\r\nhost: {host}\r\n\r\n",
+        process.id
+    );
+    let mut sockets = Vec::new();
+    let mut statuses = Vec::new();
+    for _ in 0..32 {
+        let mut socket = tokio::net::TcpStream::connect(&host).await.unwrap();
+        // A small window: the kernel cannot take the answer off the server.
+        setsockopt(&socket, sockopt::RcvBuf, &4096).unwrap();
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n") {
+            let n = tokio::time::timeout(tether_tests::WAIT, socket.read(&mut byte))
+                .await
+                .expect("no status line within the bound")
+                .unwrap();
+            assert_eq!(n, 1, "closed before a status line");
+            head.push(byte[0]);
+        }
+        statuses.push(String::from_utf8_lossy(&head).into_owned());
+        sockets.push(socket);
+    }
+    let peak = rss_bytes(server.pid());
+    let served = statuses.iter().filter(|s| s.contains(" 200 ")).count();
+    let refused = statuses.iter().filter(|s| s.contains(" 503 ")).count();
+    assert_eq!(served + refused, 32, "{statuses:?}");
+    assert!(
+        served >= 1 && refused >= 1,
+        "{served} served, {refused} refused"
+    );
+    assert!(
+        peak < baseline + budget + 32 * MIB,
+        "server memory {} MiB with {served} snapshots unread (baseline {} MiB, budget 64 MiB)",
+        peak / MIB,
+        baseline / MIB
+    );
+    // Their clients gone, the room is given back.
+    drop(sockets);
+    let again = settle_async_status(&server, &process.id).await;
+    assert_eq!(again, 200);
+}
+
+/// The status of a screen request, once it is no longer refused (bounded).
+async fn settle_async_status(server: &TestServer, id: &str) -> u16 {
+    let url = server.url(&format!("/v1/processes/{id}/screen?format=ansi"));
+    tether_tests::settle_async(
+        || async {
+            server
+                .http
+                .get(url.clone())
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        },
+        |status| *status == 200,
+    )
+    .await
+}

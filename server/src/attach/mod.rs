@@ -33,7 +33,7 @@ use crate::process::input_streams::InputClaim;
 use crate::process::Process;
 use crate::retained::Cursor;
 use crate::slots::Slot;
-use crate::table::ProcessTable;
+use crate::table::{ProcessTable, SnapshotRoom};
 use crate::wire::framing::{Decoder, Framing};
 use input::{ProcessQueue, STDIN_BUDGET};
 use pump::Keepalive;
@@ -189,18 +189,29 @@ pub async fn serve_framed(
     };
     let at_screen = match at_screen {
         // The emulator may first catch up (bounded): off the async workers.
+        // The snapshot is reserved in the memory budget until it is sent:
+        // with no room, the attachment is refused (after `hello`).
         true => {
             let output = process.output().clone();
-            tokio::task::spawn_blocking(move || output.reader_at_screen())
-                .await
-                .ok()
+            let table = admission.table.clone();
+            tokio::task::spawn_blocking(move || {
+                let room = SnapshotRoom::take(&output, &table)?;
+                Some(room.map(|room| (output.reader_at_screen(), room)))
+            })
+            .await
+            .ok()
+            .flatten()
         }
         false => None,
     };
-    let (output, screen) = match at_screen {
-        Some(Some((reader, snapshot))) => (reader, Some(snapshot)),
+    let (output, screen, screen_reserved) = match at_screen {
+        Some(Ok((Some((reader, snapshot)), reserved))) => (reader, Some(snapshot), Some(reserved)),
+        Some(Err(refused)) => {
+            admission.refusal.get_or_insert(refused);
+            (process.output().reader(options.start), None, None)
+        }
         // A pipe process has no screen: refused before the upgrade.
-        _ => (process.output().reader(options.start), None),
+        _ => (process.output().reader(options.start), None, None),
     };
     let start = match &screen {
         Some(snapshot) => [snapshot.offset, process.output().totals()[1]],
@@ -239,6 +250,7 @@ pub async fn serve_framed(
         window: options.window,
         cursors: start.map(Cursor::at),
         screen,
+        screen_reserved,
         credit,
         unflushed: 0,
         framing,

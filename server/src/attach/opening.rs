@@ -36,6 +36,7 @@ impl Writer {
         {
             self.send(screen).await?;
         }
+        self.screen_reserved = None;
         Ok(Opening::Open)
     }
 }

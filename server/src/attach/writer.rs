@@ -47,6 +47,8 @@ pub struct Writer {
     pub framing: Framing,
     /// `screen=1`: the snapshot to send right after `hello`.
     pub screen: Option<Snapshot>,
+    /// The snapshot's room in the memory budget, given back once sent.
+    pub screen_reserved: Option<crate::table::SnapshotRoom>,
     /// With `input=ID`: how far the input stream has been applied, sent
     /// as `input_ack` right after `hello` and whenever it moves.
     pub acknowledged: Option<watch::Receiver<u64>>,

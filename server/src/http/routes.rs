@@ -25,7 +25,7 @@ use crate::error::ApiError;
 use crate::grant::{Grant, Need};
 use crate::process::input_once::{FirstAttempt, Once};
 use crate::process::Process;
-use crate::table::ProcessTable;
+use crate::table::{ProcessTable, SnapshotRoom};
 
 type AppState = Arc<ProcessTable>;
 type ApiResult<T> = Result<T, ApiError>;
@@ -239,7 +239,8 @@ async fn status(
 }
 
 /// The terminal screen now: plain text (default) or, with `format=ansi`,
-/// the snapshot bytes; headers give the offset and size.
+/// the snapshot bytes; headers give the offset and size. Each answer
+/// holds room for itself until it is sent (see [`SnapshotRoom`]).
 async fn screen(
     State(table): State<AppState>,
     Extension(grant): Extension<Grant>,
@@ -260,10 +261,17 @@ async fn screen(
         return Err(ApiError::NoTerminal(process.id.clone()));
     }
     // The emulator may first catch up with the output (bounded, 100 ms of
-    // parsing): off the async workers.
+    // parsing): off the async workers. Each request reserves the most its
+    // answer can take until the answer is sent, or is refused (503) when
+    // the budget has no room: concurrent requests cannot pile up snapshots.
     let output = process.output().clone();
+    let table_for_build = table.clone();
     let screen = tokio::task::spawn_blocking(move || {
-        if ansi {
+        let reserved = match SnapshotRoom::take(&output, &table_for_build)? {
+            Ok(reserved) => reserved,
+            Err(refused) => return Some(Err(refused)),
+        };
+        let built = if ansi {
             output.screen_snapshot().map(|(snapshot, stale)| {
                 (
                     snapshot.offset,
@@ -285,15 +293,32 @@ async fn screen(
                     text.text.into_bytes(),
                 )
             })
-        }
+        };
+        built.map(|built| Ok((built, reserved)))
     })
     .await
     .map_err(|e| ApiError::Internal(format!("reading the screen failed: {e}")))?;
-    let (offset, cols, rows, stale, content_type, body) =
-        screen.ok_or_else(|| ApiError::NoTerminal(process.id.clone()))?;
+    let ((offset, cols, rows, stale, content_type, body), reserved) =
+        screen.ok_or_else(|| ApiError::NoTerminal(process.id.clone()))??;
+    let length = body.len();
+    // The reservation goes with the body: given back when hyper asks for
+    // more after taking it whole (it asks once its buffer has room again),
+    // or when the client is gone.
+    let body = axum::body::Body::from_stream(futures_util::stream::unfold(
+        Some((Some(body), reserved)),
+        |state| async move {
+            let (bytes, reserved) = state?;
+            let bytes = bytes?;
+            Some((
+                Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(bytes)),
+                Some((None, reserved)),
+            ))
+        },
+    ));
     Ok((
         [
             ("content-type", content_type.to_string()),
+            ("content-length", length.to_string()),
             ("tether-offset", offset.to_string()),
             ("tether-cols", cols.to_string()),
             ("tether-rows", rows.to_string()),

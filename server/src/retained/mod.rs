@@ -30,6 +30,7 @@ use disk::Record;
 use log::{Read, StreamLog};
 pub use ring::Next;
 use ring::ReaderId;
+pub use screen_slot::SnapshotSlot;
 use screen_slot::{PendingResize, ScreenFeed, MAX_PENDING_RESIZES};
 
 thread_local! {

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use tether_protocol::StreamName;
 
-use super::{Next, Reader, RetainedOutput, ScreenText};
+use super::{Next, Reader, RetainedOutput, ScreenText, SnapshotSlot};
 use crate::screen::{Screen, Snapshot};
 use crate::sync::{recover, LockExt};
 
@@ -111,6 +111,19 @@ impl RetainedOutput {
     pub fn screen_snapshot(&self) -> Option<(Snapshot, bool)> {
         let screen = self.caught_up_screen()?;
         Some((screen.snapshot(), screen.is_stale()))
+    }
+
+    /// The room the screen's own reservation keeps for one snapshot, if
+    /// no other request is using it; None for pipes too.
+    pub fn snapshot_slot(&self) -> Option<SnapshotSlot> {
+        self.screen.as_ref()?.take_snapshot_slot()
+    }
+
+    /// Most bytes a snapshot of the screen takes at its size now; None
+    /// for pipes.
+    pub fn snapshot_bound(&self) -> Option<u64> {
+        let feed = self.screen.as_ref()?;
+        Some(feed.lock().snapshot_bound())
     }
 
     /// The terminal screen as plain text, caught up as for

@@ -4,8 +4,8 @@
 //! that feeds them (`screen_feed.rs`) reads retention through `mod.rs`, so
 //! the two files never import each other.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::screen::Screen;
 use crate::sync::LockExt;
@@ -32,14 +32,37 @@ pub(super) struct ScreenFeed {
     pub(super) sleep_requested: AtomicBool,
     /// Bytes appended since the worker last began a turn on this emulator.
     pub(super) unfed: AtomicUsize,
+    /// The one snapshot the screen's own reservation has room for is
+    /// being built or sent (see [`SnapshotSlot`]).
+    pub(super) snapshot_slot_taken: Arc<AtomicBool>,
+}
+
+/// The room the screen's own reservation keeps for one snapshot being
+/// built or sent, taken by one request at a time; given back on drop.
+/// Others reserve their own room in the budget, or are refused.
+pub struct SnapshotSlot(Arc<AtomicBool>);
+
+impl Drop for SnapshotSlot {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl ScreenFeed {
+    /// The screen's own room for one snapshot, if no request holds it.
+    pub fn take_snapshot_slot(&self) -> Option<SnapshotSlot> {
+        self.snapshot_slot_taken
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| SnapshotSlot(self.snapshot_slot_taken.clone()))
+    }
+
     pub fn new(screen: Screen) -> ScreenFeed {
         ScreenFeed {
             screen: Mutex::new(screen),
             queued: AtomicBool::new(false),
             sleep_requested: AtomicBool::new(false),
+            snapshot_slot_taken: Arc::new(AtomicBool::new(false)),
             unfed: AtomicUsize::new(0),
         }
     }

@@ -27,11 +27,20 @@ pub(super) const SNAPSHOT_BYTES_PER_CELL: u64 = 64;
 /// snapshot being sent). The reservation a PTY's screen makes against
 /// `--retain-total`, at spawn and at each resize.
 pub fn memory_bound(cols: u16, rows: u16, limits: ScreenLimits) -> u64 {
+    let (cols64, rows64) = (u64::from(cols.max(1)), u64::from(rows.max(1)));
+    let lines = 2 * rows64 + limits.scrollback_lines as u64;
+    let grids = lines * (cols64 * CELL_BYTES + LINE_BYTES);
+    grids + snapshot_bound(cols, rows, limits)
+}
+
+/// Most bytes one snapshot (or one plain-text rendering) of a screen of
+/// `cols x rows` takes: what each request for the screen reserves against
+/// `--retain-total` while it builds and sends one, beyond the one the
+/// screen's own reservation holds.
+pub fn snapshot_bound(cols: u16, rows: u16, limits: ScreenLimits) -> u64 {
     let (cols, rows) = (u64::from(cols.max(1)), u64::from(rows.max(1)));
     let lines = 2 * rows + limits.scrollback_lines as u64;
-    let grids = lines * (cols * CELL_BYTES + LINE_BYTES);
-    let snapshot = lines * (cols * SNAPSHOT_BYTES_PER_CELL + 16);
-    grids + snapshot
+    lines * (cols * SNAPSHOT_BYTES_PER_CELL + 16)
 }
 
 /// The repeat count that leaves the emulator exactly as `count` would,

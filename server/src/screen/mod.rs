@@ -31,7 +31,7 @@ use std::borrow::Cow;
 
 use avt::Terminal;
 
-pub use bounds::{memory_bound, ScreenLimits};
+pub use bounds::{memory_bound, snapshot_bound, ScreenLimits};
 pub use modes::ClientModes;
 use repeat::Guarded;
 
@@ -211,6 +211,11 @@ impl Screen {
     /// [`memory_bound`]).
     pub fn memory_bound(&self) -> u64 {
         memory_bound(self.cols, self.rows, self.limits)
+    }
+
+    /// Most bytes a snapshot of this screen takes (see [`snapshot_bound`]).
+    pub fn snapshot_bound(&self) -> u64 {
+        snapshot_bound(self.cols, self.rows, self.limits)
     }
 
     /// Drops the emulator's grids, keeping only the bytes that rebuild it.

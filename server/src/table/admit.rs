@@ -303,4 +303,24 @@ impl ProcessTable {
             _share: self.budget.share(Bytes::memory(bytes)),
         })
     }
+
+    /// Reserves `bytes` of the memory budget if they are free as it
+    /// stands, forgetting nothing: for what a reader asks the server to
+    /// build (a screen snapshot), which must never cost another process
+    /// its history. 503 `retention_exhausted` when they are not free.
+    pub fn reserve_free_memory(&self, bytes: u64) -> Result<MemoryReservation, ApiError> {
+        let _entries = self.entries();
+        let total = Bytes {
+            memory: self.config.retain_total,
+            disk: self.config.retain_disk_total,
+        };
+        let reserved = self.budget.reserved();
+        let want = Bytes::memory(bytes);
+        if (reserved + want).exceeds(total) {
+            return Err(Self::exhausted(reserved, Bytes::default(), want, total));
+        }
+        Ok(MemoryReservation {
+            _share: self.budget.share(want),
+        })
+    }
 }

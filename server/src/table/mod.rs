@@ -26,6 +26,7 @@ use crate::sync::LockExt;
 
 mod admit;
 pub use admit::MemoryReservation;
+pub use terminal::SnapshotRoom;
 mod plan;
 mod terminal;
 

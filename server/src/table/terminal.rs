@@ -6,11 +6,41 @@
 
 use tether_protocol::TermSize;
 
-use super::ProcessTable;
+use super::{MemoryReservation, ProcessTable};
 use crate::budget::Bytes;
 use crate::error::ApiError;
 use crate::process::Process;
+use crate::retained::{RetainedOutput, SnapshotSlot};
 use crate::screen::{memory_bound, ScreenLimits};
+
+/// Room for one snapshot of a screen (or its text) while it is built and
+/// sent, held until then: the room the screen's own reservation keeps for
+/// one, or, while another request holds that, room of its own in the
+/// memory budget. So concurrent requests for a large screen cannot hold
+/// more than the budget, whoever asks (reading a screen needs only the
+/// read right).
+pub enum SnapshotRoom {
+    /// The screen's own room.
+    Own(SnapshotSlot),
+    /// Room reserved in the budget for this one.
+    Reserved(MemoryReservation),
+}
+
+impl SnapshotRoom {
+    /// Room for a snapshot of `output`'s screen: None for pipes; 503
+    /// `retention_exhausted` when the budget has no room (nothing is
+    /// forgotten to make it: a reader never costs anyone their history).
+    pub fn take(
+        output: &RetainedOutput,
+        table: &ProcessTable,
+    ) -> Option<Result<SnapshotRoom, ApiError>> {
+        let bound = output.snapshot_bound()?;
+        Some(match output.snapshot_slot() {
+            Some(slot) => Ok(SnapshotRoom::Own(slot)),
+            None => table.reserve_free_memory(bound).map(SnapshotRoom::Reserved),
+        })
+    }
+}
 
 impl ProcessTable {
     /// Checks a terminal size against `--max-term-cells`, and returns the
