@@ -418,3 +418,48 @@ async fn exited_processes_holding_output_are_forgotten_oldest_first_when_a_spawn
     assert!(!known(&exited[0]).await, "the oldest exit made room");
     assert!(known(&exited[1]).await, "one was enough");
 }
+
+/// Stdin queued for a process by its attachments is bounded per process,
+/// whatever their number: 32 attachments flooding a process that never
+/// reads its stdin hold about the process's 8 MiB, not 32 times an
+/// attachment's 4 MiB.
+#[tokio::test]
+async fn stdin_queued_by_many_attachments_is_bounded_per_process() {
+    use tether_protocol::ClientFrame;
+    let server = TestServer::start();
+    let process = server.sh("sleep 60", json!({"stdin": true})).await;
+    let baseline = rss_bytes(server.pid());
+    let mut floods = Vec::new();
+    for _ in 0..32 {
+        let mut attachment = server.attach(&process.id, "").await;
+        floods.push(tokio::spawn(async move {
+            // Until the server stops taking frames (the send waits): far
+            // more than an attachment's own budget.
+            for _ in 0..96 {
+                let frame = ClientFrame::Stdin {
+                    data: vec![b'x'; 64 << 10],
+                };
+                let sent =
+                    tokio::time::timeout(std::time::Duration::from_secs(3), attachment.send(frame));
+                if sent.await.is_err() {
+                    break;
+                }
+            }
+            attachment
+        }));
+    }
+    let mut attachments = Vec::new();
+    for flood in floods {
+        attachments.push(flood.await.unwrap());
+    }
+    let held = rss_bytes(server.pid()).saturating_sub(baseline);
+    assert!(
+        held < 48 * MIB,
+        "server memory grew {} MiB with 32 attachments' stdin queued (one attachment may queue 4 MiB, a process 8 MiB)",
+        held / MIB
+    );
+    drop(attachments);
+    let url = server.url(&format!("/v1/processes/{}?force=1", process.id));
+    let response = server.http.delete(url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+}

@@ -17,12 +17,16 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use super::state::ReaderEvent;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
-use crate::process::input_streams::{InputClaim, Plan};
+use crate::process::input_streams::{InputClaim, Plan, PROCESS_QUEUED_STDIN};
 use crate::process::Process;
 use crate::table::ProcessTable;
 
 /// Bytes of stdin one attachment may have queued for its process.
 pub const STDIN_BUDGET: usize = 4 << 20;
+
+/// What a queued frame holds until it is carried out: its room in the
+/// attachment's budget and in its process's.
+type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
 /// A frame for the process, numbered when the attachment numbers its input
 /// (`seq`: the sequence position of its first unit).
@@ -35,7 +39,7 @@ pub struct ForProcess {
 
 /// The reader's end of the queue.
 pub struct ProcessQueue {
-    frames: mpsc::Sender<(ForProcess, OwnedSemaphorePermit)>,
+    frames: mpsc::Sender<(ForProcess, Permits)>,
     budget: Arc<Semaphore>,
     largest: usize,
     process: Arc<Process>,
@@ -69,7 +73,7 @@ impl ProcessQueue {
         input: Option<InputClaim>,
     ) -> ProcessQueue {
         let budget = budget.min(Semaphore::MAX_PERMITS).min(u32::MAX as usize);
-        let (frames, mut queued) = mpsc::channel::<(ForProcess, OwnedSemaphorePermit)>(1024);
+        let (frames, mut queued) = mpsc::channel::<(ForProcess, Permits)>(1024);
         let input = input.map(Arc::new);
         let task_process = process.clone();
         let task_table = table.clone();
@@ -229,10 +233,17 @@ impl ProcessQueue {
             ClientFrame::Stdin { data } => data.len().clamp(1, self.largest),
             _ => 1,
         };
-        let Ok(permit) = self.budget.clone().acquire_many_owned(cost as u32).await else {
+        // The attachment's own budget first, then the process's (shared by
+        // all its attachments), so one attachment waits on its own flood.
+        let Ok(own) = self.budget.clone().acquire_many_owned(cost as u32).await else {
             return false;
         };
-        self.frames.send((item, permit)).await.is_ok()
+        let shared = self.process.inputs.queued_stdin.clone();
+        let cost = cost.min(PROCESS_QUEUED_STDIN);
+        let Ok(process) = shared.acquire_many_owned(cost as u32).await else {
+            return false;
+        };
+        self.frames.send((item, (own, process))).await.is_ok()
     }
 }
 

@@ -32,13 +32,31 @@ pub const OWNERS_PER_PROCESS: usize = 4;
 /// A stream's name: its owner (`operator`, `token:ID`) and its id.
 type StreamKey = (String, String);
 
+/// Bytes of stdin all the attachments of one process may have queued
+/// together (each at most its own `STDIN_BUDGET` of it): with many
+/// attachments, what a process can be made to hold stays this, whatever
+/// their number.
+pub const PROCESS_QUEUED_STDIN: usize = 8 << 20;
+
 /// The input streams of one process, and the keys of its HTTP input.
-#[derive(Default)]
 pub struct InputStreams {
     streams: Mutex<HashMap<StreamKey, Arc<InputStream>>>,
+    /// Bytes of stdin its attachments may still queue
+    /// ([`PROCESS_QUEUED_STDIN`] in all).
+    pub queued_stdin: Arc<tokio::sync::Semaphore>,
     /// `Idempotency-Key`s of `POST .../stdin`, `stdin/close`, `signal`,
     /// `resize`.
     pub http: super::input_once::OnceKeys,
+}
+
+impl Default for InputStreams {
+    fn default() -> InputStreams {
+        InputStreams {
+            streams: Mutex::default(),
+            queued_stdin: Arc::new(tokio::sync::Semaphore::new(PROCESS_QUEUED_STDIN)),
+            http: Default::default(),
+        }
+    }
 }
 
 /// One input stream: the position up to which it has been applied.
