@@ -9,6 +9,10 @@
 //! ([`Share::lower_to`]), and when it is forgotten or dropped its share is
 //! given back whole. A share lowered concurrently with a check only leaves
 //! more room than the check saw, so the budget stays a bound.
+//!
+//! A [`Quota`] is a bound of its own for one kind of small record
+//! (idempotency records, `--idempotency-total`): a [`Charge`] is taken only
+//! if it fits, by one atomic step, and given back when dropped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -148,6 +152,61 @@ impl Drop for Share {
     }
 }
 
+/// A server-wide bound on the bytes of one kind of record, apart from the
+/// retention budget: a charge is taken whole or not at all.
+#[derive(Debug)]
+pub struct Quota {
+    total: u64,
+    used: AtomicU64,
+}
+
+impl Quota {
+    /// A quota of `total` bytes, none of it used.
+    pub fn new(total: u64) -> Arc<Quota> {
+        Arc::new(Quota {
+            total,
+            used: AtomicU64::new(0),
+        })
+    }
+
+    /// The bound.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Charged now.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// Charges `bytes` if they fit under the bound (never past it, however
+    /// many take at once); `None` when they do not.
+    pub fn try_charge(self: &Arc<Self>, bytes: u64) -> Option<Charge> {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(bytes).filter(|after| *after <= self.total)
+            })
+            .ok()?;
+        Some(Charge {
+            quota: self.clone(),
+            bytes,
+        })
+    }
+}
+
+/// Bytes charged to a [`Quota`]; dropping it gives them back.
+#[derive(Debug)]
+pub struct Charge {
+    quota: Arc<Quota>,
+    bytes: u64,
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.quota.used.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +253,46 @@ mod tests {
             (share.held(), budget.reserved()),
             (bytes(7, 0), bytes(7, 0))
         );
+    }
+
+    #[test]
+    fn a_quota_charges_only_what_fits_and_takes_it_back_on_drop() {
+        let quota = Quota::new(100);
+        let a = quota.try_charge(60);
+        assert!(a.is_some());
+        assert!(quota.try_charge(41).is_none(), "past the bound");
+        let b = quota.try_charge(40);
+        assert!(b.is_some());
+        assert_eq!(quota.used(), 100);
+        assert!(quota.try_charge(1).is_none());
+        drop(a);
+        assert_eq!(quota.used(), 40);
+        assert!(quota.try_charge(u64::MAX).is_none(), "no overflow");
+        drop(b);
+        assert_eq!(quota.used(), 0);
+    }
+
+    #[test]
+    fn racing_charges_never_pass_the_bound() {
+        let quota = Quota::new(1000);
+        let charges = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    for _ in 0..100 {
+                        if let Some(charge) = quota.try_charge(7) {
+                            charges
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(charge);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(quota.used(), 994, "142 charges of 7 fit in 1000");
+        drop(charges);
+        assert_eq!(quota.used(), 0);
     }
 
     #[test]

@@ -260,6 +260,14 @@ pub struct Config {
     #[arg(long, default_value_t = 64)]
     pub max_input_streams: usize,
 
+    /// Memory for the idempotency records of HTTP input (`POST .../stdin`,
+    /// `stdin/close`, `signal`, `resize` with an `Idempotency-Key`) across
+    /// all processes, in bytes: each record counts its key plus 384 bytes.
+    /// When it is full, a new keyed request is refused with 503
+    /// `idempotency_exhausted` (one without a key still works).
+    #[arg(long, default_value_t = 32 << 20)]
+    pub idempotency_total: u64,
+
     /// Largest client WebSocket message, in bytes (close code 1009 past it).
     #[arg(long, default_value_t = 1 << 20)]
     pub max_frame_bytes: usize,

@@ -74,6 +74,13 @@ pub enum ApiError {
     /// The same `Idempotency-Key` was used with a different request body.
     #[error("Idempotency-Key {0:?} was already used with a different request")]
     IdempotencyConflict(String),
+    /// No room for another idempotency record: the server's
+    /// `--idempotency-total` is full (records go `--input-ttl-ms` after
+    /// their request), or this process has as many requests with keys of
+    /// this token in flight as it keeps records. Retry later, or without
+    /// a key.
+    #[error("{0}")]
+    IdempotencyExhausted(String),
     /// The process has no stdin pipe (spawned without `"stdin": true`), or
     /// it was closed.
     #[error("process {0} has no open stdin (spawn it with \"stdin\": true)")]
@@ -184,6 +191,9 @@ impl ApiError {
             ApiError::CannotExecute(_) => (StatusCode::UNPROCESSABLE_ENTITY, "cannot_execute"),
             ApiError::IdempotencyConflict(_) => {
                 (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_conflict")
+            }
+            ApiError::IdempotencyExhausted(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "idempotency_exhausted")
             }
             ApiError::StdinUnavailable(_) => (StatusCode::CONFLICT, "stdin_unavailable"),
             ApiError::TooManyProcesses(_) => {

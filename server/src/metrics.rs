@@ -16,6 +16,9 @@ pub struct Gauges {
     pub exited: u64,
     /// Open attachments.
     pub attachments: u64,
+    /// Bytes charged to `--idempotency-total` by HTTP input's idempotency
+    /// records.
+    pub idempotency_record_bytes: u64,
 }
 
 /// Every counter the server exports.
@@ -117,6 +120,12 @@ impl Metrics {
             "gauge",
             "Open attachments.",
             &[(String::new(), gauges.attachments)],
+        );
+        metric(
+            "tether_idempotency_record_bytes",
+            "gauge",
+            "Bytes the idempotency records of HTTP input hold (--idempotency-total).",
+            &[(String::new(), gauges.idempotency_record_bytes)],
         );
         metric(
             "tether_worker_threads",

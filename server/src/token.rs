@@ -175,8 +175,9 @@ impl SigningKey {
     }
 }
 
-/// 32 bytes from the OS's random source.
-fn random_bytes() -> [u8; 32] {
+/// 32 bytes from the OS's random source (keys drawn at start: the signing
+/// key, the idempotency fingerprints' key).
+pub fn random_bytes() -> [u8; 32] {
     let mut bytes = [0u8; 32];
     if getrandom::fill(&mut bytes).is_err() {
         // No randomness is no safe way to run: refuse rather than sign

@@ -143,7 +143,8 @@ async fn argv_and_idempotency_keys_count_against_the_retention_budget() {
         let response = server
             .http
             .post(server.url("/v1/processes"))
-            .header("Idempotency-Key", format!("{i}-{}", "k".repeat(30_000)))
+            // The longest key allowed (256 bytes; longer is a 400).
+            .header("Idempotency-Key", format!("{i:03}-{}", "k".repeat(252)))
             .json(&json!({"argv": argv, "retain_bytes": 1}))
             .send()
             .await

@@ -27,6 +27,7 @@ mod fleet;
 mod flow_control;
 mod hostile;
 mod http_output;
+mod idempotency_records;
 mod input_exactly_once;
 mod input_http;
 mod kube;

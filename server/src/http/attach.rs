@@ -106,7 +106,8 @@ pub async fn run(
             "input_resume on run: a new process has no input stream to resume (resume through attach)".into(),
         ));
     }
-    let (process, new) = table.spawn(request, idempotency_key(&headers)?).await?;
+    let key = idempotency_key(&headers, grant.identity())?;
+    let (process, new) = table.spawn(request, key).await?;
     if new {
         grant.audit("spawn", &process.id);
     }

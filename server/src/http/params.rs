@@ -1,5 +1,5 @@
 //! Request parameters that several HTTP routes read the same way: query
-//! integers and booleans, and a spawn's `Idempotency-Key` header. Kept apart
+//! integers and booleans, and the `Idempotency-Key` header. Kept apart
 //! from the routes (`http.rs`, `http_attach.rs`, `http_output.rs`) so that
 //! none of them imports another.
 
@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use axum::http::HeaderMap;
 
 use crate::error::ApiError;
+use crate::process::input_once::{IdempotencyKey, MAX_KEY_BYTES};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -41,15 +42,27 @@ pub(crate) fn query_bool(query: &HashMap<String, String>, name: &str) -> ApiResu
         .transpose()
 }
 
-/// The `Idempotency-Key` header of a spawn, if any.
-pub(crate) fn idempotency_key(headers: &HeaderMap) -> ApiResult<Option<String>> {
-    headers
-        .get("idempotency-key")
-        .map(|value| {
-            value
-                .to_str()
-                .map(str::to_string)
-                .map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))
-        })
-        .transpose()
+/// The `Idempotency-Key` header, if any, as the key of `owner` (the
+/// grant's identity): 1 to [`MAX_KEY_BYTES`] bytes of visible ASCII, else
+/// a 400 naming the header and the bound, before anything is kept.
+pub(crate) fn idempotency_key(
+    headers: &HeaderMap,
+    owner: String,
+) -> ApiResult<Option<IdempotencyKey>> {
+    let Some(value) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let len = value.len();
+    if !(1..=MAX_KEY_BYTES).contains(&len) {
+        return Err(ApiError::InvalidRequest(format!(
+            "Idempotency-Key must be 1 to {MAX_KEY_BYTES} bytes, got {len}"
+        )));
+    }
+    let key = value
+        .to_str()
+        .map_err(|_| ApiError::InvalidRequest("Idempotency-Key must be ASCII".into()))?;
+    Ok(Some(IdempotencyKey {
+        owner,
+        key: key.to_string(),
+    }))
 }

@@ -23,7 +23,7 @@ use super::params::{idempotency_key, query_u64};
 use crate::config::Config;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
-use crate::process::input_once::{FirstAttempt, Once};
+use crate::process::input_once::{Fingerprint, FirstAttempt, IdempotencyKey, Once};
 use crate::process::Process;
 use crate::table::{ProcessTable, SnapshotRoom};
 
@@ -152,8 +152,9 @@ async fn spawn(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<(StatusCode, Json<ProcessInfo>)> {
     grant.require(&table, Need::Spawn)?;
+    let key = idempotency_key(&headers, grant.identity())?;
     let request: SpawnRequest = json_body(body, table.config())?;
-    let (process, new) = table.spawn(request, idempotency_key(&headers)?).await?;
+    let (process, new) = table.spawn(request, key).await?;
     if new {
         grant.audit("spawn", &process.id);
     }
@@ -449,33 +450,58 @@ async fn signal(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Json<ProcessInfo>> {
     let process = grant.process(&table, Need::Write, &id)?;
+    let key = idempotency_key(&headers, grant.identity())?;
     let body = body_bytes(body, table.config())?;
-    let Some(attempt) = once(&table, &process, &headers, "signal", &body).await? else {
+    // A request that cannot be carried out is refused before it is
+    // recorded: it leaves nothing behind.
+    let request: SignalRequest = json_body(Ok(body.clone()), table.config())?;
+    let signal = Signal::parse(&request.signal)?;
+    let Some(attempt) = once(&table, &process, key, "signal", &body).await? else {
         return Ok(Json(process.info()));
     };
-    let request: SignalRequest = json_body(Ok(body), table.config())?;
-    let signal = Signal::parse(&request.signal)?;
     grant.audit("signal", &process.id);
     process.signal(signal).await?;
     attempt.succeeded();
     Ok(Json(process.info()))
 }
 
-/// With an `Idempotency-Key`: `None` when a request with this key
-/// succeeded before (answer success, do nothing), else the attempt to
-/// carry out and mark. Without one, an attempt that records nothing.
+/// With an `Idempotency-Key` (its sender's): `None` when a request with
+/// this key succeeded before (answer success, do nothing), else the
+/// attempt to carry out and mark, whose provisional record goes if it is
+/// dropped unmarked. Without one, an attempt that records nothing.
 async fn once(
     table: &ProcessTable,
     process: &Process,
-    headers: &HeaderMap,
+    key: Option<IdempotencyKey>,
     route: &str,
     body: &[u8],
 ) -> ApiResult<Option<Attempt>> {
-    let Some(key) = idempotency_key(headers)? else {
+    let Some(key) = key else {
         return Ok(Some(Attempt(None)));
     };
     let ttl = Duration::from_millis(table.config().input_ttl_ms);
-    match process.inputs.http.begin(&key, route, body, ttl).await? {
+    let fingerprint = Fingerprint::of(route, body);
+    let records = table.idempotency_records();
+    let begun = match process
+        .inputs
+        .http
+        .begin(&key, fingerprint, ttl, records)
+        .await
+    {
+        // Full: records of other processes may have outlived their TTL
+        // unseen (they expire when their process is next used); forget
+        // those, then ask once more.
+        Err(ApiError::IdempotencyExhausted(_)) => {
+            table.expire_idempotency_records(ttl);
+            process
+                .inputs
+                .http
+                .begin(&key, fingerprint, ttl, records)
+                .await
+        }
+        begun => begun,
+    };
+    match begun? {
         Once::Done => Ok(None),
         Once::First(first) => Ok(Some(Attempt(Some(first)))),
     }
@@ -504,6 +530,13 @@ async fn stdin(
 ) -> ApiResult<StatusCode> {
     let config = table.config();
     let process = grant.process(&table, Need::Write, &id)?;
+    let key = match idempotency_key(&headers, grant.identity()) {
+        Ok(key) => key,
+        Err(bad) => {
+            discard_refused_body(body, config.max_body_bytes).await;
+            return Err(bad);
+        }
+    };
     let declared = headers
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -527,7 +560,7 @@ async fn stdin(
                 ApiError::BodyTooLarge(config.max_body_bytes)
             }
         })?;
-    let Some(attempt) = once(&table, &process, &headers, "stdin", &body).await? else {
+    let Some(attempt) = once(&table, &process, key, "stdin", &body).await? else {
         return Ok(StatusCode::NO_CONTENT);
     };
     process.write_http_stdin(body.to_vec(), permit).await?;
@@ -564,7 +597,8 @@ async fn stdin_close(
     headers: HeaderMap,
 ) -> ApiResult<StatusCode> {
     let process = grant.process(&table, Need::Write, &id)?;
-    let Some(attempt) = once(&table, &process, &headers, "stdin_close", &[]).await? else {
+    let key = idempotency_key(&headers, grant.identity())?;
+    let Some(attempt) = once(&table, &process, key, "stdin_close", &[]).await? else {
         return Ok(StatusCode::NO_CONTENT);
     };
     process.close_stdin().await?;
@@ -580,11 +614,12 @@ async fn resize(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<StatusCode> {
     let process = grant.process(&table, Need::Write, &id)?;
+    let key = idempotency_key(&headers, grant.identity())?;
     let body = body_bytes(body, table.config())?;
-    let Some(attempt) = once(&table, &process, &headers, "resize", &body).await? else {
+    let request: ResizeRequest = json_body(Ok(body.clone()), table.config())?;
+    let Some(attempt) = once(&table, &process, key, "resize", &body).await? else {
         return Ok(StatusCode::NO_CONTENT);
     };
-    let request: ResizeRequest = json_body(Ok(body), table.config())?;
     table.resize(&process, request.cols, request.rows)?;
     attempt.succeeded();
     Ok(StatusCode::NO_CONTENT)

@@ -11,6 +11,7 @@ use tether_protocol::KubernetesNames;
 use super::{Entries, ProcessTable};
 use crate::budget::{Bytes, Share};
 use crate::error::ApiError;
+use crate::process::input_once::IdempotencyKey;
 use crate::process::{spawn, Process, Reservation, SpawnPlan};
 
 /// What the table answers a spawn request with, under its lock.
@@ -26,13 +27,14 @@ enum Admission {
 }
 
 impl ProcessTable {
-    /// Validates and starts a process. With an idempotency key already used
-    /// for the same request, returns the process it started (`false`: not
-    /// new) and starts nothing.
+    /// Validates and starts a process. With an idempotency key its sender
+    /// already used for the same request, returns the process it started
+    /// (`false`: not new) and starts nothing. Keys are their sender's: the
+    /// same key from another holder is another key.
     pub async fn spawn(
         self: &Arc<Self>,
         request: SpawnRequest,
-        idempotency_key: Option<String>,
+        idempotency_key: Option<IdempotencyKey>,
     ) -> Result<(Arc<Process>, bool), ApiError> {
         self.spawn_named(request, idempotency_key, None).await
     }
@@ -42,7 +44,7 @@ impl ProcessTable {
     pub async fn spawn_named(
         self: &Arc<Self>,
         request: SpawnRequest,
-        idempotency_key: Option<String>,
+        idempotency_key: Option<IdempotencyKey>,
         kubernetes: Option<KubernetesNames>,
     ) -> Result<(Arc<Process>, bool), ApiError> {
         let result = self
@@ -59,7 +61,7 @@ impl ProcessTable {
     async fn admit_and_spawn(
         self: &Arc<Self>,
         request: SpawnRequest,
-        key: Option<String>,
+        key: Option<IdempotencyKey>,
         kubernetes: Option<KubernetesNames>,
     ) -> Result<(Arc<Process>, bool), ApiError> {
         let canonical = serde_json::to_string(&request).unwrap_or_default();
@@ -75,10 +77,11 @@ impl ProcessTable {
                         kubernetes: kubernetes.clone(),
                         ..self.plan(request.clone())?
                     };
-                    // With a key, the table keeps the key and the request it
-                    // answers for as long as the process is known.
+                    // With a key, the table keeps the key (with its
+                    // sender) and the request it answers for as long as
+                    // the process is known.
                     if let Some(key) = &key {
-                        planned.metadata_bytes += (key.len() + canonical.len()) as u64;
+                        planned.metadata_bytes += (key.bytes() + canonical.len()) as u64;
                     }
                     plan = Some(planned);
                 }
@@ -124,7 +127,7 @@ impl ProcessTable {
     /// requests cannot both take the last slot.
     fn admit(
         &self,
-        key: &Option<String>,
+        key: &Option<IdempotencyKey>,
         canonical: &str,
         plan: Option<&SpawnPlan>,
     ) -> Result<Admission, ApiError> {
@@ -138,7 +141,7 @@ impl ProcessTable {
         if let Some(key) = key {
             if let Some((body, id)) = entries.idempotency.get(key) {
                 if body != canonical {
-                    return Err(ApiError::IdempotencyConflict(key.clone()));
+                    return Err(ApiError::IdempotencyConflict(key.key.clone()));
                 }
                 if entries.starting.contains(id) {
                     return Ok(Admission::Wait);
@@ -186,10 +189,11 @@ impl ProcessTable {
             entries.names.insert(name.clone(), id.clone());
         }
         if let Some(key) = key {
+            let key = Arc::new(key.clone());
             entries
                 .idempotency
                 .insert(key.clone(), (canonical.to_string(), id.clone()));
-            entries.keys.insert(id.clone(), key.clone());
+            entries.keys.insert(id.clone(), key);
         }
         Ok(Admission::Start(id, reservation))
     }

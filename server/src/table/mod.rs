@@ -15,11 +15,12 @@ use std::time::{Duration, SystemTime};
 use tether_protocol::ExitReason;
 use tokio::sync::Notify;
 
-use crate::budget::{Budget, Bytes};
+use crate::budget::{Budget, Bytes, Quota};
 use crate::datadir::DataDir;
 use crate::error::ApiError;
 use crate::metrics::{Gauges, Metrics};
 use crate::options::ServerOptions;
+use crate::process::input_once::IdempotencyKey;
 use crate::process::{Process, Reservation};
 use crate::slots::Slots;
 use crate::sync::LockExt;
@@ -33,11 +34,12 @@ mod terminal;
 #[derive(Default)]
 struct Entries {
     processes: HashMap<String, Arc<Process>>,
-    /// Idempotency key -> (canonical request body, process id).
-    idempotency: HashMap<String, (String, String)>,
-    /// Process id -> its idempotency key: forgetting a process removes its
-    /// key without looking at every key.
-    keys: HashMap<String, String>,
+    /// Idempotency key (its sender's) -> (canonical request body, process
+    /// id).
+    idempotency: HashMap<Arc<IdempotencyKey>, (String, String)>,
+    /// Process id -> its idempotency key (the same allocation): forgetting
+    /// a process removes its key without looking at every key.
+    keys: HashMap<String, Arc<IdempotencyKey>>,
     /// Ids reserved by spawns under way (the table lock is not held while
     /// the OS process is created).
     starting: HashSet<String>,
@@ -81,6 +83,9 @@ pub struct ProcessTable {
     /// Retention reserved by known processes, spawns under way and execs
     /// in flight. Shares of it are taken under the table lock only.
     budget: Arc<Budget>,
+    /// What the idempotency records of HTTP input hold, across all
+    /// processes (`--idempotency-total`).
+    idempotency_records: Arc<Quota>,
 }
 
 impl ProcessTable {
@@ -96,6 +101,7 @@ impl ProcessTable {
     ) -> Arc<ProcessTable> {
         Arc::new(ProcessTable {
             data_dir,
+            idempotency_records: Quota::new(config.idempotency_total),
             attachment_slots: Slots::new(config.capacity.max_attachments),
             config,
             entries: Mutex::new(Entries::default()),
@@ -115,6 +121,22 @@ impl ProcessTable {
     /// The configuration.
     pub fn config(&self) -> &Arc<ServerOptions> {
         &self.config
+    }
+
+    /// The bound every process's HTTP input idempotency records are
+    /// charged to (`--idempotency-total`).
+    pub fn idempotency_records(&self) -> &Arc<Quota> {
+        &self.idempotency_records
+    }
+
+    /// Forgets, in every process, the idempotency records older than `ttl`
+    /// (each process forgets its own only when it is next used): what a
+    /// refusal for a full `--idempotency-total` tries first.
+    pub fn expire_idempotency_records(&self, ttl: std::time::Duration) {
+        let processes: Vec<_> = self.entries().processes.values().cloned().collect();
+        for process in processes {
+            process.inputs.http.expire(ttl);
+        }
     }
 
     /// Looks a process up by id, or by the name it was given. Names never
@@ -184,6 +206,7 @@ impl ProcessTable {
             running: running as u64,
             exited: (entries.processes.len() - running) as u64,
             attachments: self.attachment_slots.in_use() as u64,
+            idempotency_record_bytes: self.idempotency_records.used(),
         }
     }
 
@@ -211,6 +234,7 @@ impl ProcessTable {
                     .saturating_sub(process.reservation.held());
             }
             process.reservation.release();
+            process.inputs.http.clear();
             entries.forget_key(id);
             if !process.is_running() {
                 process.output().discard();
