@@ -88,7 +88,10 @@ step "cargo build"
 cargo build --workspace --bins
 
 step "cargo test"
-cargo test --workspace
+# Four tests at a time on two cores: most of them wait on processes,
+# sockets and timers, not the CPU (docs/TESTING.md says what each step
+# costs). The latency test is a binary of its own and runs alone.
+cargo test --workspace -- --test-threads=4
 
 step "screen judge: xterm.js replays the recordings cargo test made (target/screen-judge)"
 (cd tests/screen && npm test)
