@@ -464,3 +464,48 @@ async fn stdin_queued_by_many_attachments_is_bounded_per_process() {
     let response = server.http.delete(url).send().await.unwrap();
     assert_eq!(response.status(), 200);
 }
+
+/// Queued stdin is counted in the memory budget: when the budget has no
+/// room, a frame that would wait for the process is refused with an
+/// `error` frame `retention_exhausted` (nothing is forgotten to make room),
+/// never held past the budget.
+#[tokio::test]
+async fn stdin_queued_past_the_memory_budget_is_refused_with_an_error_frame() {
+    use tether_protocol::{ClientFrame, ServerFrame};
+    let server = TestServer::start_with(&["--retain-total", "8388608"]);
+    let process = server
+        .sh("sleep 60", json!({"stdin": true, "retain_bytes": 1 << 20}))
+        .await;
+    let mut attachments = Vec::new();
+    for _ in 0..3 {
+        let mut attachment = server.attach(&process.id, "").await;
+        for _ in 0..64 {
+            let frame = ClientFrame::Stdin {
+                data: vec![b'x'; 64 << 10],
+            };
+            let sent =
+                tokio::time::timeout(std::time::Duration::from_secs(2), attachment.send(frame));
+            if sent.await.is_err() {
+                break;
+            }
+        }
+        attachments.push(attachment);
+    }
+    let mut codes = Vec::new();
+    for attachment in &mut attachments {
+        while let Ok(Some(frame)) =
+            tokio::time::timeout(std::time::Duration::from_secs(2), attachment.frame()).await
+        {
+            if let ServerFrame::Error { code, .. } = frame {
+                codes.push(code);
+            }
+        }
+    }
+    assert!(
+        codes.iter().any(|c| c == "retention_exhausted"),
+        "no refusal past an 8 MiB budget: {codes:?}"
+    );
+    drop(attachments);
+    let url = server.url(&format!("/v1/processes/{}?force=1", process.id));
+    assert_eq!(server.http.delete(url).send().await.unwrap().status(), 200);
+}

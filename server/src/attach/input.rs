@@ -25,8 +25,14 @@ use crate::table::ProcessTable;
 pub const STDIN_BUDGET: usize = 4 << 20;
 
 /// What a queued frame holds until it is carried out: its room in the
-/// attachment's budget and in its process's.
-type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+/// attachment's budget, in its process's, and in the server's memory
+/// budget (`--retain-total`); or why the server had no room for it, which
+/// the queue's task reports in its turn.
+struct Permits {
+    _attachment: OwnedSemaphorePermit,
+    _process: OwnedSemaphorePermit,
+    room: Result<crate::table::MemoryReservation, ApiError>,
+}
 
 /// A frame for the process, numbered when the attachment numbers its input
 /// (`seq`: the sequence position of its first unit).
@@ -43,6 +49,7 @@ pub struct ProcessQueue {
     budget: Arc<Semaphore>,
     largest: usize,
     process: Arc<Process>,
+    table: Arc<ProcessTable>,
     grant: Grant,
     readonly: bool,
     input: Option<Arc<InputClaim>>,
@@ -84,13 +91,17 @@ impl ProcessQueue {
         // Ends when the reader is gone and the queue is empty; a process
         // that never reads stdin makes its writes fail once it exits.
         tokio::spawn(async move {
-            while let Some((item, permit)) = queued.recv().await {
-                let result = match (&task_input, item.seq) {
+            while let Some((item, mut permit)) = queued.recv().await {
+                let room = std::mem::replace(&mut permit.room, Err(ApiError::ReadOnly));
+                let result = match (room, &task_input, item.seq) {
+                    // Refused for want of room: nothing is carried out, and
+                    // a numbered frame's position does not move.
+                    (Err(refused), _, _) => Err(refused),
                     // The right first, outside the stream's order: a
                     // refusal changes nothing, its position included, so
                     // the writer's own input under it is never taken for a
                     // duplicate.
-                    (Some(input), Some(seq)) => {
+                    (Ok(_room), Some(input), Some(seq)) => {
                         match authorize(&task_process, &task_table, &task_grant, readonly) {
                             Err(refused) => Err(refused),
                             Ok(()) => {
@@ -101,7 +112,7 @@ impl ProcessQueue {
                             }
                         }
                     }
-                    _ => {
+                    (Ok(_room), _, _) => {
                         act(
                             &task_process,
                             &task_table,
@@ -125,6 +136,7 @@ impl ProcessQueue {
             budget: Arc::new(Semaphore::new(budget)),
             largest: budget,
             process,
+            table,
             grant,
             readonly,
             input,
@@ -243,7 +255,16 @@ impl ProcessQueue {
         let Ok(process) = shared.acquire_many_owned(cost as u32).await else {
             return false;
         };
-        self.frames.send((item, (own, process))).await.is_ok()
+        // Counted in the server's memory budget while queued; without room
+        // (nothing is forgotten to make it) the frame is refused in its
+        // turn with `retention_exhausted`, never held past the budget.
+        let room = self.table.reserve_free_memory(cost as u64);
+        let permits = Permits {
+            _attachment: own,
+            _process: process,
+            room,
+        };
+        self.frames.send((item, permits)).await.is_ok()
     }
 }
 
