@@ -23,7 +23,12 @@ so you can detach, re-attach, and read it again later.
 Exit status: the remote exit code (124: its deadline fired, 128+N: signal
 N); 0 after a detach; 125 when tether itself fails (bad arguments, unknown
 id, server unreachable); 126 when the program cannot be run (not
-executable, bad --cwd); 127 when it is not found.";
+executable, bad --cwd); 127 when it is not found.
+
+Pipes end as in a shell: when tether's stdout or stderr is closed (`tether
+run -- yes | head -1`), `run`, `attach` and `logs` stop at once with status
+141 and print nothing more; `run` sends its program SIGPIPE (as a local
+pipeline would), `attach` and `logs -f` leave it running.";
 
 /// The `tether` command line.
 #[derive(Debug, Parser)]
@@ -131,8 +136,8 @@ pub enum Command {
         #[arg(short, long)]
         force: bool,
     },
-    /// Send a signal (TERM, INT, KILL, HUP, QUIT, USR1, USR2, CONT, STOP,
-    /// WINCH) to a process group.
+    /// Send a signal (TERM, INT, KILL, HUP, QUIT, USR1, USR2, PIPE, CONT,
+    /// STOP, WINCH) to a process group.
     Signal {
         /// Process id, unique prefix or name.
         id: String,

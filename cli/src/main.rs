@@ -4,7 +4,8 @@
 //! when the server's deadline fired, 128+N for a signal death); 0 after a
 //! detach; 125 when `tether` itself fails (bad arguments, server
 //! unreachable, unknown id); 126 when `run`'s program was found but cannot
-//! run (not executable, bad cwd); 127 when it was not found.
+//! run (not executable, bad cwd); 127 when it was not found; 141 when
+//! its own stdout or stderr was closed (`| head -1`).
 //!
 //! Files: `args.rs` the command line, `run_attach.rs` run / attach / logs,
 //! `relay.rs` the copy loops, `replies.rs` dropping the terminal's

@@ -9,20 +9,36 @@ use tokio::sync::oneshot;
 use crate::detach::{DetachWatcher, Typed};
 use crate::replies::{InputFilter, OutputFence};
 
+/// How a copy of one stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Copied {
+    /// Its end (or `until`) was reached.
+    Whole,
+    /// The local output was closed (`| head -1`): nothing more is read or
+    /// printed, as a local program stops when its reader goes.
+    OutputClosed,
+}
+
 /// Copies one stream to a local output until its end, or until offset
 /// `until` (`u64::MAX`: to the end); gaps are reported on stderr. A local
-/// output that closes (`| head`) stops the printing, not the draining, so
-/// the process is never held back by it. With a `fence` (a PTY attached
-/// from a terminal), the replayed part is told from the live part and the
-/// local terminal's replies to it are dropped (`replies.rs`).
+/// output that closes (`| head`) ends the copy at once ([`Copied::OutputClosed`]).
+/// With a `fence` (a PTY attached from a terminal), the replayed part is
+/// told from the live part and the local terminal's replies to it are
+/// dropped (`replies.rs`).
 pub async fn copy_output(
     mut reader: OutputReader,
     mut out: impl AsyncWrite + Unpin,
     until: u64,
     mut fence: Option<OutputFence>,
-) -> Result<(), Error> {
+) -> Result<Copied, Error> {
     let mut writable = true;
     while reader.offset() < until {
+        if !writable {
+            if let Some(fence) = fence.as_mut() {
+                fence.ended();
+            }
+            return Ok(Copied::OutputClosed);
+        }
         if let Some(fence) = fence.as_mut() {
             fence.reached(reader.offset(), &mut out).await;
         }
@@ -91,7 +107,11 @@ pub async fn copy_output(
     if let Some(fence) = fence.as_mut() {
         fence.ended();
     }
-    Ok(())
+    Ok(if writable {
+        Copied::Whole
+    } else {
+        Copied::OutputClosed
+    })
 }
 
 /// Writes and flushes unless the output has already failed.

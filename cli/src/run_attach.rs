@@ -17,7 +17,7 @@ use crate::args::RunArgs;
 use crate::detach::DetachKeys;
 use crate::exit::{exit_code, NOT_EXECUTABLE, NOT_FOUND};
 use crate::modes::ModeWatch;
-use crate::relay::{copy_output, forward_input, watch_keys as watch_keys_only};
+use crate::relay::{copy_output, forward_input, watch_keys as watch_keys_only, Copied};
 use crate::replies::{InputFilter, OutputFence, Replies};
 use crate::tail::TailLines;
 use crate::term;
@@ -76,6 +76,8 @@ pub enum Ending {
     Exited(Box<ProcessInfo>),
     /// The detach keys were typed: the process runs on.
     Detached,
+    /// The local stdout or stderr was closed (`| head -1`).
+    OutputClosed,
 }
 
 /// What one attached session does locally.
@@ -200,6 +202,11 @@ pub async fn run(
         watch_keys: false,
     };
     let ending = session(signals, attachment, false, local).await?;
+    if matches!(ending, Ending::OutputClosed) {
+        // As a local pipeline ends its writer: the program gets SIGPIPE
+        // (it was writing to a reader that is gone).
+        let _ = client.signal(&info.id, "PIPE").await;
+    }
     Ok(conclude(ending, &info, client).await)
 }
 
@@ -255,6 +262,10 @@ pub async fn attach(
     Ok(conclude(ending, info, client).await)
 }
 
+/// The exit status when the local stdout or stderr was closed: a shell's
+/// for a program killed by SIGPIPE.
+pub const CLOSED_OUTPUT: i32 = 128 + 13;
+
 /// The exit status for how a session ended, and a word on stderr for
 /// every end that is not the program's own exit.
 async fn conclude(ending: Ending, info: &ProcessInfo, client: &Client) -> i32 {
@@ -266,6 +277,9 @@ async fn conclude(ending: Ending, info: &ProcessInfo, client: &Client) -> i32 {
             );
             0
         }
+        // Quietly, with the shell's status for a writer whose reader went
+        // (128 + SIGPIPE), as `yes | head -1` ends.
+        Ending::OutputClosed => CLOSED_OUTPUT,
         Ending::Exited(info) => {
             if let Some(why) = why_it_ended(&info, client).await {
                 eprintln!("tether: {why}");
@@ -361,28 +375,44 @@ async fn session(
     };
     let (stop_out, stopped) = oneshot::channel::<()>();
     let (gave_back, given_back) = oneshot::channel::<()>();
+    // Either local output closed (`| head -1`): the session ends at once.
+    let (closed_tx, mut output_closed) = tokio::sync::mpsc::channel::<()>(2);
+    let closed_err = closed_tx.clone();
     // A detach stops the output between writes (so that a reset follows
     // whole writes of the program's output, and nothing follows the detach
     // message).
     let out = tokio::spawn(async move {
         if !give_back {
-            return tokio::select! {
+            let result = tokio::select! {
                 result = copy_output(stdout, tokio::io::stdout(), u64::MAX, fence) => result,
-                Ok(()) = stopped => Ok(()),
+                Ok(()) = stopped => Ok(Copied::Whole),
             };
+            if let Ok(Copied::OutputClosed) = result {
+                let _ = closed_tx.send(()).await;
+            }
+            return result;
         }
         let mut local = ModeWatch::new(tokio::io::stdout());
         let result = tokio::select! {
             result = copy_output(stdout, &mut local, u64::MAX, fence) => result,
-            Ok(()) = stopped => Ok(()),
+            Ok(()) = stopped => Ok(Copied::Whole),
         };
+        if let Ok(Copied::OutputClosed) = result {
+            let _ = closed_tx.send(()).await;
+        }
         let reset = local.reset_sequence();
         let _ = local.write_all(&reset).await;
         let _ = local.flush().await;
         let _ = gave_back.send(());
         result
     });
-    let err = tokio::spawn(copy_output(stderr, tokio::io::stderr(), u64::MAX, None));
+    let err = tokio::spawn(async move {
+        let result = copy_output(stderr, tokio::io::stderr(), u64::MAX, None).await;
+        if let Ok(Copied::OutputClosed) = result {
+            let _ = closed_err.send(()).await;
+        }
+        result
+    });
     let err_relay = err.abort_handle();
     let (detached_tx, detached_rx) = oneshot::channel();
     if local.forward_stdin {
@@ -470,6 +500,11 @@ async fn session(
     };
     tokio::select! {
         result = finished => result.map(|info| Ending::Exited(Box::new(info))),
+        Some(()) = output_closed.recv() => {
+            err_relay.abort();
+            let _ = stop_out.send(());
+            Ok(Ending::OutputClosed)
+        }
         () = detached => {
             err_relay.abort();
             let _ = stop_out.send(());
@@ -507,13 +542,7 @@ pub async fn logs(
         (info.stdout_bytes, info.stderr_bytes)
     };
     let Some(n) = tail else {
-        let (a, b) = tokio::join!(
-            copy_output(stdout, tokio::io::stdout(), until_out, None),
-            copy_output(stderr, tokio::io::stderr(), until_err, None)
-        );
-        a?;
-        b?;
-        return Ok(0);
+        return print_both(stdout, stderr, until_out, until_err).await;
     };
     let (mut tail_out, mut tail_err) = (TailLines::new(n), TailLines::new(n));
     let (a, b) = tokio::join!(
@@ -539,12 +568,32 @@ pub async fn logs(
             ..options
         };
         let Attachment { stdout, stderr, .. } = client.attach(id, options).await?;
-        let (a, b) = tokio::join!(
-            copy_output(stdout, tokio::io::stdout(), u64::MAX, None),
-            copy_output(stderr, tokio::io::stderr(), u64::MAX, None)
-        );
-        a?;
-        b?;
+        return print_both(stdout, stderr, u64::MAX, u64::MAX).await;
+    }
+    Ok(0)
+}
+
+/// Prints both streams to the local stdout and stderr up to their ends
+/// (or offsets): 0, or [`CLOSED_OUTPUT`] as soon as either local output is
+/// closed (`logs -f ID | head -1` stops at once; the process runs on).
+async fn print_both(
+    stdout: tether_client::OutputReader,
+    stderr: tether_client::OutputReader,
+    until_out: u64,
+    until_err: u64,
+) -> Result<i32, Error> {
+    let out = copy_output(stdout, tokio::io::stdout(), until_out, None);
+    let err = copy_output(stderr, tokio::io::stderr(), until_err, None);
+    tokio::pin!(out, err);
+    let (mut out_done, mut err_done) = (false, false);
+    while !(out_done && err_done) {
+        let copied = tokio::select! {
+            copied = &mut out, if !out_done => { out_done = true; copied? }
+            copied = &mut err, if !err_done => { err_done = true; copied? }
+        };
+        if copied == Copied::OutputClosed {
+            return Ok(CLOSED_OUTPUT);
+        }
     }
     Ok(0)
 }

@@ -9,6 +9,9 @@ pub const SIGNALS: &[(&str, i32)] = &[
     ("KILL", 9),
     ("USR1", 10),
     ("USR2", 12),
+    // What a process gets when the reader of its output goes away, as in
+    // a local pipeline (`tether run -- yes | head -1`).
+    ("PIPE", 13),
     ("TERM", 15),
     ("CONT", 18),
     ("STOP", 19),
@@ -38,7 +41,7 @@ pub struct Signal {
 
 /// A signal name or number that is not in [`SIGNALS`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown signal {0:?}; use one of HUP INT QUIT KILL USR1 USR2 TERM CONT STOP WINCH (or its number)")]
+#[error("unknown signal {0:?}; use one of HUP INT QUIT KILL USR1 USR2 PIPE TERM CONT STOP WINCH (or its number)")]
 pub struct UnknownSignal(pub String);
 
 impl Signal {

@@ -83,8 +83,9 @@ fn a_detached_chatty_program_runs_on_with_nobody_attached() {
         "{head:?}"
     );
     let out = wait_output(logs);
+    // Its reader gone, `logs` stops with the shell's status for that.
     assert!(
-        matches!(out.status.code(), Some(0)) || out.status.code().is_none(),
+        matches!(out.status.code(), Some(141)) || out.status.code().is_none(),
         "{:?}: {}",
         out.status,
         text(&out.stderr)
@@ -162,4 +163,69 @@ fn a_closed_stdout_ends_every_listing_quietly() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A shell pipeline with `tether` in it as a local program: `head -1`
+/// ends the pipeline at once. `run` stops with 141 and its program gets
+/// SIGPIPE, as `yes | head -1` ends `yes`; `attach` and `logs -f` stop
+/// with 141 and leave the program running. Nothing more is printed.
+#[test]
+fn a_closed_stdout_ends_run_attach_and_logs_at_once_as_in_a_shell() {
+    let server = TestServer::start();
+    let tether = tether_binary();
+    let pipeline = |command: &str| {
+        let script = format!("{command} | head -1; echo \"status ${{PIPESTATUS[0]}}\" >&2");
+        let child = Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .env("TETHER_SERVER", &server.base)
+            .env("TETHER_BIN", &tether)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(child);
+        (text(&out.stdout), text(&out.stderr))
+    };
+    let (stdout, stderr) = pipeline("\"$TETHER_BIN\" run -- yes");
+    assert_eq!(stdout, "y\n");
+    assert_eq!(stderr, "status 141\n", "quiet, with the shell's status");
+    let id = tether_tests::cli::ps(&server.base)
+        .into_iter()
+        .find(|p| p["argv"][0] == "yes")
+        .map(|p| p["id"].as_str().unwrap().to_string())
+        .unwrap();
+    let ended = block_on(settle_async(
+        || block_on_status(&server, &id),
+        |info| info["status"] == "exited",
+    ));
+    assert_eq!(ended["signal"], "PIPE", "{ended}");
+
+    let out = tether_tests::cli::tether(
+        &server.base,
+        &["run", "-d", "--name", "chatty", "--", "yes"],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for command in [
+        "\"$TETHER_BIN\" attach chatty",
+        "\"$TETHER_BIN\" logs -f chatty",
+    ] {
+        let (stdout, stderr) = pipeline(command);
+        assert_eq!(stdout, "y\n", "{command}");
+        assert_eq!(
+            stderr, "status 141\n",
+            "{command}: quiet, with the shell's status"
+        );
+    }
+    let chatty = block_on(server.get("/v1/processes/chatty")).1;
+    assert_eq!(
+        chatty["status"], "running",
+        "attach and logs leave it running"
+    );
+}
+
+async fn block_on_status(server: &TestServer, id: &str) -> serde_json::Value {
+    server.get(&format!("/v1/processes/{id}")).await.1
 }

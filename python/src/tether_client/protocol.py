@@ -623,6 +623,7 @@ SIGNALS: dict[str, int] = {
     "KILL": 9,
     "USR1": 10,
     "USR2": 12,
+    "PIPE": 13,
     "TERM": 15,
     "CONT": 18,
     "STOP": 19,
