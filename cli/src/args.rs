@@ -255,13 +255,11 @@ pub struct RunArgs {
     pub memory_high: Option<u64>,
     #[command(flatten)]
     pub detach_keys: DetachKeysArg,
-    /// Program and arguments (after `--`).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "PROG"
-    )]
+    /// Program and arguments. Everything from the program on is its own,
+    /// dashes included (`tether run ls -la`); before it, an unknown option
+    /// is a usage error (exit 125, the closest option suggested), so a
+    /// program whose name starts with `-` must follow `--`.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROG")]
     pub argv: Vec<String>,
 }
 

@@ -620,3 +620,32 @@ fn a_run_too_long_for_a_url_is_posted_then_attached() {
         "{lines:?}"
     );
 }
+
+/// A mistyped option before the program is a usage error that starts
+/// nothing: exit 125, the closest option suggested, no spawn seen by the
+/// server. Options after the program are the program's.
+#[test]
+fn a_mistyped_option_starts_nothing_and_the_closest_one_is_suggested() {
+    let server = TestServer::start();
+    let out = tether(
+        &server.base,
+        &["run", "--memroy", "512M", "--", "python3", "-c", "pass"],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("'--memory'"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(ps(&server.base).is_empty(), "the server saw a spawn");
+    // After the program, dashes are the program's; before it, `--`.
+    let out = tether(
+        &server.base,
+        &["run", "sh", "-c", "echo $0 --memroy", "-x"],
+        b"",
+    );
+    assert_eq!(text(&out.stdout), "-x --memroy\n", "{}", text(&out.stderr));
+    let out = tether(&server.base, &["run", "--", "-no-such-program"], b"");
+    assert_eq!(out.status.code(), Some(127), "{}", text(&out.stderr));
+}
