@@ -72,6 +72,10 @@ struct Inner {
     tls: Option<Arc<rustls::ClientConfig>>,
     retry: RetryPolicy,
     request_timeout: Duration,
+    /// Whether the server has ever answered this client (any status): until
+    /// it has, a refused connection is retried only briefly (see
+    /// [`crate::retry`]).
+    answered: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A scoped token minted by [`Client::mint_token`].
@@ -112,6 +116,7 @@ impl Client {
                 tls,
                 retry: RetryPolicy::default(),
                 request_timeout: Duration::from_secs(30),
+                answered: Arc::default(),
             }),
         })
     }
@@ -210,6 +215,7 @@ impl Client {
             tls: self.inner.tls.clone(),
             retry: self.inner.retry,
             request_timeout: self.inner.request_timeout,
+            answered: self.inner.answered.clone(),
         };
         f(&mut inner);
         Client {
@@ -257,7 +263,7 @@ impl Client {
         let key = uuid::Uuid::new_v4().to_string();
         let body = serde_json::to_vec(&spec)
             .map_err(|e| Error::InvalidArgument(format!("cannot encode the request: {e}")))?;
-        let mut backoff = Backoff::new(self.inner.retry);
+        let mut backoff = self.backoff(self.inner.retry);
         loop {
             let result = self
                 .request::<ProcessInfo>(
@@ -438,7 +444,7 @@ impl Client {
     /// `status: running`, once about `limit` has passed without an exit.
     pub async fn wait_timeout(&self, id: &str, limit: Duration) -> Result<ProcessInfo> {
         let deadline = Instant::now() + limit;
-        let mut backoff = Backoff::new(self.inner.retry);
+        let mut backoff = self.backoff(self.inner.retry);
         let path = format!("/v1/processes/{}/wait", path_segment(id));
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -462,7 +468,7 @@ impl Client {
     }
 
     async fn retried<T: DeserializeOwned>(&self, method: Method, path: &str) -> Result<T> {
-        let mut backoff = Backoff::new(self.inner.retry);
+        let mut backoff = self.backoff(self.inner.retry);
         loop {
             match self
                 .request(method.clone(), path, None, None, self.inner.request_timeout)
@@ -526,6 +532,9 @@ impl Client {
             .send()
             .await
             .map_err(|e| Error::transport(&url, &e))?;
+        self.inner
+            .answered
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         let status = response.status();
         let bytes = response
             .bytes()
@@ -540,6 +549,12 @@ impl Client {
 }
 
 impl Client {
+    /// The backoff of one call under `policy`, knowing whether this server
+    /// has ever answered.
+    pub(crate) fn backoff(&self, policy: RetryPolicy) -> Backoff {
+        Backoff::new(policy).first_contact(self.inner.answered.clone())
+    }
+
     /// A 401 when the token was guessed says where it was looked for.
     fn explained(&self, mut error: Error) -> Error {
         if let (

@@ -47,6 +47,12 @@ impl RetryPolicy {
     }
 }
 
+/// How long a refused connection is retried while the server has never
+/// answered this client: a server being started may take that long to
+/// listen; past it there is no server, and saying so at once is what
+/// `docker` and `kubectl` do.
+pub const FIRST_CONTACT_REFUSED: Duration = Duration::from_millis(400);
+
 /// Tracks one run of consecutive transient failures against a policy.
 #[derive(Debug)]
 pub(crate) struct Backoff {
@@ -54,6 +60,9 @@ pub(crate) struct Backoff {
     first_failure: Option<Instant>,
     attempts: u32,
     next_pause: Duration,
+    /// Set once the server has answered this client; until then a refused
+    /// connection gets [`FIRST_CONTACT_REFUSED`] at most.
+    answered: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Backoff {
@@ -63,7 +72,18 @@ impl Backoff {
             first_failure: None,
             attempts: 0,
             next_pause: policy.initial_backoff,
+            answered: None,
         }
+    }
+
+    /// Knows whether the server has answered before (see
+    /// [`FIRST_CONTACT_REFUSED`]).
+    pub(crate) fn first_contact(
+        mut self,
+        answered: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Backoff {
+        self.answered = Some(answered);
+        self
     }
 
     /// A success: the next failure starts a new budget.
@@ -83,7 +103,18 @@ impl Backoff {
         let first = *self.first_failure.get_or_insert(now);
         self.attempts += 1;
         let elapsed = now.duration_since(first);
-        let remaining = self.policy.budget.saturating_sub(elapsed);
+        let never_answered = self
+            .answered
+            .as_ref()
+            .is_some_and(|a| !a.load(std::sync::atomic::Ordering::Relaxed));
+        let budget = if never_answered
+            && error.transport_kind() == Some(crate::error::TransportKind::Refused)
+        {
+            self.policy.budget.min(FIRST_CONTACT_REFUSED)
+        } else {
+            self.policy.budget
+        };
+        let remaining = budget.saturating_sub(elapsed);
         if remaining.is_zero() {
             return Err(Error::BudgetExhausted {
                 attempts: self.attempts,
@@ -106,4 +137,47 @@ fn jitter(pause: Duration) -> Duration {
         .unwrap_or(0);
     let quarter = pause / 4;
     pause - quarter.mul_f64(f64::from(nanos % 1000) / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::TransportKind;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    fn refused() -> Error {
+        Error::Transport {
+            url: "http://127.0.0.1:1/v1/processes".into(),
+            message: "connection refused".into(),
+            kind: TransportKind::Refused,
+        }
+    }
+
+    /// Retries until the backoff gives up (bounded by the test's own
+    /// budget), returning how long that took.
+    async fn give_up_after(mut backoff: Backoff) -> Duration {
+        let started = Instant::now();
+        while backoff.failed(refused()).await.is_ok() {
+            assert!(started.elapsed() < Duration::from_secs(10), "never gave up");
+        }
+        started.elapsed()
+    }
+
+    #[tokio::test]
+    async fn a_refused_first_contact_is_retried_briefly_a_server_that_answered_for_the_budget() {
+        let policy = RetryPolicy {
+            budget: Duration::from_millis(1500),
+            ..RetryPolicy::default()
+        };
+        let never = Arc::new(AtomicBool::new(false));
+        let took = give_up_after(Backoff::new(policy).first_contact(never)).await;
+        assert!(
+            took < FIRST_CONTACT_REFUSED + Duration::from_millis(300),
+            "{took:?}"
+        );
+        let answered = Arc::new(AtomicBool::new(true));
+        let took = give_up_after(Backoff::new(policy).first_contact(answered)).await;
+        assert!(took >= Duration::from_millis(1400), "{took:?}");
+    }
 }

@@ -48,16 +48,19 @@ async fn wait_retries_503s_and_returns_the_real_exit() {
     );
 }
 
+/// A server that answered and then went away (a restart) is retried for
+/// the whole budget; one that never answered, only briefly
+/// (`tls_clients::a_client_against_a_closed_port_fails_at_once`).
 #[tokio::test]
 async fn wait_against_a_gone_server_fails_after_its_budget() {
-    let port = tether_tests::free_port();
+    let server = TestServer::start();
     let budget = Duration::from_millis(800);
-    let client = Client::new(&format!("http://127.0.0.1:{port}"))
-        .unwrap()
-        .with_retry(RetryPolicy {
-            budget,
-            ..RetryPolicy::default()
-        });
+    let client = Client::new(&server.base).unwrap().with_retry(RetryPolicy {
+        budget,
+        ..RetryPolicy::default()
+    });
+    bounded("list", client.list()).await.unwrap();
+    drop(server);
     let started = Instant::now();
     let error = bounded("wait", client.wait("nothing")).await.unwrap_err();
     let elapsed = started.elapsed();

@@ -392,3 +392,33 @@ async fn the_self_signed_certificate_of_the_deploy_recipe_works_with_cacert() {
     drop(server_elsewhere);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// No server at all: the library with its default retries and the CLI
+/// say so in well under a second, as docker and kubectl do (a refused
+/// connection is retried only briefly until a server has answered once).
+#[tokio::test]
+async fn a_client_against_a_closed_port_fails_at_once() {
+    let port = tether_tests::free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let started = std::time::Instant::now();
+    let error = Client::new(&base).unwrap().list().await.unwrap_err();
+    assert!(error.is_unreachable(), "{error}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let started = std::time::Instant::now();
+    let out = tether(&base, &["ps"], b"");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).contains("is tetherd running"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -108,7 +108,7 @@ impl Conn {
             conn.input = Some(uuid::Uuid::new_v4().simple().to_string());
         }
         let policy = conn.options.first_connect.unwrap_or(conn.options.reconnect);
-        let mut backoff = Backoff::new(policy);
+        let mut backoff = conn.client.backoff(policy);
         let (ws, process) = loop {
             match conn.connect().await {
                 Ok(pair) => break pair,
