@@ -102,7 +102,16 @@ pub enum Command {
     },
     /// List processes.
     Ps {
-        /// Print the process objects as JSON.
+        /// Every known process, exited ones too (without it, running ones,
+        /// as `docker ps`).
+        #[arg(short, long)]
+        all: bool,
+        /// Every column whole: full ids, PID, exit code, reason, TTY, start
+        /// time, CPU and peak memory, the whole command.
+        #[arg(long)]
+        no_trunc: bool,
+        /// Print the process objects as JSON (every known process, unless
+        /// --filter says otherwise: what scripts read is unchanged).
         #[arg(long)]
         json: bool,
         /// Print only the ids, one a line (for `xargs`, as `docker ps -q`).

@@ -18,6 +18,7 @@
 mod args;
 mod detach;
 mod exit;
+mod listing;
 mod modes;
 mod relay;
 mod replies;
@@ -33,7 +34,7 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::Parser;
-use tether_client::{Client, Error, ProcessInfo, RetryPolicy, TransportKind};
+use tether_client::{Client, Error, RetryPolicy, TransportKind};
 
 use args::{Cli, Command, StatusFilter};
 use exit::{exit_code, TETHER_FAILED};
@@ -213,11 +214,20 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             Ok(code)
         }
         Command::Ps {
+            all,
+            no_trunc,
             json,
             quiet,
             filter,
         } => {
             let mut list = quick.list().await?;
+            // As `docker ps`: running ones unless asked; JSON, for scripts,
+            // lists every known process as it always has.
+            let filter = match (filter, all || json) {
+                (Some(filter), _) => Some(filter),
+                (None, true) => None,
+                (None, false) => Some(StatusFilter::Running),
+            };
             if let Some(filter) = filter {
                 list.retain(|p| p.is_exited() == (filter == StatusFilter::Exited));
             }
@@ -228,8 +238,10 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
                 }
             } else if json {
                 print_line(&to_json(&list)?);
+            } else if no_trunc {
+                print_line(&listing::whole(&list));
             } else {
-                print_table(&list);
+                print_line(&listing::compact(&list, std::time::SystemTime::now()));
             }
             Ok(0)
         }
@@ -288,48 +300,4 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
     serde_json::to_string_pretty(value).map_err(|e| Error::Protocol(e.to_string()))
-}
-
-fn print_table(list: &[ProcessInfo]) {
-    use std::fmt::Write as _;
-    let mut table = format!(
-        "{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} {:>8} {:>10} COMMAND",
-        "ID", "NAME", "PID", "STATUS", "EXIT", "REASON", "TTY", "STARTED", "CPU", "MEM"
-    );
-    for p in list {
-        let status = if p.is_exited() { "exited" } else { "running" };
-        let exit = p.exit_code.map(|c| c.to_string()).unwrap_or_default();
-        let reason = p
-            .reason
-            .and_then(|r| serde_json::to_value(r).ok())
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        let mut command = p.argv.join(" ");
-        if command.chars().count() > 60 {
-            command = command.chars().take(57).collect::<String>() + "...";
-        }
-        // CPU seconds (user + system) and peak memory, where accounted.
-        let (cpu, mem) = p.usage.map_or((String::new(), String::new()), |u| {
-            (
-                format!("{:.2}s", u.cpu_user_s + u.cpu_system_s),
-                units::format_size(u.memory_peak_bytes),
-            )
-        });
-        let _ = write!(
-            table,
-            "\n{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} {:>8} {:>10} {}",
-            p.id,
-            p.name.as_deref().unwrap_or(""),
-            p.pid,
-            status,
-            exit,
-            reason,
-            if p.tty { "yes" } else { "no" },
-            p.started_at,
-            cpu,
-            mem,
-            command
-        );
-    }
-    print_line(&table);
 }

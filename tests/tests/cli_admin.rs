@@ -42,7 +42,7 @@ fn subcommands_detach_wait_logs_ps_signal_kill() {
     assert!(
         ps_text
             .lines()
-            .any(|l| l.starts_with(&id) && l.contains("running")),
+            .any(|l| l.starts_with(&id[..12]) && l.contains(" up ")),
         "{ps_text}"
     );
     let out = tether(base, &["signal", &id, "BOGUS"], b"");
@@ -323,7 +323,7 @@ fn a_name_works_wherever_an_id_does() {
     assert!(
         ps_text
             .lines()
-            .any(|l| l.starts_with(&id) && l.contains(" web ")),
+            .any(|l| l.starts_with(&id[..12]) && l.contains(" web ")),
         "{ps_text}"
     );
     // Unique among known processes.
@@ -400,7 +400,9 @@ fn ps_lists_ids_alone_filters_by_status_and_shows_a_tty_column() {
         );
         text(&out.stdout).lines().map(str::to_string).collect()
     };
-    let mut all = ids(&["ps", "-q"]);
+    // Running ones by default, as `docker ps`; `-a` for all.
+    assert_eq!(ids(&["ps", "-q"]), std::slice::from_ref(&running));
+    let mut all = ids(&["ps", "-q", "-a"]);
     all.sort();
     let mut expected = vec![running.clone(), exited.clone()];
     expected.sort();
@@ -415,11 +417,39 @@ fn ps_lists_ids_alone_filters_by_status_and_shows_a_tty_column() {
     );
     let table = ids(&["ps", "--filter", "status=running"]);
     assert_eq!(table.len(), 2, "{table:?}");
-    assert!(table[0].contains(" TTY "), "{table:?}");
+    assert!(table[0].contains(" STATUS "), "{table:?}");
     assert!(
-        table[1].starts_with(&running) && table[1].contains(" no "),
+        table[1].starts_with(&running[..12]) && !table[1].contains("(tty)"),
         "{table:?}"
     );
+    // Every column whole with --no-trunc: the full id, the TTY column.
+    let whole = ids(&["ps", "--no-trunc"]);
+    assert!(whole[0].contains(" TTY "), "{whole:?}");
+    assert!(
+        whole[1].starts_with(&running) && whole[1].contains(" no "),
+        "{whole:?}"
+    );
+    // The compact table fits 80 columns, whatever the command's length.
+    let out = tether(
+        base,
+        &[
+            "run",
+            "-d",
+            "--",
+            "sh",
+            "-c",
+            &format!("sleep 60; : {}", "x".repeat(200)),
+        ],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for line in ids(&["ps", "-a"]) {
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line}",
+            line.chars().count()
+        );
+    }
 
     let out = tether(base, &["ps", "--filter", "state=up"], b"");
     assert_eq!(out.status.code(), Some(125));

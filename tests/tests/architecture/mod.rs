@@ -66,7 +66,7 @@ const CLIENT: Layers = Layers {
 const CLI: Layers = Layers {
     layers: &[
         &["run_attach"],
-        &["args", "relay", "resolve"],
+        &["args", "relay", "resolve", "listing"],
         &[
             "detach", "replies", "modes", "tail", "term", "units", "exit", "stdout",
         ],
