@@ -45,25 +45,39 @@ pub struct Cli {
         long,
         env = "TETHER_SERVER",
         default_value = "http://127.0.0.1:7420",
-        global = true
+        global = true,
+        help_heading = "Global options"
     )]
     pub server: String,
 
     /// Bearer token for the server. Default: for a server on this machine,
-    /// the token it generated, from $TETHER_TOKEN_FILE,
-    /// $XDG_RUNTIME_DIR/tether/token or ~/.local/state/tether/token.
-    #[arg(long, env = "TETHER_TOKEN", hide_env_values = true, global = true)]
+    /// the token it generated, from $TETHER_TOKEN_FILE, else its runtime
+    /// entry in $XDG_RUNTIME_DIR/tether/servers/ (or
+    /// ~/.local/state/tether/servers/).
+    #[arg(
+        long,
+        env = "TETHER_TOKEN",
+        hide_env_values = true,
+        global = true,
+        help_heading = "Global options"
+    )]
     pub token: Option<String>,
 
     /// Also trust the CA certificate(s) in this PEM file for an https://
     /// server (beside the system's roots), as `curl --cacert`; for a
     /// self-signed server, its certificate.
-    #[arg(long, env = "TETHER_CACERT", value_name = "FILE", global = true)]
+    #[arg(
+        long,
+        env = "TETHER_CACERT",
+        value_name = "FILE",
+        global = true,
+        help_heading = "Global options"
+    )]
     pub cacert: Option<std::path::PathBuf>,
 
     /// Accept any certificate from an https:// server: encrypted, but not
     /// authenticated. For test servers only; prefer --cacert.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub insecure: bool,
 
     #[command(subcommand)]

@@ -273,7 +273,7 @@ async fn conclude(ending: Ending, info: &ProcessInfo, client: &Client) -> i32 {
         Ending::Detached => {
             eprintln!(
                 "tether: detached; the process keeps running (re-attach with: tether attach {})",
-                info.id
+                info.name.as_deref().unwrap_or(&info.id)
             );
             0
         }

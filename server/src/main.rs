@@ -303,7 +303,17 @@ async fn serve_until_shutdown(
         }
     }
     if let Some(root) = &web_root {
-        let _ = writeln!(stdout, "web terminal: {url}/ (from {})", root.display());
+        // With the generated token in the fragment, as the `open:` line:
+        // the last link printed is the one people click.
+        let fragment = match generated {
+            Some(generated) if url.starts_with("http") => format!("#token={}", generated.token),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            stdout,
+            "web terminal: {url}/{fragment} (from {})",
+            root.display()
+        );
     }
     let _ = stdout.flush();
     let mut term = signal(SignalKind::terminate())?;

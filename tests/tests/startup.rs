@@ -81,3 +81,30 @@ fn a_refused_token_choice_is_one_line_without_a_backtrace() {
     let line = refused(&start(&["--listen", "0.0.0.0:0", "--no-token"]));
     assert!(line.contains("refusing to listen"), "{line}");
 }
+
+/// The last link tetherd prints, the web terminal's, carries the token it
+/// generated (as the `open:` line does), so the page a person opens from
+/// it is let in.
+#[test]
+fn the_web_terminal_link_carries_the_generated_token() {
+    let xdg = std::env::temp_dir().join(format!("tether-startup-web-{}", std::process::id()));
+    let web = xdg.join("web");
+    std::fs::create_dir_all(&web).unwrap();
+    std::fs::write(web.join("index.html"), "<!doctype html>").unwrap();
+    let server = tether_tests::TestServer::start_exact(
+        &["--web-root", web.to_str().unwrap()],
+        &[("XDG_RUNTIME_DIR", xdg.to_str().unwrap())],
+        None,
+    );
+    // After "listening on": the token's place, `open:`, the web terminal.
+    let lines: Vec<String> = (0..3).map(|_| server.next_stdout_line()).collect();
+    let open = lines.iter().find(|l| l.starts_with("open: ")).unwrap();
+    let token = open.split("#token=").nth(1).unwrap();
+    let link = lines
+        .iter()
+        .find(|l| l.starts_with("web terminal: "))
+        .unwrap();
+    assert!(link.contains(&format!("/#token={token} ")), "{lines:?}");
+    drop(server);
+    std::fs::remove_dir_all(&xdg).unwrap();
+}

@@ -3,7 +3,7 @@
 //! (`kill -9`) or crashed.
 //!
 //! tetherd starts it at startup by re-executing its own binary
-//! (`/proc/self/exe __tether-guard`), with the read end of a pipe as its
+//! (`/proc/self/exe __tether-guard`, named `tetherd` in `ps`), with the read end of a pipe as its
 //! stdin. tetherd keeps the write end (close-on-exec, so no child holds it)
 //! and tells the guard what to end: its instance cgroup, or, without
 //! cgroups, each session with the leader's start time. When tetherd dies
@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::io::{self, BufRead, Write};
 use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -54,7 +55,9 @@ impl Guard {
         let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let read: OwnedFd = read;
         let child = super::reaper::register_while(|| {
+            // Named as the server in `ps` (not `/proc/self/exe`).
             Command::new("/proc/self/exe")
+                .arg0("tetherd")
                 .arg(GUARD_ARG)
                 .stdin(Stdio::from(read))
                 .stdout(Stdio::null())

@@ -129,7 +129,10 @@ impl Containment {
                     tracing::info!(
                         containment = kind.name(),
                         dir = %instance.dir().display(),
-                        controllers = ?controllers,
+                        controllers = %controllers.as_ref().map_or_else(
+                            || "none".to_string(),
+                            resources::Controllers::describe
+                        ),
                         "containment"
                     );
                     return Ok(Containment {

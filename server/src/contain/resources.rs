@@ -55,6 +55,24 @@ pub enum Controllers {
 }
 
 impl Controllers {
+    /// For the log: `v2 (memory, cpu, pids, io)`, `v1 memory:/sys/...`.
+    pub fn describe(&self) -> String {
+        match self {
+            Controllers::V2 { io } => {
+                format!("v2 (memory, cpu, pids{})", if *io { ", io" } else { "" })
+            }
+            Controllers::V1 { instances } => {
+                let each: Vec<String> = instances
+                    .iter()
+                    .map(|(name, dir)| format!("{name}:{}", dir.display()))
+                    .collect();
+                format!("v1 {}", each.join(" "))
+            }
+        }
+    }
+}
+
+impl Controllers {
     /// Enables `memory`, `cpu`, `pids` (and `io`) for the process cgroups
     /// under the v2 instance cgroup `instance`. They must be available to
     /// it: enabled in its parent's (the server's own cgroup's)
