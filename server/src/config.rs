@@ -218,8 +218,10 @@ pub struct Config {
     max_known_processes: usize,
 
     /// How long an exited process stays queryable (wait, status, replay),
-    /// in milliseconds.
-    #[arg(long, default_value_t = 300_000)]
+    /// in milliseconds; 0: until it is removed (`tether rm`, DELETE) or
+    /// its room is needed (--retain-total, --max-known-processes: oldest
+    /// exit first), as `docker` keeps a container's logs until `rm`.
+    #[arg(long, default_value_t = 0)]
     pub exited_ttl_ms: u64,
 
     /// After the process is reaped, how long capture keeps draining output
@@ -428,8 +430,8 @@ impl Config {
     pub(crate) fn kill_grace(&self) -> Duration {
         Duration::from_millis(self.kill_grace_ms)
     }
-    pub(crate) fn exited_ttl(&self) -> Duration {
-        Duration::from_millis(self.exited_ttl_ms)
+    pub(crate) fn exited_ttl(&self) -> Option<Duration> {
+        (self.exited_ttl_ms > 0).then(|| Duration::from_millis(self.exited_ttl_ms))
     }
     pub(crate) fn ping_interval(&self) -> Duration {
         Duration::from_millis(self.ping_interval_ms.max(1))

@@ -46,6 +46,10 @@ pub enum ApiError {
     /// No process with that id (it never existed or has been forgotten).
     #[error("no process with id {0:?}")]
     NotFound(String),
+    /// No process with that id any more, and why (the server remembers
+    /// the last forgotten ones).
+    #[error("no process with id {0:?}: {1}")]
+    Forgotten(String, String),
     /// No such route: check the URL.
     #[error("no route for {0}")]
     NoRoute(String),
@@ -181,7 +185,7 @@ impl ApiError {
             | ApiError::ReadOnly => (StatusCode::BAD_REQUEST, "invalid_request"),
             ApiError::LimitAboveMaximum(_) => (StatusCode::BAD_REQUEST, "limit_above_maximum"),
             ApiError::LimitsUnavailable(_) => (StatusCode::BAD_REQUEST, "limits_unavailable"),
-            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::NotFound(_) | ApiError::Forgotten(..) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::NoRoute(_) => (StatusCode::NOT_FOUND, "no_route"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             ApiError::StillRunning(_) => (StatusCode::CONFLICT, "still_running"),

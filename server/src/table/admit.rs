@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tether_protocol::api::SpawnRequest;
 use tether_protocol::KubernetesNames;
 
+use super::forgotten::Why;
 use super::{Entries, ProcessTable};
 use crate::budget::{Bytes, Share};
 use crate::error::ApiError;
@@ -238,7 +239,7 @@ impl ProcessTable {
             let Some((_, id)) = entries.exited.pop_first() else {
                 break;
             };
-            Self::forget_locked(entries, &id);
+            Self::forget_locked(entries, &id, Why::ForRoom);
         }
         // An exit `retire` has not noted yet (it runs just after the
         // exit): the same order, from every process.
@@ -255,7 +256,7 @@ impl ProcessTable {
             if !over(entries) {
                 break;
             }
-            Self::forget_locked(entries, &id);
+            Self::forget_locked(entries, &id, Why::ForRoom);
         }
         let reserved = self.budget.reserved();
         if (reserved + want).exceeds(total) {

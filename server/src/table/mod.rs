@@ -24,9 +24,12 @@ use crate::process::input_once::IdempotencyKey;
 use crate::process::{Process, Reservation};
 use crate::slots::Slots;
 use crate::sync::LockExt;
+use forgotten::Why;
 
 mod admit;
+mod forgotten;
 pub use admit::MemoryReservation;
+
 pub use terminal::SnapshotRoom;
 mod plan;
 mod terminal;
@@ -54,6 +57,8 @@ struct Entries {
     /// their exits were published, so it no longer changes): all that
     /// forgetting them could free.
     exited_held: Bytes,
+    /// Why the last forgotten processes are gone, for a 404 to say.
+    forgotten: forgotten::Forgotten,
 }
 
 impl Entries {
@@ -158,7 +163,10 @@ impl ProcessTable {
                 id_or_name.to_string(),
                 node.to_string(),
             )),
-            _ => Err(ApiError::NotFound(id_or_name.to_string())),
+            _ => Err(match entries.forgotten.why(id_or_name) {
+                Some(why) => ApiError::Forgotten(id_or_name.to_string(), why),
+                None => ApiError::NotFound(id_or_name.to_string()),
+            }),
         }
     }
 
@@ -223,8 +231,9 @@ impl ProcessTable {
     /// buffers are freed here too, whoever still holds the process (an
     /// attachment withholding credit, a pending wait): they learn the bytes
     /// they had not been sent as dropped.
-    fn forget_locked(entries: &mut Entries, id: &str) {
+    fn forget_locked(entries: &mut Entries, id: &str, why: Why) {
         if let Some(process) = entries.processes.remove(id) {
+            entries.forgotten.note(id, process.name.as_deref(), why);
             let noted = process
                 .finished_at()
                 .is_some_and(|at| entries.exited.remove(&(at, id.to_string())));
@@ -246,14 +255,14 @@ impl ProcessTable {
     }
 
     /// Removes a process from the table (it keeps running if it was).
-    pub fn forget(&self, id: &str) {
-        Self::forget_locked(&mut self.entries(), id);
+    pub fn forget(&self, id: &str, why: Why) {
+        Self::forget_locked(&mut self.entries(), id, why);
     }
 
     /// Forgets a process now if it has exited, else as soon as it does.
     pub fn forget_when_exited(self: &Arc<Self>, process: &Arc<Process>) {
         if !process.is_running() {
-            self.forget(&process.id);
+            self.forget(&process.id, Why::Removed);
             return;
         }
         let table = self.clone();
@@ -261,7 +270,7 @@ impl ProcessTable {
         let id = process.id.clone();
         tokio::spawn(async move {
             let _ = exit.wait_for(|e| e.is_some()).await;
-            table.forget(&id);
+            table.forget(&id, Why::Removed);
         });
     }
 
@@ -284,8 +293,13 @@ impl ProcessTable {
                 }
             }
         }
-        tokio::time::sleep(self.config.exited_ttl()).await;
-        self.forget(&id);
+        // Without a time to live, an exit is kept until it is removed or
+        // its room is needed.
+        let Some(ttl) = self.config.exited_ttl() else {
+            return;
+        };
+        tokio::time::sleep(ttl).await;
+        self.forget(&id, Why::Expired);
     }
 
     /// Lists the processes an earlier run left in the data directory, as
@@ -319,7 +333,7 @@ impl ProcessTable {
                 .finished_at()
                 .and_then(|at| at.elapsed().ok())
                 .unwrap_or_default();
-            if age >= self.config.exited_ttl() {
+            if self.config.exited_ttl().is_some_and(|ttl| age >= ttl) {
                 // Its time to be forgotten passed while no server ran:
                 // dropping it removes its files.
                 continue;

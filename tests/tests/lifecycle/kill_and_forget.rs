@@ -131,3 +131,34 @@ async fn delete_forgets_and_refuses_a_running_process_unless_forced() {
     let (status, _) = server.get(&format!("/v1/processes/{}", process.id)).await;
     assert_eq!(status, 404);
 }
+
+/// An exited process's output stays until it is removed (no time limit by
+/// default, as docker keeps logs until `rm`), and a process that is gone
+/// says why in its 404: removed, or its TTL passed.
+#[tokio::test]
+async fn exited_output_stays_until_removed_and_a_gone_process_says_why() {
+    let server = TestServer::start();
+    let process = server.sh("echo kept", serde_json::json!({})).await;
+    let exited = server.wait_exit(&process.id).await;
+    assert_eq!(exited.exit_code, Some(0));
+    let (status, info) = server.get(&format!("/v1/processes/{}", process.id)).await;
+    assert_eq!((status, info["status"].as_str()), (200, Some("exited")));
+    let url = server.url(&format!("/v1/processes/{}", process.id));
+    assert_eq!(server.http.delete(&url).send().await.unwrap().status(), 200);
+    let (status, body) = server.get(&format!("/v1/processes/{}", process.id)).await;
+    assert_eq!(status, 404);
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("removed"), "{message}");
+
+    let short = TestServer::start_with(&["--exited-ttl-ms", "100"]);
+    let process = short.sh("true", serde_json::json!({"name": "brief"})).await;
+    short.wait_exit(&process.id).await;
+    let (status, body) = tether_tests::settle_async(
+        || short.get("/v1/processes/brief"),
+        |(status, _)| *status == 404,
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("exited-ttl-ms"), "{message}");
+}
