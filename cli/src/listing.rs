@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use tether_client::ProcessInfo;
 
+use crate::stdout::visible;
 use crate::units::format_size;
 
 /// Width the compact table fits.
@@ -31,10 +32,10 @@ pub fn compact(list: &[ProcessInfo], now: SystemTime) -> String {
         let _ = write!(
             table,
             "\n{:<id$}  {:<name$}  {:<status$}  {}",
-            short_id(&p.id),
-            cut(p.name.as_deref().unwrap_or(""), NAME_WIDTH),
-            cut(&status(p, now), STATUS_WIDTH),
-            cut(&p.argv.join(" "), command_width),
+            visible(&short_id(&p.id)),
+            cut(&visible(p.name.as_deref().unwrap_or("")), NAME_WIDTH),
+            cut(&visible(&status(p, now)), STATUS_WIDTH),
+            cut(&visible(&p.argv.join(" ")), command_width),
             id = SHORT_ID,
             name = NAME_WIDTH,
             status = STATUS_WIDTH
@@ -62,17 +63,17 @@ pub fn whole(list: &[ProcessInfo]) -> String {
         let _ = write!(
             table,
             "\n{:<32} {:<16} {:>8} {:<8} {:>5} {:<10} {:<3} {:<24} {:>8} {:>10} {}",
-            p.id,
-            p.name.as_deref().unwrap_or(""),
+            visible(&p.id),
+            visible(p.name.as_deref().unwrap_or("")),
             p.pid,
             status,
             exit,
-            reason(p),
+            visible(&reason(p)),
             if p.tty { "yes" } else { "no" },
-            p.started_at,
+            visible(&p.started_at),
             cpu,
             mem,
-            p.argv.join(" ")
+            visible(&p.argv.join(" "))
         );
     }
     table

@@ -80,7 +80,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             term::restore();
-            eprintln!("tether: {}", describe(&e, &server, cacert_given));
+            // Server text is shown, never obeyed by the terminal.
+            eprintln!(
+                "tether: {}",
+                stdout::visible(&describe(&e, &server, cacert_given))
+            );
             TETHER_FAILED
         }
     };
@@ -234,6 +238,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             if quiet {
                 let ids: Vec<&str> = list.iter().map(|p| p.id.as_str()).collect();
                 if !ids.is_empty() {
+                    let ids: Vec<_> = ids.iter().map(|id| stdout::visible(id)).collect();
                     print_line(&ids.join("\n"));
                 }
             } else if json {
@@ -287,12 +292,12 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             let minted = client.mint_token(&id, rights, ttl).await?;
             // The token rides in the fragment: a browser never sends it to
             // the server with the page, so no access log records it.
-            print_line(&format!(
+            print_line(&stdout::visible(&format!(
                 "{}/#session={}&token={}",
                 client.base_url(),
                 minted.process,
                 minted.token
-            ));
+            )));
             Ok(0)
         }
     }

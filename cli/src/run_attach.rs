@@ -19,6 +19,7 @@ use crate::exit::{exit_code, NOT_EXECUTABLE, NOT_FOUND};
 use crate::modes::ModeWatch;
 use crate::relay::{copy_output, forward_input, watch_keys as watch_keys_only, Copied};
 use crate::replies::{InputFilter, OutputFence, Replies};
+use crate::stdout::visible;
 use crate::tail::TailLines;
 use crate::term;
 
@@ -172,7 +173,7 @@ pub async fn run(
     if args.detach {
         return match quick.spawn(spec).await {
             Ok(info) => {
-                crate::stdout::print_line(&info.id);
+                crate::stdout::print_line(&visible(&info.id));
                 Ok(0)
             }
             Err(e) => cannot_start(e),
@@ -219,7 +220,7 @@ fn cannot_start(error: Error) -> Result<i32, Error> {
         Some("cannot_execute") => NOT_EXECUTABLE,
         _ => return Err(error),
     };
-    eprintln!("tether: {error}");
+    eprintln!("tether: {}", visible(&error.to_string()));
     Ok(status)
 }
 
@@ -273,7 +274,7 @@ async fn conclude(ending: Ending, info: &ProcessInfo, client: &Client) -> i32 {
         Ending::Detached => {
             eprintln!(
                 "tether: detached; the process keeps running (re-attach with: tether attach {})",
-                info.name.as_deref().unwrap_or(&info.id)
+                visible(info.name.as_deref().unwrap_or(&info.id))
             );
             0
         }
@@ -282,7 +283,7 @@ async fn conclude(ending: Ending, info: &ProcessInfo, client: &Client) -> i32 {
         Ending::OutputClosed => CLOSED_OUTPUT,
         Ending::Exited(info) => {
             if let Some(why) = why_it_ended(&info, client).await {
-                eprintln!("tether: {why}");
+                eprintln!("tether: {}", visible(&why));
             }
             exit_code(&info)
         }

@@ -12,3 +12,36 @@ pub fn print_line(text: &str) {
         }
     }
 }
+
+/// `text` (from the server, or from a program through it) with every
+/// control character made visible as an escape (`\u{1b}`, `\n`), so that
+/// printing it cannot move the cursor, set the title, write the clipboard
+/// (OSC 52) or clear the screen of the terminal tether runs in.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(visible("plain text"), "plain text");
+        assert_eq!(
+            visible("\u{1b}]0;owned\u{7}\u{1b}]52;c;eA==\u{7}\u{1b}[2J\r\n\u{9b}x"),
+            "\\u{1b}]0;owned\\u{7}\\u{1b}]52;c;eA==\\u{7}\\u{1b}[2J\\r\\n\\u{9b}x"
+        );
+    }
+}

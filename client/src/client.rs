@@ -76,7 +76,12 @@ struct Inner {
     /// it has, a refused connection is retried only briefly (see
     /// [`crate::retry`]).
     answered: Arc<std::sync::atomic::AtomicBool>,
+    /// The largest answer body read ([`Client::with_max_answer_bytes`]).
+    max_answer_bytes: usize,
 }
+
+/// The largest HTTP answer body a client reads by default.
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 64 << 20;
 
 /// A scoped token minted by [`Client::mint_token`].
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -117,6 +122,7 @@ impl Client {
                 retry: RetryPolicy::default(),
                 request_timeout: Duration::from_secs(30),
                 answered: Arc::default(),
+                max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
             }),
         })
     }
@@ -205,6 +211,15 @@ impl Client {
         self.map(|inner| inner.request_timeout = timeout)
     }
 
+    /// Sets the largest HTTP answer body read (default
+    /// [`DEFAULT_MAX_ANSWER_BYTES`], 64 MiB: tetherd's largest answers, a
+    /// page of the process list, are 4 MiB). A longer answer is an error
+    /// (`Error::Protocol`), read no further: a server cannot make the
+    /// client hold more.
+    pub fn with_max_answer_bytes(self, bytes: usize) -> Client {
+        self.map(|inner| inner.max_answer_bytes = bytes)
+    }
+
     fn map(self, f: impl FnOnce(&mut Inner)) -> Client {
         let mut inner = Inner {
             base: self.inner.base.clone(),
@@ -215,6 +230,7 @@ impl Client {
             tls: self.inner.tls.clone(),
             retry: self.inner.retry,
             request_timeout: self.inner.request_timeout,
+            max_answer_bytes: self.inner.max_answer_bytes,
             answered: self.inner.answered.clone(),
         };
         f(&mut inner);
@@ -536,12 +552,9 @@ impl Client {
             .answered
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let status = response.status();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| Error::transport(&url, &e))?;
+        let bytes = self.read_answer(&url, response).await?;
         if status.is_success() {
-            Ok((url, bytes))
+            Ok((url, bytes.into()))
         } else {
             Err(self.explained(http_error(status, &bytes)))
         }
@@ -549,6 +562,35 @@ impl Client {
 }
 
 impl Client {
+    /// An answer's body, read up to the bound: past it, an error, and not
+    /// a byte more is read (the declared length is checked first).
+    async fn read_answer(&self, url: &str, mut response: reqwest::Response) -> Result<Vec<u8>> {
+        let bound = self.inner.max_answer_bytes;
+        let too_long = || {
+            Error::Protocol(format!(
+                "the answer from {url} is longer than {bound} bytes (Client::with_max_answer_bytes): not read"
+            ))
+        };
+        if response
+            .content_length()
+            .is_some_and(|length| length > bound as u64)
+        {
+            return Err(too_long());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| Error::transport(url, &e))?
+        {
+            if body.len() + chunk.len() > bound {
+                return Err(too_long());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
     /// The backoff of one call under `policy`, knowing whether this server
     /// has ever answered.
     pub(crate) fn backoff(&self, policy: RetryPolicy) -> Backoff {

@@ -44,7 +44,7 @@ mod utf8;
 pub use attach::{
     AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter,
 };
-pub use client::{Client, MintedToken};
+pub use client::{Client, MintedToken, DEFAULT_MAX_ANSWER_BYTES};
 pub use error::{Error, Result, TransportKind};
 pub use exec::ExecOutput;
 pub use local_token::{is_local_url, local_token_for, local_token_path, runtime_dir, LocalToken};

@@ -26,6 +26,7 @@ mod faults;
 mod fleet;
 mod flow_control;
 mod hostile;
+mod hostile_server;
 mod http_output;
 mod idempotency_records;
 mod input_exactly_once;

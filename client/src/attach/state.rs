@@ -66,8 +66,8 @@ impl Chunk {
     /// The offset just past this chunk (a screen's own offset).
     pub fn end(&self) -> u64 {
         match self {
-            Chunk::Data { offset, data } => offset + data.len() as u64,
-            Chunk::Dropped { offset, length } => offset + length,
+            Chunk::Data { offset, data } => offset.saturating_add(data.len() as u64),
+            Chunk::Dropped { offset, length } => offset.saturating_add(*length),
             Chunk::Screen { offset, .. } => *offset,
         }
     }
@@ -447,7 +447,13 @@ impl Shared {
                         s.next
                     )));
                 }
-                s.next = offset.saturating_add(length);
+                // A range past 2^64 is no range a server can have sent.
+                s.next = offset.checked_add(length).ok_or_else(|| {
+                    Error::Protocol(format!(
+                        "dropped range of {} at {offset} of {length} bytes ends past 2^64",
+                        stream.as_str()
+                    ))
+                })?;
                 if !s.credit.is_discarding() {
                     s.push_dropped(offset, length);
                     s.wake();
@@ -532,7 +538,12 @@ impl Shared {
             )));
         }
         let len = data.len() as u64;
-        s.next += len;
+        s.next = s.next.checked_add(len).ok_or_else(|| {
+            Error::Protocol(format!(
+                "{} data at offset {offset} ends past 2^64",
+                stream.as_str()
+            ))
+        })?;
         if len == 0 {
             return Ok(());
         }
