@@ -142,6 +142,8 @@ async fn server_text_is_shown_to_the_terminal_never_obeyed() {
 
 /// A WebSocket server that answers an attach with `hello` (a real
 /// process's, from a real tetherd) and then `frames`.
+// tungstenite's callback returns its own (large) error response type.
+#[allow(clippy::result_large_err)]
 async fn lying_attach(hello: ServerFrame, frames: Vec<ServerFrame>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
