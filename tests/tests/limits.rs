@@ -142,9 +142,10 @@ async fn the_cli_exits_137_and_says_out_of_memory() {
         stderr.contains("killed: out of memory (limit 64 MiB)"),
         "{stderr}"
     );
-    // `ps` shows the bill of the process: its CPU and peak memory.
+    // `ps -a --no-trunc` shows the bill of the process: its CPU and peak
+    // memory.
     let ps = Command::new(tether_binary())
-        .arg("ps")
+        .args(["ps", "-a", "--no-trunc"])
         .env("TETHER_SERVER", &server.base)
         .env_remove("TETHER_TOKEN")
         .output()

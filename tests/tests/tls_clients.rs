@@ -109,7 +109,7 @@ fn cli_over_tls(base: &str, pki: &Pki, name: &str) {
     let out = tether(base, &["--cacert", &ca, "attach", "-i", &id], b"now\n");
     assert_eq!(text(&out.stdout), "before\nafter now\n");
     assert_eq!(out.status.code(), Some(4));
-    let out = tether_env(base, &["ps"], &env);
+    let out = tether_env(base, &["ps", "-a", "-q"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains(&id), "{}", text(&out.stdout));
 
