@@ -472,9 +472,14 @@ async fn stdin_queued_by_many_attachments_is_bounded_per_process() {
 #[tokio::test]
 async fn stdin_queued_past_the_memory_budget_is_refused_with_an_error_frame() {
     use tether_protocol::{ClientFrame, ServerFrame};
-    let server = TestServer::start_with(&["--retain-total", "8388608"]);
+    // 4 MiB in all, the process's windows (2 x 256 KiB) taken: far less
+    // room than the 8 MiB its attachments may queue.
+    let server = TestServer::start_with(&["--retain-total", "4194304"]);
     let process = server
-        .sh("sleep 60", json!({"stdin": true, "retain_bytes": 1 << 20}))
+        .sh(
+            "sleep 60",
+            json!({"stdin": true, "retain_bytes": 256 << 10}),
+        )
         .await;
     let mut attachments = Vec::new();
     for _ in 0..3 {
@@ -503,7 +508,7 @@ async fn stdin_queued_past_the_memory_budget_is_refused_with_an_error_frame() {
     }
     assert!(
         codes.iter().any(|c| c == "retention_exhausted"),
-        "no refusal past an 8 MiB budget: {codes:?}"
+        "no refusal past a 4 MiB budget: {codes:?}"
     );
     drop(attachments);
     let url = server.url(&format!("/v1/processes/{}?force=1", process.id));
