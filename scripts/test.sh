@@ -120,7 +120,9 @@ if [[ -d bench ]]; then
   # The debug build, already made above: a quick run proves every section
   # runs and reports, and a release build of the workspace would cost CI
   # minutes for figures nobody reads (docs/BENCHMARKS.md's are release).
-  cargo run -p tether-bench -- all --quick --tetherd target/debug/tetherd --json target/bench-quick.json --svg-dir target/bench-quick
+  # The binary `cargo build --workspace --bins` made: `cargo run -p` would
+  # unify features for the harness alone and build its dependencies again.
+  target/debug/tether-bench all --quick --tetherd target/debug/tetherd --json target/bench-quick.json --svg-dir target/bench-quick
   step "per-hop trace analyser (bench/hops.py): its arithmetic on a recorded sample"
   python3 bench/hops.py --self-test
   step "bench/guest.sh parses (not run here: it downloads and boots a Debian guest, docs/BENCHMARKS.md)"

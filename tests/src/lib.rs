@@ -39,15 +39,17 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// Path of a workspace binary (`tetherd` or `tether`), built once per test
 /// run if needed: `cargo test` builds the test crate, not other packages'
 /// binaries, so the harness builds them (a no-op when up to date).
+///
+/// It builds every binary of the workspace, as `cargo build --workspace
+/// --bins` does (and `./scripts/test.sh` before the tests): one package
+/// alone would unify its dependencies' features differently and build a
+/// second copy of them all, a minute of every CI run.
 pub fn binary(name: &str) -> PathBuf {
-    static TETHERD: OnceLock<()> = OnceLock::new();
-    static TETHER: OnceLock<()> = OnceLock::new();
-    let (once, package) = match name {
-        "tetherd" => (&TETHERD, "tether-server"),
-        "tether" => (&TETHER, "tether-cli"),
-        other => panic!("unknown binary {other}"),
-    };
-    once.get_or_init(|| {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    if !matches!(name, "tetherd" | "tether") {
+        panic!("unknown binary {name}");
+    }
+    BUILT.get_or_init(|| {
         let mut cargo = Command::new(env!("CARGO"));
         // Without the variables cargo set for this test crate: build
         // scripts that track them (ring's tracks CARGO_PKG_NAME and
@@ -59,11 +61,11 @@ pub fn binary(name: &str) -> PathBuf {
             }
         }
         let status = cargo
-            .args(["build", "--quiet", "-p", package, "--bin", name])
+            .args(["build", "--quiet", "--workspace", "--bins"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "cargo build of {name} failed");
+        assert!(status.success(), "cargo build --workspace --bins failed");
     });
     let exe = std::env::current_exe().unwrap();
     // target/debug/deps/<test> -> target/debug/<name>
