@@ -8,6 +8,8 @@ use serde::de::DeserializeOwned;
 use tether_protocol::api::{ProcessUpdate, SignalRequest, SpawnRequest};
 use tether_protocol::ProcessInfo;
 
+use crate::answer::read_answer;
+use crate::base_url::{base_url_of, path_segment};
 use crate::error::{Error, Result};
 use crate::local_token::local_token_for;
 use crate::retry::{Backoff, RetryPolicy};
@@ -552,7 +554,7 @@ impl Client {
             .answered
             .store(true, std::sync::atomic::Ordering::Relaxed);
         let status = response.status();
-        let bytes = self.read_answer(&url, response).await?;
+        let bytes = read_answer(&url, response, self.inner.max_answer_bytes).await?;
         if status.is_success() {
             Ok((url, bytes.into()))
         } else {
@@ -562,35 +564,6 @@ impl Client {
 }
 
 impl Client {
-    /// An answer's body, read up to the bound: past it, an error, and not
-    /// a byte more is read (the declared length is checked first).
-    async fn read_answer(&self, url: &str, mut response: reqwest::Response) -> Result<Vec<u8>> {
-        let bound = self.inner.max_answer_bytes;
-        let too_long = || {
-            Error::Protocol(format!(
-                "the answer from {url} is longer than {bound} bytes (Client::with_max_answer_bytes): not read"
-            ))
-        };
-        if response
-            .content_length()
-            .is_some_and(|length| length > bound as u64)
-        {
-            return Err(too_long());
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response
-            .chunk()
-            .await
-            .map_err(|e| Error::transport(url, &e))?
-        {
-            if body.len() + chunk.len() > bound {
-                return Err(too_long());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
-    }
-
     /// The backoff of one call under `policy`, knowing whether this server
     /// has ever answered.
     pub(crate) fn backoff(&self, policy: RetryPolicy) -> Backoff {
@@ -616,42 +589,4 @@ impl Client {
 
 fn http_error(status: StatusCode, body: &[u8]) -> Error {
     Error::from_body(status.as_u16(), body)
-}
-
-/// Percent-encodes an id for use as one path segment.
-pub(crate) fn path_segment(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// The base URL requests are made under, as the URL parser that makes
-/// them reads it: `http` or `https`, a host, maybe a port and a path
-/// prefix; no user info, query or fragment, which would move the host the
-/// client believes it talks to (`http://a#@b`) or swallow every path.
-fn base_url_of(given: &str) -> Result<String> {
-    let invalid = |why: &str| Error::InvalidArgument(format!("server URL {given:?} {why}"));
-    let url =
-        reqwest::Url::parse(given.trim()).map_err(|e| invalid(&format!("is not a URL: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid("must start with http:// or https://"));
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(invalid("has no host"));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(invalid(
-            "may not hold a user or password (give a token with --token)",
-        ));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid("may not hold a query (`?`) or a fragment (`#`)"));
-    }
-    Ok(url.as_str().trim_end_matches('/').to_string())
 }

@@ -31,7 +31,9 @@
 //! (`tether run -- PROG ARGS`, `tether run -t -- bash`, `tether ps`...);
 //! see the crate's README.
 
+mod answer;
 mod attach;
+mod base_url;
 mod client;
 mod error;
 mod exec;

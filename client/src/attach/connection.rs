@@ -18,7 +18,8 @@ use super::input::Command;
 use super::options::AttachOptions;
 use super::outbox::Outbox;
 use super::state::{Applied, Shared};
-use crate::client::{path_segment, Client};
+use crate::base_url::path_segment;
+use crate::client::Client;
 use crate::error::{Error, Result, TransportKind};
 use crate::retry::Backoff;
 

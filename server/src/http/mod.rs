@@ -13,6 +13,7 @@ pub mod mint;
 pub mod output;
 pub mod params;
 pub mod routes;
+pub mod screen;
 pub mod web;
 
 pub use routes::router;

@@ -56,7 +56,7 @@ const CLIENT: Layers = Layers {
         &["exec", "utf8"],
         &["attach"],
         &["client"],
-        &["local_token", "retry", "tls", "spec"],
+        &["local_token", "retry", "tls", "spec", "base_url", "answer"],
         &["error"],
     ],
     only: &[],
