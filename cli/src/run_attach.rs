@@ -388,9 +388,7 @@ async fn session(
                 result = copy_output(stdout, tokio::io::stdout(), u64::MAX, fence) => result,
                 Ok(()) = stopped => Ok(Copied::Whole),
             };
-            if let Ok(Copied::OutputClosed) = result {
-                let _ = closed_tx.send(()).await;
-            }
+            tell_if_closed(&result, &closed_tx).await;
             return result;
         }
         let mut local = ModeWatch::new(tokio::io::stdout());
@@ -398,9 +396,7 @@ async fn session(
             result = copy_output(stdout, &mut local, u64::MAX, fence) => result,
             Ok(()) = stopped => Ok(Copied::Whole),
         };
-        if let Ok(Copied::OutputClosed) = result {
-            let _ = closed_tx.send(()).await;
-        }
+        tell_if_closed(&result, &closed_tx).await;
         let reset = local.reset_sequence();
         let _ = local.write_all(&reset).await;
         let _ = local.flush().await;
@@ -409,9 +405,7 @@ async fn session(
     });
     let err = tokio::spawn(async move {
         let result = copy_output(stderr, tokio::io::stderr(), u64::MAX, None).await;
-        if let Ok(Copied::OutputClosed) = result {
-            let _ = closed_err.send(()).await;
-        }
+        tell_if_closed(&result, &closed_err).await;
         result
     });
     let err_relay = err.abort_handle();
@@ -514,6 +508,13 @@ async fn session(
             let _ = tokio::time::timeout(GIVE_BACK_WAIT, given_back).await;
             Ok(Ending::Detached)
         }
+    }
+}
+
+/// Tells the session that a local output was closed, if this copy ended so.
+async fn tell_if_closed(copied: &Result<Copied, Error>, closed: &tokio::sync::mpsc::Sender<()>) {
+    if let Ok(Copied::OutputClosed) = copied {
+        let _ = closed.send(()).await;
     }
 }
 

@@ -16,6 +16,7 @@ mod cli_detached;
 mod cli_run;
 mod cli_signals;
 mod cli_terminal;
+mod cli_users;
 mod client_requests;
 mod client_run;
 mod client_streams;

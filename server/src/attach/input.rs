@@ -29,8 +29,8 @@ pub const STDIN_BUDGET: usize = 4 << 20;
 /// budget (`--retain-total`); or why the server had no room for it, which
 /// the queue's task reports in its turn.
 struct Permits {
-    _attachment: OwnedSemaphorePermit,
-    _process: OwnedSemaphorePermit,
+    attachment: OwnedSemaphorePermit,
+    process: OwnedSemaphorePermit,
     room: Result<crate::table::MemoryReservation, ApiError>,
 }
 
@@ -91,8 +91,12 @@ impl ProcessQueue {
         // Ends when the reader is gone and the queue is empty; a process
         // that never reads stdin makes its writes fail once it exits.
         tokio::spawn(async move {
-            while let Some((item, mut permit)) = queued.recv().await {
-                let room = std::mem::replace(&mut permit.room, Err(ApiError::ReadOnly));
+            while let Some((item, permits)) = queued.recv().await {
+                let Permits {
+                    attachment: attachment_room,
+                    process: process_room,
+                    room,
+                } = permits;
                 let result = match (room, &task_input, item.seq) {
                     // Refused for want of room: nothing is carried out, and
                     // a numbered frame's position does not move.
@@ -123,7 +127,7 @@ impl ProcessQueue {
                         .await
                     }
                 };
-                drop(permit);
+                drop((attachment_room, process_room));
                 if let Err(error) = result {
                     if events.send(ReaderEvent::Rejected(error)).await.is_err() {
                         return;
@@ -260,8 +264,8 @@ impl ProcessQueue {
         // turn with `retention_exhausted`, never held past the budget.
         let room = self.table.reserve_free_memory(cost as u64);
         let permits = Permits {
-            _attachment: own,
-            _process: process,
+            attachment: own,
+            process,
             room,
         };
         self.frames.send((item, permits)).await.is_ok()
