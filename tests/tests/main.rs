@@ -4,7 +4,7 @@
 //! Each module is one behaviour (docs/TESTING.md names them); run one
 //! with `cargo test -p tether-tests --test integration MODULE::`.
 //!
-//! `latency.rs` stays a binary of its own: it measures, and no other test
+//! `latency.rs` stays a binary of its own: its tests hold time bounds, and no other test
 //! may compete for the CPU while it does.
 
 mod access;

@@ -287,63 +287,6 @@ async fn a_screen_attachment_to_a_large_flooding_terminal_gets_its_frame_with_bo
         .await;
 }
 
-/// `CSI 65535 b` without end: 8 bytes that ask for 65,535 cells each.
-const REPEATS: &str = r#"
-import sys
-block = "x" + "\x1b[65535b" * 4096
-while True:
-    sys.stdout.write(block)
-"#;
-
-#[tokio::test]
-async fn floods_of_huge_repeats_delay_neither_the_screen_nor_another_sessions_echo() {
-    let server = TestServer::start();
-    let floods: Vec<_> = futures_util::future::join_all(
-        (0..2).map(|_| server.spawn(json!({"argv": ["python3", "-c", REPEATS], "tty": true}))),
-    )
-    .await;
-    let echo = server.spawn(json!({"argv": ["cat"], "tty": true})).await;
-    let mut attachment = server.attach(&echo.id, "").await;
-    let mut received = Received::default();
-    for round in 0..10 {
-        for flood in &floods {
-            let started = Instant::now();
-            let response = server
-                .http
-                .get(server.url(&format!("/v1/processes/{}/screen", flood.id)))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), 200);
-            assert!(response.headers().contains_key("tether-offset"));
-            response.bytes().await.unwrap();
-            assert!(
-                started.elapsed() < Duration::from_secs(1),
-                "round {round}: GET .../screen took {:?}",
-                started.elapsed()
-            );
-        }
-        let started = Instant::now();
-        let word = format!("echo{round}");
-        attachment
-            .send(ClientFrame::Stdin {
-                data: format!("{word}\r").into_bytes(),
-            })
-            .await;
-        attachment.until_stdout_contains(&word, &mut received).await;
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "round {round}: echo took {:?}",
-            started.elapsed()
-        );
-    }
-    for flood in &floods {
-        server
-            .post(&format!("/v1/processes/{}/kill", flood.id), json!({}))
-            .await;
-    }
-}
-
 /// Reading a screen needs only the read right, and the snapshot of a large
 /// screen is large: each request holds room for its answer until it is
 /// sent (the first one the screen's own room, the others room of their own
