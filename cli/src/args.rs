@@ -189,6 +189,21 @@ pub enum Command {
         #[arg(long, value_name = "DUR", default_value = "1h", value_parser = humantime::parse_duration)]
         ttl: Duration,
     },
+    /// Copy files and directories between this machine and the
+    /// filesystem a process sees, as `docker cp`: `tether cp SRC ID:PATH`
+    /// or `tether cp ID:PATH DEST`. A relative PATH is taken from the
+    /// process's working directory, and the copy runs as the process's
+    /// user (a `tar` beside it, which the process's system must have);
+    /// modes and times are kept, symbolic links copied as links. Into an
+    /// existing directory the source keeps its name, else it takes the
+    /// destination's. `-` is a tar archive on stdin or stdout. Needs the
+    /// operator's token. Exits 1 when the copy fails.
+    Cp {
+        /// `ID:PATH`, a local path, or `-` (a tar archive on stdin).
+        source: String,
+        /// `ID:PATH`, a local path, or `-` (a tar archive on stdout).
+        dest: String,
+    },
     /// Print a process's retained output (stdout to stdout, stderr to
     /// stderr).
     Logs {

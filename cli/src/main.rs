@@ -5,7 +5,8 @@
 //! detach; 125 when `tether` itself fails (bad arguments, server
 //! unreachable, unknown id); 126 when `run`'s program was found but cannot
 //! run (not executable, bad cwd); 127 when it was not found; 141 when
-//! its own stdout or stderr was closed (`| head -1`).
+//! its own stdout or stderr was closed (`| head -1`); 1 when `cp` failed
+//! (a missing file, the remote `tar` failing), as `docker cp`.
 //!
 //! Files: `args.rs` the command line, `run_attach.rs` run / attach / logs,
 //! `relay.rs` the copy loops, `replies.rs` dropping the terminal's
@@ -13,9 +14,10 @@
 //! local terminal, `resolve.rs` id prefixes, `tail.rs`
 //! the last lines for `logs --tail`, `exit.rs` the exit statuses,
 //! `stdout.rs` printing a line, `modes.rs` the terminal's modes given back,
-//! `units.rs` sizes.
+//! `units.rs` sizes, `copy.rs` `cp`.
 
 mod args;
+mod copy;
 mod detach;
 mod exit;
 mod listing;
@@ -281,6 +283,15 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             // A closed pipe (`tether screen ID | head`) is not a failure.
             let _ = stdout.write_all(&screen).and_then(|()| stdout.flush());
             Ok(0)
+        }
+        Command::Cp { source, dest } => {
+            copy::copy(
+                &client,
+                &quick,
+                copy::Side::parse(&source),
+                copy::Side::parse(&dest),
+            )
+            .await
         }
         Command::Logs { id, follow, tail } => {
             let id = resolve(&quick, &id).await?;

@@ -68,6 +68,12 @@ pub struct SpawnRequest {
     /// absent one is the server's default (`--default-memory-bytes`...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<crate::resources::Limits>,
+    /// Run beside this process (an id or a name): in its working directory
+    /// (its current one while it runs, else the one it started in), as its
+    /// user and group. `cwd` still wins over the directory; `user` and
+    /// `group` are refused with it. What `tether cp` runs its `tar` with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<String>,
 }
 
 /// Longest process name.

@@ -12,6 +12,7 @@ mod architecture;
 mod block_mode;
 mod budgets;
 mod cli_admin;
+mod cli_copy;
 mod cli_detached;
 mod cli_run;
 mod cli_signals;

@@ -49,6 +49,8 @@ pub struct Started {
     pub contained: Arc<Contained>,
     /// The server's ends of its stdio.
     pub io: StartedIo,
+    /// The directory it started in (`None`: the server's own).
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 /// The server's ends of a started process's stdio.
@@ -220,6 +222,7 @@ pub fn start(plan: &StartPlan<'_>, containment: &Containment) -> Result<Started,
     Ok(Started {
         pid,
         pidfd,
+        cwd: cwd.map(Path::to_path_buf),
         contained: Arc::new(Contained::new(
             cell,
             meter,

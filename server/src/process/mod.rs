@@ -66,6 +66,13 @@ pub struct Process {
     pub kubernetes: Option<KubernetesNames>,
     /// Its numbered input streams (attach with `input=ID`).
     pub inputs: input_streams::InputStreams,
+    /// The user and group it runs as (the spawn's, else `--user`'s).
+    pub identity: Option<crate::secret::Identity>,
+    /// The directory it started in (`None`: the server's own).
+    pub start_dir: Option<std::path::PathBuf>,
+    /// Read back from `--data-dir` after a restart: its user and directory
+    /// are not known.
+    pub recovered: bool,
     output: Arc<RetainedOutput>,
     exit: watch::Receiver<Option<Exited>>,
     control: mpsc::Sender<Control>,
@@ -153,6 +160,18 @@ impl Process {
             pids_limit_hit: with_usage && self.contained.pids_limit_hit(),
             retention_error: self.output.retention_error(),
         }
+    }
+
+    /// Its working directory: the current one while it runs (read from
+    /// `/proc`, so a shell's `cd` counts), else the one it started in.
+    pub fn working_dir(&self) -> Option<std::path::PathBuf> {
+        let current = self
+            .is_running()
+            .then(|| std::fs::read_link(format!("/proc/{}/cwd", self.pid)).ok())
+            .flatten()
+            // A removed directory reads as "PATH (deleted)".
+            .filter(|dir| dir.is_dir());
+        current.or_else(|| self.start_dir.clone())
     }
 
     fn not_running(&self) -> ApiError {

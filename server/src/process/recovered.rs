@@ -78,6 +78,10 @@ impl Process {
             kill_grace: config.kill_grace(),
             kubernetes: info.kubernetes,
             inputs: Default::default(),
+            // Not kept across a restart: nothing runs beside it.
+            identity: None,
+            start_dir: None,
+            recovered: true,
             // No cell and no session (0 names none): nothing of the old run
             // is ever signalled, and kill requests are answered above.
             contained: {

@@ -157,11 +157,13 @@ pub fn spawn(
 ) -> Result<Arc<Process>, ApiError> {
     check_cwd(plan.cwd.as_deref())?;
     let started = tokio::time::Instant::now();
+    let identity = plan.identity.clone().or(config.spawn_identity.clone());
     let Started {
         pid,
         pidfd,
         contained,
         io,
+        cwd: start_dir,
     } = launch::start(
         &StartPlan {
             id: &id,
@@ -171,7 +173,7 @@ pub fn spawn(
             tty: plan.tty,
             stdin: plan.stdin,
             secret_env: SECRET_ENV,
-            identity: plan.identity.as_ref().or(config.spawn_identity.as_ref()),
+            identity: identity.as_ref(),
             open_file_limit: crate::limits::inherited_limit(),
             limits: plan.limits,
         },
@@ -214,6 +216,9 @@ pub fn spawn(
         kill_grace: config.kill_grace(),
         kubernetes: plan.kubernetes,
         inputs: Default::default(),
+        identity,
+        start_dir,
+        recovered: false,
         contained: contained.clone(),
     });
 

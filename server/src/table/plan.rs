@@ -70,21 +70,27 @@ impl ProcessTable {
         if let Some(name) = &request.name {
             check_name(name)?;
         }
-        let identity = match (request.user.as_deref(), request.group.as_deref()) {
-            (Some(user), group) => Some(spawn_user(user, group, &self.config.denied_groups)?),
-            (None, Some(group)) => {
-                return Err(ApiError::InvalidRequest(format!(
-                    "group {group:?} needs a user: give \"user\" too"
-                )))
-            }
-            (None, None) => None,
-        };
+        let (identity, cwd) =
+            match request.beside.as_deref() {
+                Some(_) if request.user.is_some() || request.group.is_some() => return bad(
+                    "beside runs as that process's user and group: give no user or group with it"
+                        .into(),
+                ),
+                Some(beside) => {
+                    let (identity, dir) = self.beside(beside)?;
+                    (identity, request.cwd.or(dir))
+                }
+                None => (
+                    self.identity(request.user.as_deref(), request.group.as_deref())?,
+                    request.cwd,
+                ),
+            };
         Ok(SpawnPlan {
             metadata_bytes,
             screen_bytes,
             argv,
             env: request.env,
-            cwd: request.cwd,
+            cwd,
             timeout: request
                 .timeout_ms
                 .filter(|ms| *ms > 0)
@@ -104,6 +110,47 @@ impl ProcessTable {
                 .map(Duration::from_millis),
             identity,
         })
+    }
+
+    /// The user and group a spawn asks for, resolved.
+    fn identity(
+        &self,
+        user: Option<&str>,
+        group: Option<&str>,
+    ) -> Result<Option<crate::secret::Identity>, ApiError> {
+        Ok(match (user, group) {
+            (Some(user), group) => Some(spawn_user(user, group, &self.config.denied_groups)?),
+            (None, Some(group)) => {
+                return Err(ApiError::InvalidRequest(format!(
+                    "group {group:?} needs a user: give \"user\" too"
+                )))
+            }
+            (None, None) => None,
+        })
+    }
+
+    /// Where a spawn `beside` a known process runs: that process's user
+    /// and group, and its working directory. Only the operator spawns, and
+    /// the operator may read every process, so no other right is asked.
+    fn beside(
+        &self,
+        id_or_name: &str,
+    ) -> Result<(Option<crate::secret::Identity>, Option<String>), ApiError> {
+        let process = self.get(id_or_name)?;
+        if process.recovered {
+            return Err(ApiError::InvalidRequest(format!(
+                "{id_or_name:?} was read back after a restart: its user and directory are not known, so nothing runs beside it"
+            )));
+        }
+        let dir = match process.working_dir() {
+            Some(dir) => Some(dir.into_os_string().into_string().map_err(|dir| {
+                ApiError::CannotExecute(format!(
+                    "the working directory of {id_or_name:?} is not UTF-8: {dir:?}"
+                ))
+            })?),
+            None => None,
+        };
+        Ok((process.identity.clone(), dir))
     }
 }
 

@@ -65,7 +65,7 @@ const CLIENT: Layers = Layers {
 /// `tether-cli`'s (the `tether` binary).
 const CLI: Layers = Layers {
     layers: &[
-        &["run_attach"],
+        &["run_attach", "copy"],
         &["args", "relay", "resolve", "listing"],
         &[
             "detach", "replies", "modes", "tail", "term", "units", "exit", "stdout",
