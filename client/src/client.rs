@@ -289,7 +289,7 @@ impl Client {
                     "/v1/processes",
                     Some(body.clone()),
                     Some(&key),
-                    self.inner.request_timeout,
+                    backoff.attempt_timeout(self.inner.request_timeout),
                 )
                 .await;
             match result {
@@ -474,7 +474,7 @@ impl Client {
                     &format!("{path}?timeout_ms={ms}"),
                     None,
                     None,
-                    poll + self.inner.request_timeout,
+                    backoff.attempt_timeout(poll + self.inner.request_timeout),
                 )
                 .await;
             match result {
@@ -489,7 +489,13 @@ impl Client {
         let mut backoff = self.backoff(self.inner.retry);
         loop {
             match self
-                .request(method.clone(), path, None, None, self.inner.request_timeout)
+                .request(
+                    method.clone(),
+                    path,
+                    None,
+                    None,
+                    backoff.attempt_timeout(self.inner.request_timeout),
+                )
                 .await
             {
                 Ok(value) => return Ok(value),

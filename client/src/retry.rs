@@ -7,8 +7,10 @@ use crate::error::{Error, Result};
 
 /// How transient failures are retried: exponential backoff from
 /// `initial_backoff`, doubling up to `max_backoff`, until `budget` has
-/// passed since the first failure of a run of consecutive failures (any
-/// success starts the budget afresh, so a long wait survives many blips).
+/// passed since the call began, or since its last success (any success
+/// starts the budget afresh, so a long wait survives many blips). A call
+/// therefore ends within the larger of `budget` and its request timeout:
+/// each attempt's timeout is cut to what is left of that.
 ///
 /// ```
 /// use std::time::Duration;
@@ -19,7 +21,8 @@ use crate::error::{Error, Result};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
-    /// Total time to keep retrying after the first failure.
+    /// Total time to keep retrying, counted from the start of the call
+    /// (or its last success), attempts included.
     pub budget: Duration,
     /// The first pause between attempts.
     pub initial_backoff: Duration,
@@ -57,7 +60,8 @@ pub const FIRST_CONTACT_REFUSED: Duration = Duration::from_millis(400);
 #[derive(Debug)]
 pub(crate) struct Backoff {
     policy: RetryPolicy,
-    first_failure: Option<Instant>,
+    /// When this run of attempts began: the call, or its last success.
+    since: Instant,
     attempts: u32,
     next_pause: Duration,
     /// Set once the server has answered this client; until then a refused
@@ -69,7 +73,7 @@ impl Backoff {
     pub(crate) fn new(policy: RetryPolicy) -> Backoff {
         Backoff {
             policy,
-            first_failure: None,
+            since: Instant::now(),
             attempts: 0,
             next_pause: policy.initial_backoff,
             answered: None,
@@ -86,11 +90,22 @@ impl Backoff {
         self
     }
 
-    /// A success: the next failure starts a new budget.
+    /// A success: the budget starts afresh from now.
     pub(crate) fn reset(&mut self) {
-        self.first_failure = None;
+        self.since = Instant::now();
         self.attempts = 0;
         self.next_pause = self.policy.initial_backoff;
+    }
+
+    /// The timeout of the next attempt: `timeout`, cut to what is left of
+    /// the call's deadline (the larger of the budget and `timeout`, from
+    /// the start of the run), so that retries never stretch a call past
+    /// it. A retry that would have no time left is not made: `failed`
+    /// reports the budget spent first.
+    pub(crate) fn attempt_timeout(&self, timeout: Duration) -> Duration {
+        let deadline = self.policy.budget.max(timeout);
+        let left = deadline.saturating_sub(self.since.elapsed());
+        timeout.min(left).max(Duration::from_millis(1))
     }
 
     /// After a failure: sleeps and returns `Ok` when another attempt fits
@@ -99,10 +114,8 @@ impl Backoff {
         if !error.is_transient() {
             return Err(error);
         }
-        let now = Instant::now();
-        let first = *self.first_failure.get_or_insert(now);
         self.attempts += 1;
-        let elapsed = now.duration_since(first);
+        let elapsed = self.since.elapsed();
         let never_answered = self
             .answered
             .as_ref()
@@ -179,5 +192,35 @@ mod tests {
         let answered = Arc::new(AtomicBool::new(true));
         let took = give_up_after(Backoff::new(policy).first_contact(answered)).await;
         assert!(took >= Duration::from_millis(1400), "{took:?}");
+    }
+
+    /// A server that accepts and never answers: the first attempt takes
+    /// the whole request timeout, and no retry follows it, so the call
+    /// ends at its stated time, not twice that.
+    #[tokio::test]
+    async fn the_budget_counts_from_the_call_so_a_slow_failure_is_not_retried() {
+        let policy = RetryPolicy {
+            budget: Duration::from_millis(300),
+            ..RetryPolicy::default()
+        };
+        let mut backoff = Backoff::new(policy);
+        let timeout = backoff.attempt_timeout(Duration::from_millis(500));
+        assert!(timeout > Duration::from_millis(450), "{timeout:?}");
+        tokio::time::sleep(timeout).await;
+        let timed_out = Error::Transport {
+            url: "http://127.0.0.1:1/".into(),
+            message: "timed out".into(),
+            kind: TransportKind::Timeout,
+        };
+        assert!(matches!(
+            backoff.failed(timed_out).await,
+            Err(Error::BudgetExhausted { attempts: 1, .. })
+        ));
+        // Late in a run, an attempt gets only what is left.
+        let backoff = Backoff::new(RetryPolicy {
+            budget: Duration::from_secs(10),
+            ..RetryPolicy::default()
+        });
+        assert!(backoff.attempt_timeout(Duration::from_secs(30)) <= Duration::from_secs(30));
     }
 }

@@ -68,10 +68,109 @@ fn decode<T: DeserializeOwned>(bytes: &[u8], known: &[&str]) -> Result<T, Decode
     if !known.contains(&kind.as_str()) {
         return Err(DecodeError::UnknownType(kind));
     }
+    if let Some(items) = too_many_items(bytes) {
+        return Err(DecodeError::InvalidFields {
+            kind,
+            message: format!(
+                "it holds {items} or more items (array elements and map entries); the most a frame may hold is {MAX_ITEMS}"
+            ),
+        });
+    }
     rmp_serde::from_slice::<T>(bytes).map_err(|e| DecodeError::InvalidFields {
         kind,
         message: e.to_string(),
     })
+}
+
+/// The most items (array elements and map entries) a frame decoded by the
+/// general decoder may hold. A frame's size alone does not bound what it
+/// decodes into: an empty string is one byte on the wire and 24 in a
+/// `Vec<String>`, so a 60 MiB `hello` whose argv is 60 million empty
+/// strings would decode into gigabytes. 2^20 items bound that at a few
+/// tens of MiB, past any argv the kernel runs (its 2 MiB `ARG_MAX` with
+/// the terminating NULs) and any process object tetherd sends.
+pub const MAX_ITEMS: u64 = 1 << 20;
+
+/// The count of items at which `bytes` passes [`MAX_ITEMS`], read from the
+/// MessagePack headers alone (nothing is allocated), or `None` when it
+/// does not; malformed bytes are left to the decoder to name.
+fn too_many_items(bytes: &[u8]) -> Option<u64> {
+    let mut at = 0usize;
+    // Values still to be read: one, the frame, and then the items of every
+    // array and map begun.
+    let mut pending: u64 = 1;
+    let mut items: u64 = 0;
+    let length = |at: usize, width: usize| -> Option<u64> {
+        let field = bytes.get(at..at.checked_add(width)?)?;
+        Some(field.iter().fold(0u64, |n, b| (n << 8) | u64::from(*b)))
+    };
+    while pending > 0 {
+        pending -= 1;
+        let marker = *bytes.get(at)?;
+        at += 1;
+        // (bytes to skip, items begun, values each item holds)
+        let (skip, begun, per_item): (u64, u64, u64) = match marker {
+            0x00..=0x7f | 0xe0..=0xff | 0xc0..=0xc3 => (0, 0, 0),
+            0x80..=0x8f => (0, u64::from(marker & 0x0f), 2),
+            0x90..=0x9f => (0, u64::from(marker & 0x0f), 1),
+            0xa0..=0xbf => (u64::from(marker & 0x1f), 0, 0),
+            0xcc | 0xd0 => (1, 0, 0),
+            0xcd | 0xd1 => (2, 0, 0),
+            0xca | 0xce | 0xd2 => (4, 0, 0),
+            0xcb | 0xcf | 0xd3 => (8, 0, 0),
+            0xd4..=0xd8 => (1 + (1u64 << (marker - 0xd4)), 0, 0),
+            0xc4 | 0xd9 => (1 + length(at, 1)?, 0, 0),
+            0xc5 | 0xda => (2 + length(at, 2)?, 0, 0),
+            0xc6 | 0xdb => (4 + length(at, 4)?, 0, 0),
+            0xc7 => (2 + length(at, 1)?, 0, 0),
+            0xc8 => (3 + length(at, 2)?, 0, 0),
+            0xc9 => (5 + length(at, 4)?, 0, 0),
+            0xdc => (2, length(at, 2)?, 1),
+            0xdd => (4, length(at, 4)?, 1),
+            0xde => (2, length(at, 2)?, 2),
+            0xdf => (4, length(at, 4)?, 2),
+        };
+        items += begun;
+        if items > MAX_ITEMS {
+            return Some(items);
+        }
+        pending += begun * per_item;
+        at = at.checked_add(usize::try_from(skip).ok()?)?;
+    }
+    None
+}
+
+#[cfg(test)]
+mod bounds {
+    use super::*;
+
+    /// A `hello` whose argv is more empty strings than any process has:
+    /// refused from its headers, before anything is allocated.
+    #[test]
+    fn a_small_frame_that_would_decode_huge_is_refused() {
+        let mut bytes = vec![0x82, 0xa4];
+        bytes.extend_from_slice(b"type");
+        bytes.push(0xa5);
+        bytes.extend_from_slice(b"hello");
+        bytes.push(0xa4);
+        bytes.extend_from_slice(b"argv");
+        let count = MAX_ITEMS as u32 + 1;
+        bytes.push(0xdd);
+        bytes.extend_from_slice(&count.to_be_bytes());
+        bytes.extend(std::iter::repeat_n(0xa0, count as usize));
+        let error = ServerFrame::decode(&bytes).unwrap_err();
+        assert!(error.to_string().contains("items"), "{error}");
+        // Declared but absent: counted from the header alone.
+        assert!(too_many_items(&bytes[..22]) >= Some(u64::from(count)));
+    }
+
+    proptest::proptest! {
+        /// Whatever the bytes, the count ends (no panic, no overflow).
+        #[test]
+        fn counting_items_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let _ = too_many_items(&bytes);
+        }
+    }
 }
 
 /// The in-place decoder held to the general one: whatever the bytes, the

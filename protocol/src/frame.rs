@@ -258,6 +258,21 @@ fn encode<T: Serialize>(frame: &T) -> Vec<u8> {
 }
 
 impl ServerFrame {
+    /// The frame's `type`, to name it in a message without printing its
+    /// contents (which a server may make megabytes long).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ServerFrame::Hello { .. } => "hello",
+            ServerFrame::Stdout { .. } => "stdout",
+            ServerFrame::Stderr { .. } => "stderr",
+            ServerFrame::Dropped { .. } => "dropped",
+            ServerFrame::Screen { .. } => "screen",
+            ServerFrame::Exit { .. } => "exit",
+            ServerFrame::InputAck { .. } => "input_ack",
+            ServerFrame::Error { .. } => "error",
+        }
+    }
+
     /// MessagePack bytes of this frame (a map with named fields).
     pub fn encode(&self) -> Vec<u8> {
         encode(self)

@@ -307,6 +307,9 @@ pub enum AttachError {
     /// A Kubernetes client message that does not decode.
     #[error(transparent)]
     Kube(#[from] KubeError),
+    /// The client sent more pings in a second than liveness needs.
+    #[error("more than {0} pings in a second: pings are for liveness, not a stream")]
+    PingFlood(u32),
 }
 
 impl AttachError {
@@ -316,6 +319,7 @@ impl AttachError {
             AttachError::Decode(e) => e.code(),
             AttachError::TextMessage => "text_message",
             AttachError::TooLarge(_) => "frame_too_large",
+            AttachError::PingFlood(_) => "ping_flood",
             AttachError::Socket(_) | AttachError::Kube(_) => "protocol_error",
         }
     }

@@ -145,6 +145,16 @@ async fn server_text_is_shown_to_the_terminal_never_obeyed() {
 // tungstenite's callback returns its own (large) error response type.
 #[allow(clippy::result_large_err)]
 async fn lying_attach(hello: ServerFrame, frames: Vec<ServerFrame>) -> String {
+    let messages = frames
+        .iter()
+        .map(|frame| Message::Binary(frame.encode().into()))
+        .collect();
+    lying_attach_messages(hello, messages).await
+}
+
+/// [`lying_attach`] with any WebSocket messages after the `hello`.
+#[allow(clippy::result_large_err)]
+async fn lying_attach_messages(hello: ServerFrame, frames: Vec<Message>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -162,7 +172,7 @@ async fn lying_attach(hello: ServerFrame, frames: Vec<ServerFrame>) -> String {
         };
         let _ = ws.send(Message::Binary(hello.encode().into())).await;
         for frame in frames {
-            let _ = ws.send(Message::Binary(frame.encode().into())).await;
+            let _ = ws.send(frame).await;
         }
         // Then nothing: the client must end by itself.
         while ws.next().await.is_some() {}
@@ -218,4 +228,173 @@ async fn a_dropped_range_past_two_to_the_64_is_a_protocol_error_not_a_success() 
     .expect("the attachment never ended");
     let error = outcome.expect_err("a range past 2^64 read as a success");
     assert!(error.to_string().contains("2^64"), "{error}");
+}
+
+/// A server that answers `GET /v1/processes/{id}` with `process` and an
+/// attach with its `hello`, then floods pings without end; with
+/// `read_pongs` false it never reads, so every pong the client queues
+/// stays with the client.
+#[allow(clippy::result_large_err)]
+async fn ping_flood(process: tether_protocol::ProcessInfo, read_pongs: bool) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let process = process.clone();
+            tokio::spawn(async move {
+                let mut head = [0u8; 4096];
+                let Ok(n) = socket.peek(&mut head).await else {
+                    return;
+                };
+                let request = String::from_utf8_lossy(&head[..n]).to_ascii_lowercase();
+                if !request.contains("upgrade: websocket") {
+                    let _ = socket.read(&mut head).await;
+                    let body = serde_json::to_vec(&process).unwrap();
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = socket.write_all(reply.as_bytes()).await;
+                    let _ = socket.write_all(&body).await;
+                    return;
+                }
+                let agree = |_: &Request, mut response: Response| {
+                    response
+                        .headers_mut()
+                        .insert("sec-websocket-protocol", "tether.v1".parse().unwrap());
+                    Ok(response)
+                };
+                let Ok(ws) = tokio_tungstenite::accept_hdr_async(socket, agree).await else {
+                    return;
+                };
+                let (mut sink, mut stream) = ws.split();
+                let hello = ServerFrame::Hello {
+                    version: tether_protocol::PROTOCOL_VERSION,
+                    process,
+                    stdout: 0,
+                    stderr: 0,
+                };
+                let _ = sink.send(Message::Binary(hello.encode().into())).await;
+                if read_pongs {
+                    tokio::spawn(async move { while stream.next().await.is_some() {} });
+                } else {
+                    // Held, never read.
+                    tokio::spawn(async move {
+                        let _stream = stream;
+                        std::future::pending::<()>().await
+                    });
+                }
+                let ping = Message::Ping(vec![7u8; 125].into());
+                // Until the client is gone; yielding, so that the test's
+                // own task runs on this one-thread runtime meanwhile.
+                while sink.feed(ping.clone()).await.is_ok() && sink.flush().await.is_ok() {
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
+    });
+    base
+}
+
+#[tokio::test]
+async fn a_ping_flood_leaves_the_client_s_memory_bounded() {
+    const MIB: u64 = 1 << 20;
+    let real = TestServer::start();
+    let process = real
+        .spawn(serde_json::json!({"argv": ["sleep", "30"]}))
+        .await;
+    for read_pongs in [true, false] {
+        let base = ping_flood(process.clone(), read_pongs).await;
+        let id = process.id.clone();
+        // Three seconds of the flood (unbounded, it grew by 40 MiB a
+        // second), then the attachment is ended from
+        // outside (it has no deadline: pings are traffic); its peak is
+        // read from /proc before.
+        let (out, peak) = tokio::task::spawn_blocking(move || {
+            let mut child = Command::new(tether_binary())
+                .args(["attach", &id])
+                .env("TETHER_SERVER", &base)
+                .env_remove("TETHER_TOKEN")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            let status =
+                std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            let peak = status
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("VmHWM:")?
+                        .trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or_else(|| {
+                    panic!(
+                        "tether ended before the flood was measured: {}",
+                        text(&out.stderr)
+                    )
+                })
+                * 1024;
+            (out, peak)
+        })
+        .await
+        .unwrap();
+        assert!(
+            peak < 64 * MIB,
+            "read_pongs {read_pongs}: tether peaked at {} MiB ({})",
+            peak / MIB,
+            text(&out.stderr)
+        );
+    }
+}
+
+/// The protocol is binary MessagePack: a text message is an error, not
+/// something to skip, in the library as in the other clients.
+#[tokio::test]
+async fn a_text_message_is_a_protocol_error() {
+    let real = TestServer::start();
+    let process = real
+        .spawn(serde_json::json!({"argv": ["sleep", "30"]}))
+        .await;
+    let hello = ServerFrame::Hello {
+        version: tether_protocol::PROTOCOL_VERSION,
+        process,
+        stdout: 0,
+        stderr: 0,
+    };
+    let base = lying_attach_messages(
+        hello,
+        vec![
+            Message::Binary(ServerFrame::InputAck { applied: 0 }.encode().into()),
+            Message::Text("{\"type\":\"stdout\"}".into()),
+        ],
+    )
+    .await;
+    let client = Client::new(&base).unwrap().with_retry(RetryPolicy::none());
+    let options = AttachOptions {
+        reconnect: RetryPolicy::none(),
+        ..AttachOptions::default()
+    };
+    let attachment = client.attach("any", options).await.unwrap();
+    let mut stdout = attachment.stdout;
+    let outcome = tokio::time::timeout(WAIT, async {
+        loop {
+            match stdout.chunk().await {
+                Some(Ok(_)) => continue,
+                Some(Err(error)) => return Err(error),
+                None => return Ok(()),
+            }
+        }
+    })
+    .await
+    .expect("the attachment never ended");
+    let error = outcome.expect_err("a text message was skipped");
+    assert!(error.to_string().contains("text message"), "{error}");
 }

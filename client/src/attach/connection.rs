@@ -346,7 +346,9 @@ impl Conn {
                         Message::Close(frame) => {
                             let code = frame.as_ref().map(|f| f.code);
                             return match code {
-                                Some(CloseCode::Normal | CloseCode::Away) | None => {
+                                // 1012: the server restarts (a handover);
+                                // 1013: try again later. Both resume.
+                                Some(CloseCode::Normal | CloseCode::Away | CloseCode::Restart | CloseCode::Again) | None => {
                                     (Outcome::Lost(self.lost(format!("server closed the connection ({code:?})"))), progressed)
                                 }
                                 Some(other) => {
@@ -361,6 +363,11 @@ impl Conn {
                                     ))), progressed)
                                 }
                             };
+                        }
+                        Message::Text(_) => {
+                            return (Outcome::Fatal(Error::Protocol(
+                                "the server sent a text message: tether.v1 is binary MessagePack only".into(),
+                            )), progressed);
                         }
                         _ => {}
                     }

@@ -18,6 +18,15 @@ use crate::error::{Error, Result, TransportKind};
 /// buffer grows for them), as the server's does (it uses the same size).
 const READ_BUFFER: usize = 8 << 10;
 
+/// The most the WebSocket's write buffer may hold. tungstenite queues the
+/// pong of every ping it reads and, unbounded (its default), a server that
+/// floods pings and never reads grows it without end (194 MiB in 5 s).
+/// The client's own frames are small (stdin in 64 KiB frames, credit) and
+/// are flushed before the buffer passes its 128 KiB write size, so this
+/// bound is only ever reached by pongs: past it tungstenite keeps the
+/// newest pong alone, as RFC 6455 allows.
+const MAX_WRITE_BUFFER: usize = 1 << 20;
+
 /// One connection's WebSocket.
 pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -88,7 +97,9 @@ pub(crate) async fn open(
             })?,
         );
     }
-    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
+    let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
+        .max_write_buffer_size(MAX_WRITE_BUFFER);
     // TCP_NODELAY: a keystroke typed while the previous one is unacknowledged
     // would otherwise wait for the server's delayed ACK (up to 40 ms).
     let (ws, response) = match tokio_tungstenite::connect_async_tls_with_config(
@@ -175,6 +186,11 @@ async fn next_binary(ws: &mut Ws, url: &str, expected: &str) -> Result<Vec<u8>> 
         };
         match message {
             Message::Binary(bytes) => return Ok(bytes.to_vec()),
+            Message::Text(_) => {
+                return Err(Error::Protocol(format!(
+                    "the server sent a text message before {expected}: tether.v1 is binary MessagePack only"
+                )))
+            }
             Message::Close(_) => {
                 return Err(Error::Transport {
                     url: url.to_string(),
@@ -205,7 +221,8 @@ async fn read_input_ack(ws: &mut Ws, url: &str) -> Result<u64> {
             "attach refused: {code}: {message}"
         ))),
         Ok(other) => Err(Error::Protocol(format!(
-            "expected input_ack after hello (numbered input), got {other:?}"
+            "expected input_ack after hello (numbered input), got a {} frame",
+            other.kind()
         ))),
         Err(e) => Err(Error::Protocol(format!("bad input_ack frame: {e}"))),
     }
@@ -224,7 +241,10 @@ async fn read_hello(mut ws: Ws, url: &str) -> Result<(Ws, ProcessInfo, [u64; 2])
         Ok(ServerFrame::Error { code, message }) => Err(Error::Protocol(format!(
             "attach refused: {code}: {message}"
         ))),
-        Ok(other) => Err(Error::Protocol(format!("expected hello, got {other:?}"))),
+        Ok(other) => Err(Error::Protocol(format!(
+            "expected hello, got a {} frame",
+            other.kind()
+        ))),
         Err(e) => Err(Error::Protocol(format!("bad hello frame: {e}"))),
     }
 }

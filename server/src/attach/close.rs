@@ -43,7 +43,7 @@ impl Close {
                 Close::TooBig(reason)
             }
             AttachError::Socket(_) => Close::ProtocolError(reason),
-            AttachError::Kube(_) => Close::Policy(reason),
+            AttachError::Kube(_) | AttachError::PingFlood(_) => Close::Policy(reason),
         }
     }
 

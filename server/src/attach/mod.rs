@@ -239,6 +239,7 @@ pub async fn serve_framed(
         liveness: liveness.clone(),
         decoder,
         held: None,
+        pings: Default::default(),
     };
     let mut reader_task = tokio::spawn(reader.run());
     let mut writer = Writer {

@@ -35,6 +35,49 @@ pub struct SocketReader {
     pub decoder: Decoder,
     /// A message read while a push waited for the process, handled next.
     pub held: Option<Incoming>,
+    /// The client's pings in the current second.
+    pub pings: PingCount,
+}
+
+/// Most pings a client may send in one second. tungstenite queues a pong
+/// for each ping it reads, and a client that pings without reading would
+/// have those pile up in the server's write buffer: past this rate the
+/// attachment is closed (1008 `ping_flood`). A client's pings are also not
+/// taken as a sign of life (its pongs and frames are): one that pings but
+/// never reads answers none of the server's pings and is closed at the
+/// idle timeout, with at most this rate's pongs queued until then.
+pub const MAX_PINGS_PER_SECOND: u32 = 64;
+
+/// The client's pings counted per second.
+#[derive(Debug)]
+pub struct PingCount {
+    since: tokio::time::Instant,
+    count: u32,
+}
+
+impl Default for PingCount {
+    fn default() -> Self {
+        PingCount {
+            since: tokio::time::Instant::now(),
+            count: 0,
+        }
+    }
+}
+
+impl PingCount {
+    /// Counts one ping; false past [`MAX_PINGS_PER_SECOND`].
+    fn allows_one_more(&mut self) -> bool {
+        if self.since.elapsed() >= std::time::Duration::from_secs(1) {
+            *self = PingCount::default();
+        }
+        self.count += 1;
+        self.count <= MAX_PINGS_PER_SECOND
+    }
+}
+
+/// A client's ping is no sign that it reads what the server sends.
+fn is_ping(message: &Incoming) -> bool {
+    matches!(message, Some(Ok(Message::Ping(_))))
 }
 
 /// A message read from the socket (`None`: the socket ended).
@@ -59,7 +102,9 @@ impl SocketReader {
                 Some(message) => message,
                 None => {
                     let message = self.stream.next().await;
-                    self.liveness.heard();
+                    if !is_ping(&message) {
+                        self.liveness.heard();
+                    }
                     message
                 }
             };
@@ -73,6 +118,9 @@ impl SocketReader {
                 }
                 Ok(Message::Binary(bytes)) => self.handle(&bytes, false).await,
                 Ok(Message::Text(text)) => self.handle(text.as_bytes(), true).await,
+                Ok(Message::Ping(_)) if !self.pings.allows_one_more() => {
+                    Handled::Fatal(AttachError::PingFlood(MAX_PINGS_PER_SECOND))
+                }
                 Ok(Message::Ping(_) | Message::Pong(_)) => Handled::Done,
                 Err(e) => {
                     let error = socket_error(e, self.max_frame);
@@ -165,8 +213,14 @@ impl SocketReader {
             tokio::select! {
                 queued = &mut push => break queued,
                 message = self.stream.next(), if held.is_none() => {
-                    self.liveness.heard();
+                    if !is_ping(&message) {
+                        self.liveness.heard();
+                    }
                     match &message {
+                        Some(Ok(Message::Ping(_))) if !self.pings.allows_one_more() => {
+                            held = Some(Some(Ok(Message::Ping(Default::default()))));
+                            // Counted past the bound: handled as a flood next.
+                        }
                         Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                         // tether.v1 frames decode alone: credit goes at once.
                         Some(Ok(Message::Binary(bytes)))
