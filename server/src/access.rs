@@ -74,13 +74,14 @@ fn admit(table: &ProcessTable, request: &Request) -> Result<Holder, (String, Api
         .unwrap_or("");
     let presented = presented_token(request);
     let anonymous = || ("anonymous".to_string(), ApiError::Unauthorized);
-    if config.token.is_none() && !host.is_empty() && !is_local_host(host) {
+    if !config.token.is_some() && !host.is_empty() && !is_local_host(host) {
         return Err((
             "anonymous".into(),
             ApiError::ForbiddenHost(host.to_string()),
         ));
     }
-    let holder = match (&presented, &config.token) {
+    let operator = config.token.get();
+    let holder = match (&presented, &operator) {
         (Some(token), _) if token.starts_with(SCOPED_PREFIX) => {
             let claims = match config.signing_key.verify(token, now_ms()) {
                 Ok(claims) => claims,

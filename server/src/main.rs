@@ -206,6 +206,46 @@ fn settle_token(
     Ok((Some(token.clone()), Some(Generated { token, path })))
 }
 
+/// SIGHUP reads `--token-file` and `--tls-cert`/`--tls-key` again, as
+/// they rotate (a token every few weeks, a certificate every few months),
+/// without restarting anything: new requests and handshakes see the new
+/// ones, attachments and connections already made carry on. A file that
+/// cannot be read, or a key that does not match its certificate, leaves
+/// what is in force and says why.
+fn reload_on_hangup(
+    token_file: Option<std::path::PathBuf>,
+    token: tether_server::secret::OperatorToken,
+    tls: Option<tether_server::transport::TlsReload>,
+) -> std::io::Result<impl std::future::Future<Output = ()>> {
+    let mut hangups = signal(SignalKind::hangup())?;
+    Ok(async move {
+        while hangups.recv().await.is_some() {
+            if let Some(path) = &token_file {
+                match secret::read_token_file(path) {
+                    Ok(new) => {
+                        token.replace(new);
+                        tracing::info!(file = %path.display(), "SIGHUP: the token file was read again");
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "SIGHUP: the token in force stays")
+                    }
+                }
+            }
+            if let Some(tls) = &tls {
+                match tls.reload() {
+                    Ok(()) => tracing::info!("SIGHUP: the TLS certificate and key were read again"),
+                    Err(error) => {
+                        tracing::error!(%error, "SIGHUP: the certificate in force stays")
+                    }
+                }
+            }
+            if token_file.is_none() && tls.is_none() {
+                tracing::info!("SIGHUP: no --token-file and no --tls-cert to read again");
+            }
+        }
+    })
+}
+
 /// A token tetherd generated, and the file it wrote it to.
 struct Generated {
     token: String,
@@ -244,10 +284,18 @@ async fn serve_until_shutdown(
     // Before listening: a containment that was asked for and is not
     // there refuses to start.
     tether_server::contain::install(config.containment).context("cannot set up containment")?;
-    let tls = match (&config.tls_cert, &config.tls_key) {
-        (Some(cert), Some(key)) => Some(load_tls(cert, key)?),
-        _ => None,
+    let (tls, tls_reload) = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => {
+            let (acceptor, reload) = load_tls(cert, key)?;
+            (Some(acceptor), Some(reload))
+        }
+        _ => (None, None),
     };
+    tokio::spawn(reload_on_hangup(
+        config.token_file.clone(),
+        config.token.clone(),
+        tls_reload,
+    )?);
     if tls.is_none() && !config.listen.is_local() && config.token.is_some() {
         tracing::warn!(
             "listening on {} without TLS: the token, every command and all terminal output cross the network in clear text; \

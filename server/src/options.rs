@@ -20,8 +20,9 @@ pub struct ServerOptions {
     flags: Config,
     /// The capacities in force.
     pub capacity: Capacity,
-    /// The operator token in force; `None` serves without one.
-    pub token: Option<String>,
+    /// The operator token in force; `None` serves without one. Replaced
+    /// when `--token-file` is read again (SIGHUP).
+    pub token: crate::secret::OperatorToken,
     /// With `--user`: the uid and gid children run as, resolved at start.
     pub spawn_identity: Option<Identity>,
     /// The key scoped tokens are signed with: random, drawn at start,
@@ -41,7 +42,7 @@ impl ServerOptions {
         ServerOptions {
             flags,
             capacity,
-            token,
+            token: crate::secret::OperatorToken::new(token),
             spawn_identity,
             signing_key: SigningKey::default(),
         }

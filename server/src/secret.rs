@@ -22,6 +22,41 @@ use nix::unistd::{Gid, Group, Uid, User};
 /// The environment variable the token may come from.
 pub const TOKEN_ENV: &str = "TETHER_TOKEN";
 
+/// The operator token in force: `None` on a `--no-token` server. Read on
+/// every request; replaced when `--token-file` is read again (SIGHUP), so
+/// a rotated token takes effect for new requests while attachments made
+/// with the old one carry on (a token is checked when a request arrives).
+/// Clones share the one token.
+#[derive(Debug, Default, Clone)]
+pub struct OperatorToken(std::sync::Arc<std::sync::RwLock<Option<std::sync::Arc<str>>>>);
+
+impl OperatorToken {
+    /// The token given or generated at start.
+    pub fn new(token: Option<String>) -> OperatorToken {
+        OperatorToken(std::sync::Arc::new(std::sync::RwLock::new(
+            token.map(Into::into),
+        )))
+    }
+
+    /// The token now.
+    pub fn get(&self) -> Option<std::sync::Arc<str>> {
+        crate::sync::recover(self.0.read()).clone()
+    }
+
+    /// True when the server has one.
+    pub fn is_some(&self) -> bool {
+        self.get().is_some()
+    }
+
+    /// Replaces the token (a server without one keeps serving without).
+    pub fn replace(&self, token: String) {
+        let mut slot = crate::sync::recover(self.0.write());
+        if slot.is_some() {
+            *slot = Some(token.into());
+        }
+    }
+}
+
 /// Reads the token from a file: the first line, surrounding whitespace
 /// trimmed. Empty or unreadable is an error.
 pub fn read_token_file(path: &Path) -> anyhow::Result<String> {

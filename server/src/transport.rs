@@ -249,10 +249,48 @@ fn resolve_group(group: &str) -> Result<u32, TransportError> {
     }
 }
 
+/// The certificate in force, which a reload replaces: new handshakes get
+/// the new one, connections made get to keep theirs.
+#[derive(Debug, Clone)]
+pub struct TlsReload {
+    slot: Arc<SingleCert>,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl TlsReload {
+    /// Reads `--tls-cert` and `--tls-key` again; on any error the
+    /// certificate in force stays.
+    pub fn reload(&self) -> Result<(), TransportError> {
+        let certified = load_certified(&self.cert, &self.key)?;
+        *crate::sync::recover(self.slot.0.write()) = Arc::new(certified);
+        Ok(())
+    }
+}
+
 /// Loads a PEM certificate chain and key into a TLS acceptor that speaks
 /// HTTP/1.1 (WebSocket upgrades need it), checking that they belong
-/// together.
-pub fn load_tls(cert: &Path, key: &Path) -> Result<TlsAcceptor, TransportError> {
+/// together; with the handle that reloads them.
+pub fn load_tls(cert: &Path, key: &Path) -> Result<(TlsAcceptor, TlsReload), TransportError> {
+    let certified = load_certified(cert, key)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let slot = Arc::new(SingleCert(std::sync::RwLock::new(Arc::new(certified))));
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TransportError::Cert(cert.into(), e.to_string()))?
+        .with_no_client_auth()
+        .with_cert_resolver(slot.clone());
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let reload = TlsReload {
+        slot,
+        cert: cert.into(),
+        key: key.into(),
+    };
+    Ok((TlsAcceptor::from(Arc::new(config)), reload))
+}
+
+/// A certificate chain and its key, checked to belong together.
+fn load_certified(cert: &Path, key: &Path) -> Result<rustls::sign::CertifiedKey, TransportError> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
@@ -280,25 +318,20 @@ pub fn load_tls(cert: &Path, key: &Path) -> Result<TlsAcceptor, TransportError> 
             key: key.into(),
             reason: e.to_string(),
         })?;
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| TransportError::Cert(cert.into(), e.to_string()))?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(SingleCert(Arc::new(certified))));
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    Ok(certified)
 }
 
-/// The one certificate, whatever name the client asks for.
+/// The one certificate, whatever name the client asks for; replaced by a
+/// reload.
 #[derive(Debug)]
-struct SingleCert(Arc<rustls::sign::CertifiedKey>);
+struct SingleCert(std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>);
 
 impl rustls::server::ResolvesServerCert for SingleCert {
     fn resolve(
         &self,
         _hello: rustls::server::ClientHello<'_>,
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        Some(self.0.clone())
+        Some(crate::sync::recover(self.0.read()).clone())
     }
 }
 

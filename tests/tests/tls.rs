@@ -197,3 +197,127 @@ async fn beyond_loopback_with_a_token_but_no_tls_a_warning_says_what_is_exposed(
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Whether a TLS handshake with `pki`'s CA succeeds against `addr`.
+async fn handshake_trusts(pki: &Pki, addr: &str) -> bool {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    matches!(
+        tokio::time::timeout(WAIT, pki.connector().connect(name, tcp)).await,
+        Ok(Ok(_))
+    )
+}
+
+/// SIGHUP reads the certificate, its key and the token file again, as they
+/// rotate, without a restart: new handshakes and requests see the new
+/// ones, and a session attached before carries on. A file that does not
+/// read leaves what is in force.
+#[tokio::test]
+async fn sighup_reloads_the_certificate_and_the_token_file_and_sessions_carry_on() {
+    let old = Pki::new("rotate-old");
+    let new = Pki::new("rotate-new");
+    let dir = fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key, token_file) = (dir.join("cert.pem"), dir.join("key.pem"), dir.join("token"));
+    std::fs::copy(old.path("server.pem"), &cert).unwrap();
+    std::fs::copy(old.path("server.key"), &key).unwrap();
+    std::fs::write(&token_file, "tls-token\n").unwrap();
+    let server = TestServer::start_with(&[
+        "--token-file",
+        token_file.to_str().unwrap(),
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let addr = addr_of(&server);
+    let (status, info) = https(
+        &old,
+        &addr,
+        "POST",
+        "/v1/processes",
+        Some(json!({"command": "while read line; do echo \"got $line\"; done", "stdin": true})),
+    )
+    .await;
+    assert_eq!(status, 201, "{info}");
+    let id = info["id"].as_str().unwrap().to_string();
+    // Attached before the rotation, with the old certificate and token.
+    let stream = tls_stream(&old, &addr).await;
+    let mut request = format!("wss://{addr}/v1/processes/{id}/attach")
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "tether.v1, tether.bearer.tls-token".parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .unwrap();
+
+    // A key that does not match: the reload is refused, nothing changes.
+    std::fs::copy(new.path("server.pem"), &cert).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    // The rotation proper: the new pair and a new token.
+    std::fs::copy(new.path("server.key"), &key).unwrap();
+    std::fs::write(&token_file, "rotated-token\n").unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let rotated = settle_async(|| handshake_trusts(&new, &addr), |ok| *ok).await;
+    assert!(rotated, "new handshakes never got the new certificate");
+    assert!(
+        !handshake_trusts(&old, &addr).await,
+        "the old certificate is still served"
+    );
+    let status_with = |token: &'static str| {
+        let new = &new;
+        let addr = addr.clone();
+        async move {
+            let mut stream = tls_stream(new, &addr).await;
+            let request = format!(
+                "GET /v1/processes HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut response = Vec::new();
+            let _ = stream.read_to_end(&mut response).await;
+            String::from_utf8_lossy(&response)
+                .split(' ')
+                .nth(1)
+                .and_then(|s| s.parse::<u16>().ok())
+                .unwrap_or(0)
+        }
+    };
+    assert_eq!(status_with("rotated-token").await, 200);
+    assert_eq!(status_with("tls-token").await, 401);
+
+    // The session attached before carries on.
+    ws.send(Message::Binary(
+        ClientFrame::Stdin {
+            data: b"after\n".to_vec(),
+        }
+        .encode()
+        .into(),
+    ))
+    .await
+    .unwrap();
+    let mut stdout = Vec::new();
+    while !String::from_utf8_lossy(&stdout).contains("got after") {
+        let message = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("the attached session stopped")
+            .unwrap()
+            .unwrap();
+        if let Message::Binary(bytes) = message {
+            if let Ok(ServerFrame::Stdout { data, .. }) = ServerFrame::decode(&bytes) {
+                stdout.extend_from_slice(&data);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
