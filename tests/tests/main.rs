@@ -50,6 +50,7 @@ mod screen_bounds;
 mod screen_corpus;
 mod soak;
 mod startup;
+mod state_ledger;
 mod storage;
 mod tls;
 mod tls_clients;

@@ -1,0 +1,108 @@
+//! docs/STATE.md, the ledger of every kind of state tetherd holds, held to
+//! the code: each row answers every question (where, who makes it, its
+//! bound, its budget, crash, restart, handover), each file it names
+//! exists, and each file where the server makes a bounded kind of state
+//! (a `Quota`, `Slots`, a share of the retention budget) is named by a
+//! row, so a new kind of state cannot arrive without its row.
+
+use std::path::{Path, PathBuf};
+
+const COLUMNS: usize = 8;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The ledger's rows, each split into its cells.
+fn rows() -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(root().join("docs/STATE.md")).expect("docs/STATE.md");
+    let ledger = text
+        .split("## The ledger")
+        .nth(1)
+        .expect("a section named 'The ledger'");
+    let ledger = ledger.split("\n## ").next().unwrap_or(ledger);
+    ledger
+        .lines()
+        .filter(|line| line.starts_with('|'))
+        .skip(2) // the header and its rule
+        .map(|line| {
+            line.trim()
+                .trim_matches('|')
+                .split(" | ")
+                .map(|cell| cell.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// Paths in backquotes under `server/src/`.
+fn named_files(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.starts_with("server/src/") && s.ends_with(".rs"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_row_answers_every_question_and_names_files_that_exist() {
+    let rows = rows();
+    assert!(rows.len() >= 20, "only {} rows", rows.len());
+    for row in &rows {
+        assert_eq!(row.len(), COLUMNS, "a row without every column: {row:?}");
+        for cell in row {
+            assert!(!cell.is_empty(), "an empty cell in {row:?}");
+        }
+        let files = named_files(&row[1]);
+        assert!(!files.is_empty(), "{:?} names no file", row[0]);
+        for file in files {
+            assert!(
+                root().join(&file).is_file(),
+                "{file}, named for {:?}, is missing",
+                row[0]
+            );
+        }
+    }
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_file_that_makes_bounded_state_is_named_by_a_row() {
+    let named: Vec<String> = rows().iter().flat_map(|row| named_files(&row[1])).collect();
+    let mut files = Vec::new();
+    sources(&root().join("server/src"), &mut files);
+    let makers = ["Quota::new(", "Slots::new(", "budget.share("];
+    let mut unnamed = Vec::new();
+    for file in files {
+        let relative = file
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .replace("/../", "/");
+        if relative.ends_with("tests.rs") || relative == "server/src/budget.rs" {
+            continue; // tests, and the budget's own definitions
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        // The code, not its unit tests.
+        let code = text.split("#[cfg(test)]").next().unwrap_or(&text);
+        if makers.iter().any(|m| code.contains(m)) && !named.contains(&relative) {
+            unnamed.push(relative);
+        }
+    }
+    assert!(
+        unnamed.is_empty(),
+        "these files make bounded state but no row of docs/STATE.md names them: {unnamed:?}"
+    );
+}
