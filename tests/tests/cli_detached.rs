@@ -229,3 +229,44 @@ fn a_closed_stdout_ends_run_attach_and_logs_at_once_as_in_a_shell() {
 async fn block_on_status(server: &TestServer, id: &str) -> serde_json::Value {
     server.get(&format!("/v1/processes/{id}")).await.1
 }
+
+/// A detach names the process the way the user can type it again: by its
+/// name when it has one.
+#[test]
+fn a_detach_suggests_the_process_s_name() {
+    let server = TestServer::start();
+    let base = server.base.as_str();
+    let out = tether(
+        base,
+        &[
+            "run",
+            "-d",
+            "--name",
+            "web",
+            "--",
+            "sh",
+            "-c",
+            "echo ready; sleep 60",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (child, lines) = tether_tests::cli::tether_lines(base, &["attach", "--no-signals", "web"]);
+    assert_eq!(
+        lines.recv_timeout(tether_tests::WAIT).unwrap(),
+        "ready",
+        "the replayed output"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = wait_output(child);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("re-attach with: tether attach web)"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -5,7 +5,8 @@
 
 use std::process::{Command, Output};
 
-use tether_tests::binary;
+use tether_tests::cli::poll;
+use tether_tests::{binary, TestServer};
 
 /// tetherd with `args` and `RUST_BACKTRACE=1` (as on many developers'
 /// machines), bounded by `timeout` in case it were to start and serve.
@@ -107,4 +108,36 @@ fn the_web_terminal_link_carries_the_generated_token() {
     assert!(link.contains(&format!("/#token={token} ")), "{lines:?}");
     drop(server);
     std::fs::remove_dir_all(&xdg).unwrap();
+}
+
+/// The guard shows in `ps` as the server it guards, with the argument
+/// that says what it is, not as `/proc/self/exe`.
+#[test]
+fn the_guard_shows_as_tetherd_in_ps() {
+    let server = TestServer::start();
+    let guard = poll("the guard among the server's children", || {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid != Some(server.pid()) {
+                continue;
+            }
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let argv: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if argv.iter().any(|a| a == "__tether-guard") {
+                return Ok(argv);
+            }
+        }
+        Err("no child runs __tether-guard".to_string())
+    });
+    assert_eq!(guard, ["tetherd", "__tether-guard"]);
 }
