@@ -26,6 +26,15 @@ PROTOCOL_VERSION = 1
 MAX_TERMINAL_SIZE = 4096
 """The largest accepted terminal width or height."""
 
+MAX_ARRAY_ITEMS = 1 << 20
+"""The most items a decoded array may hold (an ``argv``): more than any process can have, as Linux takes at most 6 MiB of arguments and each costs at least 9 bytes (its pointer and its NUL). Bounded by count, not only by bytes: a message of a megabyte of empty strings would decode to millions of items."""
+
+MAX_MAP_ENTRIES = 256
+"""The most entries a decoded map may hold (a process object has about twenty)."""
+
+MAX_DEPTH = 1024
+"""The deepest nesting of a decoded message (``msgpack``'s own bound: deeper is a ``malformed_frame``; a frame nests three levels)."""
+
 _U64_MAX = (1 << 64) - 1
 _U32_MAX = (1 << 32) - 1
 
@@ -529,7 +538,13 @@ ClientFrame = Stdin | StdinEof | Signal | Resize | Input | Credit
 def _map_with_type(payload: bytes) -> tuple[str, Wire]:
     """Step one: a MessagePack map with a string ``type``, or ``malformed_frame``."""
     try:
-        value = msgpack.unpackb(payload, raw=False, strict_map_key=True)
+        value = msgpack.unpackb(
+            payload,
+            raw=False,
+            strict_map_key=True,
+            max_array_len=MAX_ARRAY_ITEMS,
+            max_map_len=MAX_MAP_ENTRIES,
+        )
     except Exception as e:  # msgpack raises several unrelated classes
         raise FrameDecodeError("malformed_frame", f"not MessagePack: {e}") from None
     if not isinstance(value, dict):

@@ -1,4 +1,4 @@
-"""Retries of transient failures: exponential backoff with jitter, within a time budget."""
+"""Retries of transient failures: exponential backoff with jitter, within a time budget that retries never outlast."""
 
 from __future__ import annotations
 
@@ -6,8 +6,15 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
+from typing import overload
 
 from .errors import RetriesExhausted, TetherError, TransportError, Unreachable
+
+FIRST_CONTACT_REFUSED = 0.4
+"""Seconds a refused connection is retried while the server has never answered this client (the Rust client's ``FIRST_CONTACT_REFUSED``): a server being started may take that long to listen; past it there is no server, and saying so at once is what ``docker`` and ``kubectl`` do."""
+
+_SHORTEST_ATTEMPT = 0.01
+"""The least time an attempt is given, however little of the budget is left."""
 
 
 @dataclass(frozen=True)
@@ -17,10 +24,13 @@ class RetryPolicy:
     Pauses start at ``initial_backoff`` seconds and double up to
     ``max_backoff`` (each shortened by up to a quarter at random, so many
     clients do not retry in lockstep), until ``budget`` seconds have passed
-    since the first failure of a run of consecutive failures. Any answer from
-    the server starts the budget afresh, so a ``wait`` of many hours survives
-    many blips. Until a client has had its first answer from the server,
-    transport failures (refused, reset) get only ``unreachable_budget``
+    since the first failure of a run of consecutive failures; a retry is
+    given only what is left of the budget, so a call ends within its first
+    attempt's timeout plus the budget. Any answer from the server starts the
+    budget afresh, so a ``wait`` of many hours survives many blips. Until a
+    client has had its first answer from the server, a refused connection
+    gets only ``first_contact_refused`` seconds (nothing listens: retrying
+    longer cannot help) and other transport failures ``unreachable_budget``
     seconds, so a server that is not running is reported quickly.
     """
 
@@ -28,11 +38,12 @@ class RetryPolicy:
     initial_backoff: float = 0.1
     max_backoff: float = 2.0
     unreachable_budget: float = 5.0
+    first_contact_refused: float = FIRST_CONTACT_REFUSED
 
     @classmethod
     def none(cls) -> RetryPolicy:
         """No retries: the first failure is final."""
-        return cls(budget=0.0, unreachable_budget=0.0)
+        return cls(budget=0.0, unreachable_budget=0.0, first_contact_refused=0.0)
 
 
 class Backoff:
@@ -41,6 +52,7 @@ class Backoff:
     def __init__(self, policy: RetryPolicy) -> None:
         self._policy = policy
         self._first: float | None = None
+        self._budget = policy.budget
         self._attempts = 0
         self._pause = policy.initial_backoff
 
@@ -50,14 +62,28 @@ class Backoff:
         self._attempts = 0
         self._pause = self._policy.initial_backoff
 
+    @overload
+    def clip(self, timeout: float) -> float: ...
+
+    @overload
+    def clip(self, timeout: None) -> float | None: ...
+
+    def clip(self, timeout: float | None) -> float | None:
+        """The time the next attempt may take: ``timeout`` (``None``: unbounded), shortened during a run of failures to what is left of its budget, so that retries never outlast it."""
+        if self._first is None:
+            return timeout
+        left = max(self._budget - (time.monotonic() - self._first), _SHORTEST_ATTEMPT)
+        return left if timeout is None else min(timeout, left)
+
     async def failed(self, error: TetherError, *, contacted: bool = True) -> None:
         """After a failure: sleeps and returns when another attempt fits in the budget, else raises.
 
         A non-transient ``error`` is raised at once. When the budget is spent,
         raises :class:`Unreachable` (the last failure was a transport failure)
         or :class:`RetriesExhausted`. ``contacted`` is whether the server has
-        ever answered this client; if not, a transport failure gets only the
-        policy's ``unreachable_budget``.
+        ever answered this client; if not, a refused connection gets only the
+        policy's ``first_contact_refused`` and another transport failure its
+        ``unreachable_budget``.
         """
         if not error.transient:
             raise error
@@ -68,7 +94,9 @@ class Backoff:
         elapsed = now - self._first
         budget = self._policy.budget
         if not contacted and isinstance(error, TransportError):
-            budget = min(budget, self._policy.unreachable_budget)
+            first_contact = self._policy.first_contact_refused if error.refused else self._policy.unreachable_budget
+            budget = min(budget, first_contact)
+        self._budget = budget
         remaining = budget - elapsed
         if remaining <= 0:
             if isinstance(error, TransportError):
