@@ -1,13 +1,17 @@
 // Retries with exponential backoff and a time budget, and abortable sleeps.
 
-import { isTransient, RetryBudgetExhaustedError, type TetherError } from "./errors.js";
+import { isRefused, isTransient, RetryBudgetExhaustedError, TransportError, type TetherError } from "./errors.js";
 
 /**
  * How transient failures are retried: backoff from `initialBackoffMs`,
  * doubling up to `maxBackoffMs`, until `budgetMs` has passed since the
  * first failure of a run of consecutive failures (any answer starts the
- * budget afresh, so a long `wait` survives many blips). `Infinity` retries
- * for ever; 0 not at all.
+ * budget afresh, so a long `wait` survives many blips). A retry is given
+ * only what is left of the budget, so a call ends within its first
+ * attempt's timeout plus the budget. `Infinity` retries for ever; 0 not at
+ * all. Until the server has answered this client once, a refused
+ * connection is retried only `firstContactRefusedMs`: nothing listens
+ * there, and retrying longer cannot help.
  */
 export interface RetryPolicy {
   /** Total time to keep retrying after the first failure (default 30 000 ms). */
@@ -16,14 +20,20 @@ export interface RetryPolicy {
   initialBackoffMs: number;
   /** The longest pause (default 2 000 ms). */
   maxBackoffMs: number;
+  /** The budget of a refused connection to a server that never answered this client (default 400 ms, as the Rust client's `FIRST_CONTACT_REFUSED`). */
+  firstContactRefusedMs: number;
 }
 
-/** The default policy: 30 s budget, 100 ms doubling to 2 s. */
+/** The default policy: 30 s budget, 100 ms doubling to 2 s, 400 ms for a refused first contact. */
 export const DEFAULT_RETRY: Readonly<RetryPolicy> = Object.freeze({
   budgetMs: 30_000,
   initialBackoffMs: 100,
   maxBackoffMs: 2_000,
+  firstContactRefusedMs: 400,
 });
+
+/** The least time an attempt is given, however little of the budget is left. */
+const SHORTEST_ATTEMPT_MS = 10;
 
 /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -44,11 +54,23 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 /** Tracks one run of consecutive transient failures against a policy. */
 export class Backoff {
   private firstFailure: number | undefined;
+  private budgetMs: number;
   private attempts = 0;
   private nextPause: number;
 
-  constructor(private readonly policy: RetryPolicy) {
+  /** `contacted` says whether the server has ever answered this client (see {@link RetryPolicy.firstContactRefusedMs}); without it, it has. */
+  constructor(
+    private readonly policy: RetryPolicy,
+    private readonly contacted: () => boolean = () => true,
+  ) {
     this.nextPause = policy.initialBackoffMs;
+    this.budgetMs = policy.budgetMs;
+  }
+
+  /** The time the next attempt may take: `timeoutMs`, shortened during a run of failures to what is left of its budget, so that retries never outlast it. */
+  clip(timeoutMs: number): number {
+    if (this.firstFailure === undefined) return timeoutMs;
+    return Math.min(timeoutMs, Math.max(SHORTEST_ATTEMPT_MS, this.budgetMs - (Date.now() - this.firstFailure)));
   }
 
   /** A success: the next failure starts a new budget. */
@@ -74,7 +96,11 @@ export class Backoff {
     this.firstFailure ??= now;
     this.attempts += 1;
     const elapsed = now - this.firstFailure;
-    const remaining = this.policy.budgetMs - elapsed;
+    this.budgetMs = this.policy.budgetMs;
+    if (error instanceof TransportError && isRefused(error) && !this.contacted()) {
+      this.budgetMs = Math.min(this.budgetMs, this.policy.firstContactRefusedMs);
+    }
+    const remaining = this.budgetMs - elapsed;
     if (remaining <= 0) throw new RetryBudgetExhaustedError(this.attempts, elapsed, error);
     // 75% to 100% of the pause, so that many clients do not retry in lockstep.
     const pause = Math.min(remaining, Math.round(this.nextPause * (0.75 + Math.random() * 0.25)));
