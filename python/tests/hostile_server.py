@@ -108,8 +108,10 @@ class Peer:
 class HostileServer:
     """Serves one act on an ephemeral loopback port; ``base`` is its ``http://`` URL."""
 
-    def __init__(self, act: str) -> None:
-        if act not in ACTS:
+    def __init__(self, act: str, acts: dict[str, Act] | None = None) -> None:
+        self.acts = ACTS if acts is None else acts
+        """The acts it knows: the list's, or a test's own."""
+        if act not in self.acts:
             raise KeyError(act)
         self.act = act
         self.requests = 0
@@ -137,9 +139,9 @@ class HostileServer:
                 target, headers = await self._head(peer)
                 if headers.get("upgrade", "").lower() == "websocket":
                     await self._upgrade(peer, headers)
-                    await ACTS[self.act](self, peer, target)
+                    await self.acts[self.act](self, peer, target)
                 elif self.act.startswith("http_"):
-                    await ACTS[self.act](self, peer, target)
+                    await self.acts[self.act](self, peer, target)
                 else:
                     # Beside a WebSocket act: a wait long-poll, a GET.
                     await peer.hold()
@@ -200,7 +202,7 @@ class HostileServer:
 
     # ---------------------------------------------------------------- WebSocket acts
 
-    async def _hello(self, peer: Peer, target: str) -> None:
+    async def hello(self, peer: Peer, target: str) -> None:
         """A valid hello, and the input_ack that numbered input (``input=``) waits for."""
         await peer.frame({"type": "hello", "version": 1, "process": PROCESS, "stdout": 0, "stderr": 0})
         if "input" in parse_qs(urlsplit(target).query):
@@ -210,11 +212,11 @@ class HostileServer:
         await peer.hold()
 
     async def ws_hello_then_close(self, peer: Peer, target: str) -> None:
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         await peer.send(ws_frame(8, struct.pack(">H", 1000)))
 
     async def ws_ping_flood(self, peer: Peer, target: str) -> None:
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         pings = ws_frame(9, b"p" * 125) * 1024
         while True:  # never reads
             await peer.send(pings)
@@ -234,7 +236,7 @@ class HostileServer:
         await peer.hold()
 
     async def ws_endless_fragments(self, peer: Peer, target: str) -> None:
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         piece = b"\x00" * 65536
         await peer.send(ws_frame(2, piece, fin=False))
         continuation = ws_frame(0, piece, fin=False)
@@ -242,17 +244,17 @@ class HostileServer:
             await peer.send(continuation)
 
     async def ws_deep_nesting(self, peer: Peer, target: str) -> None:
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         await peer.message(b"\x91" * 2_000_000 + b"\xc0")
         await peer.hold()
 
     async def ws_text_frame(self, peer: Peer, target: str) -> None:
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         await peer.send(ws_frame(1, b"hello"))
         await peer.hold()
 
     async def ws_unsolicited_screen(self, peer: Peer, target: str) -> None:
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         await peer.frame({"type": "stdout", "offset": 0, "data": b"abc"})
         await peer.frame({"type": "screen", "offset": 3, "cols": 80, "rows": 24, "data": b"SCREEN"})
         await peer.frame({"type": "exit", "process": exited(3)})
@@ -260,14 +262,14 @@ class HostileServer:
 
     async def ws_dropped_past_2_64(self, peer: Peer, target: str) -> None:
         top = (1 << 64) - 1
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         await peer.frame({"type": "dropped", "stream": "stdout", "offset": 0, "length": top})
         await peer.frame({"type": "stdout", "offset": top, "data": b"wrapped"})
         await peer.frame({"type": "exit", "process": exited(7)})
         await peer.hold()
 
     async def ws_offset_backwards(self, peer: Peer, target: str) -> None:
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         await peer.frame({"type": "stdout", "offset": 0, "data": b"abc"})
         await peer.frame({"type": "stdout", "offset": 1, "data": b"bc"})
         await peer.frame({"type": "exit", "process": exited(3)})
@@ -276,7 +278,7 @@ class HostileServer:
     async def ws_data_beyond_credit(self, peer: Peer, target: str) -> None:
         window = int(parse_qs(urlsplit(target).query)["window"][0])
         size = 2 * window + 1
-        await self._hello(peer, target)
+        await self.hello(peer, target)
         await peer.frame({"type": "stdout", "offset": 0, "data": b"x" * size})
         await peer.frame({"type": "exit", "process": exited(size)})
         await peer.hold()
