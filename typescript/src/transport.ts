@@ -59,11 +59,12 @@ export const fetchTransport: HttpTransport = {
     }
     const parts: Uint8Array[] = [];
     let size = 0;
+    // No body at all (a 204): nothing to read.
     const reader = response.body?.getReader();
     let idle: ReturnType<typeof setTimeout> | undefined;
     try {
-      for (;;) {
-        const next = reader!.read();
+      while (reader) {
+        const next = reader.read();
         const piece = r.idleTimeoutMs === undefined
           ? await next
           : await Promise.race([

@@ -91,6 +91,38 @@ test("exec without a deadline is bounded by the silence of its answer, and the N
   }
 });
 
+test("fetch (browsers) reads answers within the same bound, and bodiless answers", async () => {
+  const node = client.transport;
+  setDefaultTransport(undefined);
+  let viaFetch: TetherClient;
+  let smallFetch: TetherClient;
+  const endless = await new HostileServer("http_endless_body").start();
+  let lying: TetherClient;
+  try {
+    viaFetch = new TetherClient({ baseUrl: server.url });
+    smallFetch = new TetherClient({ baseUrl: server.url, maxAnswerBytes: 64 });
+    lying = new TetherClient({ baseUrl: endless.url, token: "t", maxAnswerBytes: 1 << 20 });
+  } finally {
+    setDefaultTransport(node);
+  }
+  try {
+    assert.equal(viaFetch.transport.longestAnswerMs, 240_000); // fetch's
+    const p = await viaFetch.spawn({ command: "cat", stdin: true });
+    await viaFetch.writeStdin(p.id, "x"); // 204: no body to read
+    await viaFetch.closeStdin(p.id);
+    assert.equal((await within(20_000, viaFetch.wait(p.id), "wait")).stdout_bytes, 1);
+    const small = await failure(smallFetch.get(p.id));
+    assert.ok(small instanceof ProtocolError && /longer than 64 bytes/.test(small.message), String(small));
+    const started = Date.now();
+    const error = await failure(lying.list());
+    assert.ok(error instanceof ProtocolError && /longer than 1048576 bytes/.test(error.message), String(error));
+    assert.equal(endless.requests, 1, "retried");
+    assert.ok(Date.now() - started < 5_000);
+  } finally {
+    await endless.stop();
+  }
+});
+
 test("decoded counts are bounded, not only bytes: argv items, map entries, nesting", () => {
   const encoder = new Encoder();
   const hello = (argv: string[], extra: object = {}) =>
