@@ -1,7 +1,9 @@
 """Runs one call of a hostile case in a process of its own and prints what happened as one JSON line: how it ended, how long it took, how much its peak memory grew.
 
 ``python hostile_call.py SPEC``, SPEC being JSON: ``base`` (the server's
-URL), ``call`` and ``client`` as in ``tests/hostile/cases.json``. Run by
+URL), ``call`` and ``client`` as in ``tests/hostile/cases.json``, and
+``stop_after_ms``, when a call still running is stopped and reported as
+``running``. Run by
 ``test_hostile.py``; importable for its vocabulary (:data:`CALLS`,
 :data:`CLIENT_KEYS`).
 """
@@ -120,7 +122,9 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
         started = time.monotonic()
         outcome: dict[str, Any] = {"outcome": "success"}
         try:
-            await call(client, settings)
+            await asyncio.wait_for(call(client, settings), spec["stop_after_ms"] / 1000)
+        except asyncio.TimeoutError:
+            outcome = {"outcome": "running"}
         except TetherError as e:
             outcome = {"outcome": "error", "error": _text(e)}
         except Exception as e:  # not the client's own error type: a bug

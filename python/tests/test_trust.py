@@ -20,7 +20,7 @@ from tether_client import (
 )
 from tether_client import http_api
 from tether_client.output import StreamState
-from tether_client.protocol import MAX_ARRAY_ITEMS, MAX_MAP_ENTRIES, Data, FrameDecodeError, decode_server_frame
+from tether_client.protocol import MAX_ITEMS, Data, ErrorFrame, FrameDecodeError, decode_server_frame, too_many_items
 
 from .conftest import FAST_RETRY, REPO, WAIT, Tetherd
 from .hostile_server import ACTS, PROCESS, HostileServer, Peer, hello_with_argv
@@ -118,15 +118,24 @@ def test_data_beyond_the_credit_granted_is_refused_even_once_consumed() -> None:
 
 
 def test_decoded_counts_are_bounded_not_only_bytes() -> None:
-    before, after = hello_with_argv(MAX_ARRAY_ITEMS + 1)
+    # Counted from the headers, all levels together, before decoding: a
+    # declared count is enough.
+    before, after = hello_with_argv(MAX_ITEMS + 1)
+    assert too_many_items(before) is not None
     with pytest.raises(FrameDecodeError) as too_many:
-        decode_server_frame(before + b"\xa0" * (MAX_ARRAY_ITEMS + 1) + after)
-    assert too_many.value.code == "malformed_frame"
+        decode_server_frame(before + b"\xa0" * (MAX_ITEMS + 1) + after)
+    assert too_many.value.code == "invalid_frame"
+    assert "items" in str(too_many.value)
     before, after = hello_with_argv(1000)
     assert len(decode_server_frame(before + b"\xa0" * 1000 + after).process.argv) == 1000  # type: ignore[union-attr]
-    wide = {"type": "error", "code": "x", "message": "y", **{f"f{i}": i for i in range(MAX_MAP_ENTRIES)}}
-    with pytest.raises(FrameDecodeError):
-        decode_server_frame(msgpack.packb(wide))
+    # Map entries count too, at any level: a field the client ignores holds
+    # as many as the argv would.
+    half = MAX_ITEMS // 2
+    wide = msgpack.packb({"type": "error", "code": "x", "message": "y", "a": [0] * half, "b": {str(i): 0 for i in range(half)}})
+    with pytest.raises(FrameDecodeError, match="items"):
+        decode_server_frame(wide)
+    ignored = msgpack.packb({"type": "error", "code": "x", "message": "y", "a": [0] * half})
+    assert isinstance(decode_server_frame(ignored), ErrorFrame)
     with pytest.raises(FrameDecodeError):
         decode_server_frame(b"\x91" * 100_000 + b"\xc0")
 

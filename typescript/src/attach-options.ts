@@ -76,7 +76,7 @@ export interface AttachOptions {
    * budget afresh.
    */
   reconnect?: Partial<RetryPolicy>;
-  /** Timeout of one connection attempt until `hello` (and `input_ack`), in ms (default 10 000); a retry gets what is left of the reconnect budget. */
+  /** Timeout of one connection attempt until `hello` (and `input_ack`), in ms (default 10 000), cut to what is left of the reconnect budget. */
   connectTimeoutMs?: number;
   /**
    * The largest message accepted from the server, in bytes (default: the

@@ -269,7 +269,7 @@ export class Attachment {
       url,
       protocols: this.client.attachProtocols(),
       idempotencyKey: run?.key,
-      // A retry gets what is left of the budget.
+      // Cut to what is left of the budget.
       connectTimeoutMs: this.backoff.clip(this.options.connectTimeoutMs ?? 10_000),
       maxMessageBytes: this.options.maxMessageBytes ?? this.inbound.window + MESSAGE_SLACK,
       onUpgraded: () => this.client.noteContact(),

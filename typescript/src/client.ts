@@ -195,7 +195,7 @@ export class TetherClient {
     const backoff = this.backoff(this.retry);
     for (;;) {
       let poll = Math.max(0, Math.min(this.longPollMs, deadline - Date.now()));
-      // A retry gets what is left of the budget, its poll shortened to fit.
+      // Cut to what is left of the budget, the poll shortened to fit.
       const bound = backoff.clip(poll + this.requestTimeoutMs);
       poll = Math.max(0, Math.min(poll, bound - Math.min(this.requestTimeoutMs, bound)));
       try {

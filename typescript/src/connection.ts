@@ -74,8 +74,8 @@ export interface Watchdog {
   stop(): void;
 }
 
-/** Close codes of a connection that was lost rather than ended by the server. */
-const LOST_CODES = [1000, 1001, 1002, 1005, 1006];
+/** Close codes of a connection that was lost rather than ended by the server (1012: the server restarts, a handover; 1013: try again later). */
+const LOST_CODES = [1000, 1001, 1002, 1005, 1006, 1012, 1013];
 
 /** A URL for error messages: the token and a run's spawn request (its command, its env) left out. */
 export function shownUrl(url: string): string {

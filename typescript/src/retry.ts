@@ -4,14 +4,15 @@ import { isRefused, isTransient, RetryBudgetExhaustedError, TransportError, type
 
 /**
  * How transient failures are retried: backoff from `initialBackoffMs`,
- * doubling up to `maxBackoffMs`, until `budgetMs` has passed since the
- * first failure of a run of consecutive failures (any answer starts the
- * budget afresh, so a long `wait` survives many blips). A retry is given
- * only what is left of the budget, so a call ends within its first
- * attempt's timeout plus the budget. `Infinity` retries for ever; 0 not at
- * all. Until the server has answered this client once, a refused
- * connection is retried only `firstContactRefusedMs`: nothing listens
- * there, and retrying longer cannot help.
+ * doubling up to `maxBackoffMs`, until `budgetMs` has passed since the call
+ * began, or since its last success (any answer starts the budget afresh,
+ * so a long `wait` survives many blips). A call therefore ends within the
+ * larger of the budget and its request timeout, retries included: each
+ * attempt's timeout is cut to what is left of that (as the Rust client
+ * does). `Infinity` retries for ever; 0 not at all. Until the server has
+ * answered this client once, a refused connection is retried only
+ * `firstContactRefusedMs`: nothing listens there, and retrying longer
+ * cannot help.
  */
 export interface RetryPolicy {
   /** Total time to keep retrying after the first failure (default 30 000 ms). */
@@ -51,10 +52,9 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** Tracks one run of consecutive transient failures against a policy. */
+/** Tracks one run of attempts, from the start of a call or its last success, against a policy. */
 export class Backoff {
-  private firstFailure: number | undefined;
-  private budgetMs: number;
+  private since = Date.now();
   private attempts = 0;
   private nextPause: number;
 
@@ -64,18 +64,17 @@ export class Backoff {
     private readonly contacted: () => boolean = () => true,
   ) {
     this.nextPause = policy.initialBackoffMs;
-    this.budgetMs = policy.budgetMs;
   }
 
-  /** The time the next attempt may take: `timeoutMs`, shortened during a run of failures to what is left of its budget, so that retries never outlast it. */
+  /** The timeout of the next attempt: `timeoutMs`, cut to what is left of the call's deadline (the larger of the budget and `timeoutMs`, from the start of the run), so that retries never stretch a call past it. */
   clip(timeoutMs: number): number {
-    if (this.firstFailure === undefined) return timeoutMs;
-    return Math.min(timeoutMs, Math.max(SHORTEST_ATTEMPT_MS, this.budgetMs - (Date.now() - this.firstFailure)));
+    const deadline = Math.max(this.policy.budgetMs, timeoutMs);
+    return Math.max(SHORTEST_ATTEMPT_MS, Math.min(timeoutMs, deadline - (Date.now() - this.since)));
   }
 
-  /** A success: the next failure starts a new budget. */
+  /** A success: the budget starts afresh from now. */
   reset(): void {
-    this.firstFailure = undefined;
+    this.since = Date.now();
     this.attempts = 0;
     this.nextPause = this.policy.initialBackoffMs;
   }
@@ -92,15 +91,11 @@ export class Backoff {
    */
   async failed(error: TetherError, signal?: AbortSignal, onPause?: (ms: number, attempt: number) => void): Promise<void> {
     if (!isTransient(error)) throw error;
-    const now = Date.now();
-    this.firstFailure ??= now;
     this.attempts += 1;
-    const elapsed = now - this.firstFailure;
-    this.budgetMs = this.policy.budgetMs;
-    if (error instanceof TransportError && isRefused(error) && !this.contacted()) {
-      this.budgetMs = Math.min(this.budgetMs, this.policy.firstContactRefusedMs);
-    }
-    const remaining = this.budgetMs - elapsed;
+    const elapsed = Date.now() - this.since;
+    let budget = this.policy.budgetMs;
+    if (error instanceof TransportError && isRefused(error) && !this.contacted()) budget = Math.min(budget, this.policy.firstContactRefusedMs);
+    const remaining = budget - elapsed;
     if (remaining <= 0) throw new RetryBudgetExhaustedError(this.attempts, elapsed, error);
     // 75% to 100% of the pause, so that many clients do not retry in lockstep.
     const pause = Math.min(remaining, Math.round(this.nextPause * (0.75 + Math.random() * 0.25)));

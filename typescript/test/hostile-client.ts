@@ -1,8 +1,10 @@
 // Runs one call of a hostile case in a process of its own and prints what
 // happened as one JSON line: how it ended, how long it took, how much its
 // peak memory grew. `node hostile-client.js SPEC`, SPEC being JSON: `url`
-// (the server's), `call` and `client` as in tests/hostile/cases.json. Run
-// by hostile.test.ts, which imports its vocabulary (CALLS, CLIENT_KEYS).
+// (the server's), `call` and `client` as in tests/hostile/cases.json, and
+// `stop_after_ms`, when a call still running is stopped and reported as
+// `running`. Run by hostile.test.ts, which imports its vocabulary (CALLS,
+// CLIENT_KEYS).
 
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
@@ -73,23 +75,33 @@ function text(error: unknown): string {
   return parts.join(" <- ");
 }
 
-async function main(spec: { url: string; call: string; client: Settings }): Promise<void> {
+interface Spec {
+  url: string;
+  call: string;
+  client: Settings;
+  stop_after_ms: number;
+}
+
+async function main(spec: Spec): Promise<void> {
   const call = CALLS[spec.call];
   if (!call) throw new Error(`no call ${spec.call}`);
   const client = clientOf(spec.url, spec.client);
   const before = statusKib("VmRSS");
   const started = performance.now();
   let outcome: { outcome: string; error?: string } = { outcome: "success" };
+  let stop: ReturnType<typeof setTimeout> | undefined;
+  const running = new Promise<"running">((resolve) => (stop = setTimeout(() => resolve("running"), spec.stop_after_ms)));
   try {
-    await call(client, spec.client);
+    if ((await Promise.race([call(client, spec.client), running])) === "running") outcome = { outcome: "running" };
   } catch (e) {
     outcome = { outcome: e instanceof TetherError ? "error" : "foreign", error: text(e) };
   }
+  clearTimeout(stop);
   const elapsedMs = performance.now() - started;
   const growthMib = Math.max(0, statusKib("VmHWM") - before) / 1024;
   process.stdout.write(`${JSON.stringify({ ...outcome, elapsed_ms: elapsedMs, growth_mib: growthMib })}\n`, () => process.exit(0));
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  void main(JSON.parse(process.argv[2]!) as { url: string; call: string; client: Settings });
+  void main(JSON.parse(process.argv[2]!) as Spec);
 }

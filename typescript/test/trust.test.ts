@@ -8,8 +8,8 @@ import { resolve } from "node:path";
 import {
   DEFAULT_MAX_ANSWER_BYTES,
   EXEC_SILENCE_GRACE_MS,
-  MAX_ARRAY_ITEMS,
   MAX_DEPTH,
+  MAX_ITEMS,
   ProtocolError,
   TetherClient,
   TransportError,
@@ -123,14 +123,18 @@ test("fetch (browsers) reads answers within the same bound, and bodiless answers
   }
 });
 
-test("decoded counts are bounded, not only bytes: argv items, map entries, nesting", () => {
+test("decoded counts are bounded, not only bytes: items at every level together, and nesting", () => {
   const encoder = new Encoder();
   const hello = (argv: string[], extra: object = {}) =>
     encoder.encode({ type: "hello", version: 1, process: { ...PROCESS, argv }, stdout: 0, stderr: 0, ...extra });
   assert.equal((decodeServerFrame(hello(new Array(1000).fill(""))) as { process: { argv: string[] } }).process.argv.length, 1000);
-  assert.throws(() => decodeServerFrame(hello(new Array(MAX_ARRAY_ITEMS + 1).fill(""))), /maxArrayLength/);
-  const wide = Object.fromEntries(Array.from({ length: 300 }, (_, i) => [`f${i}`, i]));
-  assert.throws(() => decodeServerFrame(encoder.encode({ type: "error", code: "x", message: "y", ...wide })), /maxMapLength/);
+  assert.throws(() => decodeServerFrame(hello(new Array(MAX_ITEMS + 1).fill(""))), (e: Error & { code?: string }) => e.code === "invalid_frame" && /items/.test(e.message));
+  // Map entries count too, at any level: a field the client ignores holds
+  // as many as the argv would.
+  const half = MAX_ITEMS / 2;
+  const wide = Object.fromEntries(Array.from({ length: half }, (_, i) => [`f${i}`, 0]));
+  assert.throws(() => decodeServerFrame(encoder.encode({ type: "error", code: "x", message: "y", a: new Array(half).fill(0), b: wide })), /items/);
+  assert.equal(decodeServerFrame(encoder.encode({ type: "error", code: "x", message: "y", a: new Array(half).fill(0) })).type, "error");
   // A field the client does not know is ignored, unless it nests too deep.
   const nest = (depth: number): unknown => (depth === 0 ? null : [nest(depth - 1)]);
   assert.equal(decodeServerFrame(hello(["a"], { later: nest(90) })).type, "hello");

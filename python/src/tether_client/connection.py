@@ -395,7 +395,8 @@ class Connection:
                 if refused is not None:
                     return _Outcome.FATAL, refused
                 code = e.rcvd.code if e.rcvd is not None else None
-                if code in (None, 1000, 1001):
+                # 1012: the server restarts (a handover); 1013: try again later.
+                if code in (None, 1000, 1001, 1012, 1013):
                     return _Outcome.LOST, self._lost(f"connection closed ({e})")
                 detail = "{}: {}".format(*self.last_rejection) if self.last_rejection else "no error frame"
                 return _Outcome.FATAL, ProtocolError(

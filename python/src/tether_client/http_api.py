@@ -214,9 +214,8 @@ class HttpApi:
         backoff = Backoff(self.retry)
         while True:
             poll = LONG_POLL if deadline is None else max(0.0, min(LONG_POLL, deadline - time.monotonic()))
-            # A retry gets what is left of the budget, its poll shortened to fit.
+            # Cut to what is left of the budget, the poll shortened to fit.
             bound = backoff.clip(poll + self.request_timeout)
-            assert bound is not None
             poll = max(0.0, min(poll, bound - min(self.request_timeout, bound)))
             try:
                 value = await self._json("GET", f"{path}?timeout_ms={int(poll * 1000)}", timeout=bound)

@@ -1,4 +1,4 @@
-"""Retries of transient failures: exponential backoff with jitter, within a time budget that retries never outlast."""
+"""Retries of transient failures: exponential backoff with jitter, within a time budget counted from the start of the call, which retries never outlast."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
-from typing import overload
 
 from .errors import RetriesExhausted, TetherError, TransportError, Unreachable
 
@@ -24,13 +23,14 @@ class RetryPolicy:
     Pauses start at ``initial_backoff`` seconds and double up to
     ``max_backoff`` (each shortened by up to a quarter at random, so many
     clients do not retry in lockstep), until ``budget`` seconds have passed
-    since the first failure of a run of consecutive failures; a retry is
-    given only what is left of the budget, so a call ends within its first
-    attempt's timeout plus the budget. Any answer from the server starts the
-    budget afresh, so a ``wait`` of many hours survives many blips. Until a
-    client has had its first answer from the server, a refused connection
-    gets only ``first_contact_refused`` seconds (nothing listens: retrying
-    longer cannot help) and other transport failures ``unreachable_budget``
+    since the call began, or since its last success (any answer from the
+    server starts the budget afresh, so a ``wait`` of many hours survives
+    many blips). A call therefore ends within the larger of the budget and
+    its request timeout, retries included: each attempt's timeout is cut to
+    what is left of that (as the Rust client does). Until a client has had
+    its first answer from the server, a refused connection gets only
+    ``first_contact_refused`` seconds (nothing listens: retrying longer
+    cannot help) and other transport failures ``unreachable_budget``
     seconds, so a server that is not running is reported quickly.
     """
 
@@ -47,33 +47,25 @@ class RetryPolicy:
 
 
 class Backoff:
-    """One run of consecutive transient failures, measured against a policy."""
+    """One run of attempts, from the start of a call or its last success, measured against a policy."""
 
     def __init__(self, policy: RetryPolicy) -> None:
         self._policy = policy
-        self._first: float | None = None
-        self._budget = policy.budget
+        self._since = time.monotonic()
         self._attempts = 0
         self._pause = policy.initial_backoff
 
     def reset(self) -> None:
-        """After a success: the next failure starts a new budget."""
-        self._first = None
+        """After a success: the budget starts afresh from now."""
+        self._since = time.monotonic()
         self._attempts = 0
         self._pause = self._policy.initial_backoff
 
-    @overload
-    def clip(self, timeout: float) -> float: ...
-
-    @overload
-    def clip(self, timeout: None) -> float | None: ...
-
-    def clip(self, timeout: float | None) -> float | None:
-        """The time the next attempt may take: ``timeout`` (``None``: unbounded), shortened during a run of failures to what is left of its budget, so that retries never outlast it."""
-        if self._first is None:
-            return timeout
-        left = max(self._budget - (time.monotonic() - self._first), _SHORTEST_ATTEMPT)
-        return left if timeout is None else min(timeout, left)
+    def clip(self, timeout: float) -> float:
+        """The timeout of the next attempt: ``timeout``, cut to what is left of the call's deadline (the larger of the budget and ``timeout``, from the start of the run), so that retries never stretch a call past it."""
+        deadline = max(self._policy.budget, timeout)
+        left = deadline - (time.monotonic() - self._since)
+        return max(min(timeout, left), _SHORTEST_ATTEMPT)
 
     async def failed(self, error: TetherError, *, contacted: bool = True) -> None:
         """After a failure: sleeps and returns when another attempt fits in the budget, else raises.
@@ -87,16 +79,12 @@ class Backoff:
         """
         if not error.transient:
             raise error
-        now = time.monotonic()
-        if self._first is None:
-            self._first = now
         self._attempts += 1
-        elapsed = now - self._first
+        elapsed = time.monotonic() - self._since
         budget = self._policy.budget
         if not contacted and isinstance(error, TransportError):
             first_contact = self._policy.first_contact_refused if error.refused else self._policy.unreachable_budget
             budget = min(budget, first_contact)
-        self._budget = budget
         remaining = budget - elapsed
         if remaining <= 0:
             if isinstance(error, TransportError):
