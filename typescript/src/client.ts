@@ -516,7 +516,7 @@ function describeFetchError(error: unknown): string {
 }
 
 /** Errors of the connection's making (refused, no such host, connect timeout): the request never reached the server. */
-const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"]);
+const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT", "ETIMEDOUT_CONNECT"]);
 
 function connectFailed(error: unknown): boolean {
   for (let e: unknown = error; e instanceof Error; e = e.cause) {

@@ -18,6 +18,9 @@ import { answerTooLong, type HttpTransport, type TransportRequest, type Transpor
  */
 const KEEPALIVE_IDLE_MS = 4_000;
 
+/** The longest a connection may take to be made, in ms (the request's own bounds count from there; Python's and Rust's clients take 10 s too). */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 const agents = {
   http: new HttpAgent({ keepAlive: true, timeout: KEEPALIVE_IDLE_MS }),
   https: new HttpsAgent({ keepAlive: true, timeout: KEEPALIVE_IDLE_MS }),
@@ -59,6 +62,16 @@ export const nodeTransport: HttpTransport = {
           resolve({ status: response.statusCode ?? 0, body: new Uint8Array(all.buffer, all.byteOffset, all.byteLength), location });
         });
         response.on("error", fail);
+      });
+      // Bounded even where the request itself is not (an exec without a
+      // deadline): a connection that is never made is an unsent request.
+      request.on("socket", (socket) => {
+        if (!socket.connecting) return;
+        const timer = setTimeout(() => {
+          request.destroy(Object.assign(new Error(`could not connect within ${CONNECT_TIMEOUT_MS} ms`), { code: "ETIMEDOUT_CONNECT" }));
+        }, CONNECT_TIMEOUT_MS);
+        socket.once("connect", () => clearTimeout(timer));
+        socket.once("close", () => clearTimeout(timer));
       });
       if (r.idleTimeoutMs !== undefined) {
         const idleMs = r.idleTimeoutMs;
