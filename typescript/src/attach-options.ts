@@ -5,7 +5,7 @@
 
 import type { CallOptions } from "./endpoint.js";
 import type { ProcessInfo, SpawnRequest } from "./protocol.js";
-import type { RetryPolicy } from "./retry.js";
+import type { Backoff, RetryPolicy } from "./retry.js";
 import type { WebSocketConstructor } from "./websocket.js";
 
 /**
@@ -32,6 +32,10 @@ export interface AttachHost {
   getOnce(id: string, options?: CallOptions): Promise<ProcessInfo>;
   /** Waits for the exit (the long-poll beside the socket). */
   wait(id: string, options?: CallOptions): Promise<ProcessInfo>;
+  /** A backoff of `policy` that knows whether the server has answered yet (a refused first contact is retried only briefly). */
+  backoff(policy: RetryPolicy): Backoff;
+  /** Records that the server answered (an upgrade). */
+  noteContact(): void;
 }
 
 /** What a `run` attachment opens its first connection with: the spawn request and its idempotency key. */
@@ -64,10 +68,23 @@ export interface AttachOptions {
    * connection carried may be lost).
    */
   numberedInput?: boolean;
-  /** Retry budget for connecting and for each reconnect after a drop (default: the client's `retry`, 30 s with backoff 100 ms to 2 s; `budgetMs: Infinity` never gives up). */
+  /**
+   * Retry budget for connecting and for each reconnect after a drop
+   * (default: the client's `retry`, 30 s with backoff 100 ms to 2 s;
+   * `budgetMs: Infinity` never gives up). Every reconnect waits its
+   * backoff; a connection that brought data or lived a second starts the
+   * budget afresh.
+   */
   reconnect?: Partial<RetryPolicy>;
-  /** Timeout of one connection attempt until `hello`, in ms (default 10 000). */
+  /** Timeout of one connection attempt until `hello` (and `input_ack`), in ms (default 10 000), cut to what is left of the reconnect budget. */
   connectTimeoutMs?: number;
+  /**
+   * The largest message accepted from the server, in bytes (default: the
+   * window + 2 MiB, room for a `hello` whose argv filled the server's 1 MiB
+   * body). Applied where the WebSocket library can bound it (`ws`, before
+   * a message is buffered); browsers keep their own bounds.
+   */
+  maxMessageBytes?: number;
   /**
    * Where the WebSocket library shows pings (`ws` in Node), a connection
    * that brings nothing for this long (the server pings every 20 s) is taken

@@ -19,13 +19,16 @@ import { Inbound } from "./inbound.js";
 import { OutputStream, type StreamState, type StreamStats } from "./output.js";
 import { Outbox } from "./outbox.js";
 import { encodeClientFrame, type ProcessInfo, type ServerFrame, type SpawnRequest, type StreamName } from "./protocol.js";
-import { Backoff, type RetryPolicy } from "./retry.js";
+import type { Backoff, RetryPolicy } from "./retry.js";
 import { closeQuietly, OPEN, takesHeaders, type WebSocketLike } from "./websocket.js";
 
 export type { AttachHost, AttachOptions, AttachState, Rejection } from "./attach-options.js";
 
 /** Largest stdin payload per frame (the server accepts frames up to 1 MiB). */
 const MAX_STDIN_FRAME = 64 * 1024;
+
+/** Bytes a server message may hold beyond the credit window by default: a `hello` carries argv (up to the server's 1 MiB body), data frames at most one window. */
+const MESSAGE_SLACK = 2 << 20;
 
 /**
  * An attachment to a process: its two output streams as async iterators,
@@ -107,7 +110,7 @@ export class Attachment {
       numbered ? randomKey() : undefined,
     );
     this.policy = { ...client.retry, ...options.reconnect };
-    this.backoff = new Backoff(this.policy);
+    this.backoff = client.backoff(this.policy);
     this.stdout = new OutputStream(this.inbound.stdout);
     this.stderr = new OutputStream(this.inbound.stderr);
     this.exit = new Promise<ProcessInfo>((resolve, reject) => (this.settleExit = { resolve, reject }));
@@ -266,7 +269,10 @@ export class Attachment {
       url,
       protocols: this.client.attachProtocols(),
       idempotencyKey: run?.key,
-      connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000,
+      // Cut to what is left of the budget.
+      connectTimeoutMs: this.backoff.clip(this.options.connectTimeoutMs ?? 10_000),
+      maxMessageBytes: this.options.maxMessageBytes ?? this.inbound.window + MESSAGE_SLACK,
+      onUpgraded: () => this.client.noteContact(),
       wanted,
       screen: this.options.screen ?? false,
       numbered: this.outbox.inputId !== undefined,
@@ -324,18 +330,39 @@ export class Attachment {
     // outage gets a fresh budget (data frames reset it too).
     if (Date.now() - this.openedAt > 1000) this.backoff.reset();
     if (this.complete()) return this.finishExited();
-    this.options.onReconnecting?.(0, 0, reason);
-    void this.connectLoop();
+    void this.resume(reason);
+  }
+
+  /** After a lost connection: waits its backoff (never reconnecting at once, so a server that closes every connection is not hammered), then connects again; the end of the budget ends the attachment. */
+  private async resume(reason: string): Promise<void> {
+    try {
+      const skip = new Promise<void>((r) => (this.skipPause = r));
+      const error = new TransportError(this.client.baseUrl, reason);
+      await Promise.race([
+        this.backoff.failed(error, this.lifetime.signal, (ms, attempt) => this.options.onReconnecting?.(ms, attempt, reason)),
+        skip,
+      ]);
+    } catch (final) {
+      this.fail(final, "closed");
+      return;
+    } finally {
+      this.skipPause = undefined;
+    }
+    await this.connectLoop();
   }
 
   // ---- frames ----
 
   private frame(frame: ServerFrame): void {
     switch (frame.type) {
+      case "screen":
+        // Only with `screen`: one unasked for would replace queued output.
+        if (!this.options.screen) throw new ProtocolError("a screen frame this client did not ask for");
+        this.inbound.accept(frame);
+        return;
       case "stdout":
       case "stderr":
       case "dropped":
-      case "screen":
         if (this.inbound.accept(frame)) this.backoff.reset();
         return;
       case "exit":

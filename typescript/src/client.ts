@@ -11,7 +11,7 @@ import { HttpError, httpErrorOf, InvalidArgumentError, isAbort, ProtocolError, T
 import { exec, type ExecOptions, type ExecResult } from "./exec.js";
 import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js";
 import { Backoff, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
-import { defaultTransport, type HttpTransport } from "./transport.js";
+import { answerTooLong, defaultTransport, type HttpTransport } from "./transport.js";
 import { resolveWebSocket, type WebSocketConstructor } from "./websocket.js";
 
 /** How to reach a tetherd. Only `baseUrl` is required. */
@@ -24,6 +24,8 @@ export interface ClientOptions {
   retry?: Partial<RetryPolicy>;
   /** Timeout of each ordinary request in ms (default 30 000). Long-polls get this on top of their own time. */
   requestTimeoutMs?: number;
+  /** The largest HTTP answer body read, in bytes (default {@link DEFAULT_MAX_ANSWER_BYTES}, 64 MiB): a longer answer is a {@link ProtocolError}, read no further and not retried. */
+  maxAnswerBytes?: number;
   /** How long each `wait` long-poll asks the server to hold, in ms (default 25 000; the server caps it). */
   longPollMs?: number;
   /** The WebSocket implementation; default: the global one, or `ws` under Node 20. */
@@ -44,9 +46,26 @@ interface RequestSpec {
   json?: unknown;
   bytes?: Uint8Array;
   idempotencyKey?: string;
+  /** The whole request's bound (default: the client's request timeout); Infinity: bounded by `idleTimeoutMs` instead. */
   timeoutMs?: number;
+  idleTimeoutMs?: number;
   signal?: AbortSignal;
 }
+
+/**
+ * The largest HTTP answer body read by default (64 MiB, as the Rust
+ * client's `DEFAULT_MAX_ANSWER_BYTES`): tetherd's largest answers are far
+ * below (a page of the process list stops past 4 MiB; an exec answer holds
+ * a few times `--max-exec-output-bytes`).
+ */
+export const DEFAULT_MAX_ANSWER_BYTES = 64 << 20;
+
+/**
+ * Added to the request timeout for the silence an `exec` answer without a
+ * deadline may keep, in ms: the server sends a space every ping interval
+ * (20 s) while the command runs.
+ */
+export const EXEC_SILENCE_GRACE_MS = 60_000;
 
 /** A scoped token minted by {@link TetherClient.mintToken}. */
 export interface MintedToken {
@@ -92,6 +111,10 @@ export class TetherClient {
   readonly requestTimeoutMs: number;
   /** Time each `wait` long-poll asks for, in ms. */
   readonly longPollMs: number;
+  /** The largest HTTP answer body read, in bytes. */
+  readonly maxAnswerBytes: number;
+  /** True once the server has answered this client (an HTTP answer, a WebSocket upgrade): a refused connection is then worth its whole retry budget. */
+  contacted = false;
   private readonly webSocketImpl: WebSocketConstructor | undefined;
   /** How requests are sent: fetch, or node:http under the Node entry. */
   readonly transport: HttpTransport;
@@ -114,6 +137,9 @@ export class TetherClient {
     this.retry = { ...DEFAULT_RETRY, ...o.retry };
     this.requestTimeoutMs = o.requestTimeoutMs ?? 30_000;
     this.longPollMs = o.longPollMs ?? 25_000;
+    this.maxAnswerBytes = o.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
+    if (!(this.maxAnswerBytes > 0)) throw new InvalidArgumentError(`maxAnswerBytes must be positive, not ${o.maxAnswerBytes}`);
+    if (!(this.requestTimeoutMs > 0)) throw new InvalidArgumentError(`requestTimeoutMs must be positive, not ${o.requestTimeoutMs}`);
     this.webSocketImpl = o.WebSocket;
     this.transport = defaultTransport();
   }
@@ -127,7 +153,7 @@ export class TetherClient {
     const { signal } = options;
     const idempotencyKey = randomKey();
     const body = await this.retried(
-      () => this.requestJson({ method: "POST", path: "/v1/processes", json: request, idempotencyKey, signal }),
+      (timeoutMs) => this.requestJson({ method: "POST", path: "/v1/processes", json: request, idempotencyKey, timeoutMs, signal }),
       signal,
     );
     return parseProcess(body);
@@ -136,7 +162,7 @@ export class TetherClient {
   /** `GET /v1/processes/{id}` (retried when transient). 404 `not_found` for an unknown id. */
   async get(id: string, options: CallOptions = {}): Promise<ProcessInfo> {
     const { signal } = options;
-    const body = await this.retried(() => this.requestJson({ method: "GET", path: `/v1/processes/${segment(id)}`, signal }), signal);
+    const body = await this.retried((timeoutMs) => this.requestJson({ method: "GET", path: `/v1/processes/${segment(id)}`, timeoutMs, signal }), signal);
     return parseProcess(body);
   }
 
@@ -148,7 +174,7 @@ export class TetherClient {
   /** `GET /v1/processes`: every process the server knows (retried when transient). */
   async list(options: CallOptions = {}): Promise<ProcessInfo[]> {
     const { signal } = options;
-    const body = await this.retried(() => this.requestJson({ method: "GET", path: "/v1/processes", signal }), signal);
+    const body = await this.retried((timeoutMs) => this.requestJson({ method: "GET", path: "/v1/processes", timeoutMs, signal }), signal);
     if (!Array.isArray(body)) throw new ProtocolError("GET /v1/processes: expected an array of processes");
     return body.map((p) => parseProcess(p));
   }
@@ -166,14 +192,17 @@ export class TetherClient {
   async wait(id: string, options: WaitOptions = {}): Promise<ProcessInfo> {
     const { signal } = options;
     const deadline = options.timeoutMs === undefined ? Infinity : Date.now() + options.timeoutMs;
-    const backoff = new Backoff(this.retry);
+    const backoff = this.backoff(this.retry);
     for (;;) {
-      const poll = Math.max(0, Math.min(this.longPollMs, deadline - Date.now()));
+      let poll = Math.max(0, Math.min(this.longPollMs, deadline - Date.now()));
+      // Cut to what is left of the budget, the poll shortened to fit.
+      const bound = backoff.clip(poll + this.requestTimeoutMs);
+      poll = Math.max(0, Math.min(poll, bound - Math.min(this.requestTimeoutMs, bound)));
       try {
         const body = await this.requestJson({
           method: "GET",
           path: `/v1/processes/${segment(id)}/wait?timeout_ms=${Math.round(poll)}`,
-          timeoutMs: poll + this.requestTimeoutMs,
+          timeoutMs: bound,
           signal,
         });
         const info = parseProcess(body);
@@ -255,19 +284,28 @@ export class TetherClient {
   /**
    * `POST /v1/exec` of a ready body (a spawn request plus
    * `max_output_bytes`, `input`...): the answer's JSON once the command
-   * has exited. `timeoutMs` bounds the request (default: none but the
-   * signal, as the command runs as long as it runs). Retried only where the
-   * command cannot have started: no connection could be made, or the
-   * server refused it for want of room (503 `too_many_processes`,
+   * has exited. `timeoutMs` bounds the request (default: as long as the
+   * command runs, but the answer may not stay silent longer than the
+   * request timeout plus {@link EXEC_SILENCE_GRACE_MS}: the server sends a
+   * space every ping interval meanwhile). Retried only where the command
+   * cannot have started: no connection could be made, or the server
+   * refused it for want of room (503 `too_many_processes`,
    * `retention_exhausted`). Aborting closes the connection, and the server
    * then kills the command (`kill_on_disconnect`, its default).
    */
   async execRequest(body: Record<string, unknown>, options: CallOptions & { timeoutMs?: number } = {}): Promise<unknown> {
     const { signal } = options;
-    const backoff = new Backoff(this.retry);
+    const backoff = this.backoff(this.retry);
     for (;;) {
       try {
-        return await this.requestJson({ method: "POST", path: "/v1/exec", json: body, timeoutMs: options.timeoutMs ?? Infinity, signal });
+        return await this.requestJson({
+          method: "POST",
+          path: "/v1/exec",
+          json: body,
+          timeoutMs: options.timeoutMs ?? Infinity,
+          idleTimeoutMs: this.requestTimeoutMs + EXEC_SILENCE_GRACE_MS,
+          signal,
+        });
       } catch (e) {
         if (isAbort(e, signal) || !(e instanceof Error)) throw e;
         const unsent = e instanceof TransportError ? !e.timeout && connectFailed(e) : false;
@@ -278,10 +316,16 @@ export class TetherClient {
     }
   }
 
-  /** `GET /v1/processes/{id}/output`: the retained bytes of one stream from `offset` on, as they are now (ranges already evicted are skipped). */
-  async readOutput(id: string, stream: "stdout" | "stderr" = "stdout", offset = 0, options: CallOptions = {}): Promise<Uint8Array> {
+  /**
+   * `GET /v1/processes/{id}/output`: the retained bytes of one stream from
+   * `offset` on, as they are now (ranges already evicted are skipped).
+   * `timeoutMs` bounds the whole request (default: the request timeout);
+   * the answer is at most `maxAnswerBytes`.
+   */
+  async readOutput(id: string, stream: "stdout" | "stderr" = "stdout", offset = 0, options: CallOptions & { timeoutMs?: number } = {}): Promise<Uint8Array> {
     if (!Number.isSafeInteger(offset) || offset < 0) throw new InvalidArgumentError(`offset must be 0 or more, not ${offset}`);
-    return this.request({ method: "GET", path: `/v1/processes/${segment(id)}/output?stream=${stream}&offset=${offset}`, timeoutMs: Infinity, signal: options.signal });
+    const path = `/v1/processes/${segment(id)}/output?stream=${stream}&offset=${offset}`;
+    return this.request({ method: "GET", path, timeoutMs: options.timeoutMs ?? this.requestTimeoutMs, signal: options.signal });
   }
 
   /**
@@ -374,11 +418,22 @@ export class TetherClient {
     return impl;
   }
 
-  private async retried<T>(call: () => Promise<T>, signal?: AbortSignal): Promise<T> {
-    const backoff = new Backoff(this.retry);
+  /** A backoff of `policy` that knows whether this server has answered yet (a refused first contact is retried only briefly). */
+  backoff(policy: RetryPolicy): Backoff {
+    return new Backoff(policy, () => this.contacted);
+  }
+
+  /** Records that the server answered (an attachment's upgrade counts). */
+  noteContact(): void {
+    this.contacted = true;
+  }
+
+  /** `call` with a timeout per attempt, retried within the budget: a retry is given only what is left of it. */
+  private async retried<T>(call: (timeoutMs: number) => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const backoff = this.backoff(this.retry);
     for (;;) {
       try {
-        return await call();
+        return await call(backoff.clip(this.requestTimeoutMs));
       } catch (e) {
         if (isAbort(e, signal) || !(e instanceof Error)) throw e;
         await backoff.failed(e as TetherError, signal);
@@ -419,18 +474,32 @@ export class TetherClient {
     spec.signal?.addEventListener("abort", onAbort, { once: true });
     let status: number;
     let raw: Uint8Array;
+    let location: string | undefined;
     try {
-      ({ status, body: raw } = await this.transport.request({ method: spec.method, url, headers, body, signal: timeout.signal }));
+      ({ status, body: raw, location } = await this.transport.request({
+        method: spec.method,
+        url,
+        headers,
+        body,
+        signal: timeout.signal,
+        maxAnswerBytes: this.maxAnswerBytes,
+        idleTimeoutMs: Number.isFinite(timeoutMs) ? undefined : spec.idleTimeoutMs,
+      }));
     } catch (e) {
       if (spec.signal?.aborted) throw spec.signal.reason;
       if (timeout.signal.aborted) throw new TransportError(url, `no answer within ${timeoutMs} ms`, true, e);
+      // An answer over the bound: final, never retried.
+      if (e instanceof ProtocolError) throw e;
       throw new TransportError(url, describeFetchError(e), false, e);
     } finally {
       clearTimeout(timer);
       spec.signal?.removeEventListener("abort", onAbort);
     }
+    this.contacted = true;
+    // A transport of the caller's that read past the bound.
+    if (raw.length > this.maxAnswerBytes) throw answerTooLong(url, this.maxAnswerBytes);
     if (status >= 200 && status < 300) return raw;
-    throw httpErrorOf(status, new TextDecoder().decode(raw));
+    throw httpErrorOf(status, new TextDecoder().decode(raw), location);
   }
 }
 
@@ -447,7 +516,7 @@ function describeFetchError(error: unknown): string {
 }
 
 /** Errors of the connection's making (refused, no such host, connect timeout): the request never reached the server. */
-const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT"]);
+const CONNECT_FAILURES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "UND_ERR_CONNECT_TIMEOUT", "ETIMEDOUT_CONNECT"]);
 
 function connectFailed(error: unknown): boolean {
   for (let e: unknown = error; e instanceof Error; e = e.cause) {

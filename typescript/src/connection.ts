@@ -13,10 +13,12 @@ import {
   onSocketEvent,
   readRefusal,
   takesHeaders,
+  UNSENT_BOUND,
+  unsentBytes,
   type RefusedUpgrade,
   type WebSocketConstructor,
   type WebSocketLike,
-  type WebSocketWithHeaders,
+  type WebSocketWithOptions,
 } from "./websocket.js";
 
 /** The `hello` frame. */
@@ -30,6 +32,10 @@ export interface ConnectionSpec {
   /** A run's first connections: the `Idempotency-Key` header (only `ws` can send one). */
   idempotencyKey?: string;
   connectTimeoutMs: number;
+  /** The largest message accepted, in bytes, where the library bounds it (`ws`'s `maxPayload`; browsers keep their own bounds). */
+  maxMessageBytes: number;
+  /** The server answered the upgrade (it has been reached). */
+  onUpgraded(): void;
   /** The offsets asked for; with `screen`, stdout may start later (where the screen is). */
   wanted: { stdout: number; stderr: number };
   screen: boolean;
@@ -68,8 +74,8 @@ export interface Watchdog {
   stop(): void;
 }
 
-/** Close codes of a connection that was lost rather than ended by the server. */
-const LOST_CODES = [1000, 1001, 1002, 1005, 1006];
+/** Close codes of a connection that was lost rather than ended by the server (1012: the server restarts, a handover; 1013: try again later). */
+const LOST_CODES = [1000, 1001, 1002, 1005, 1006, 1012, 1013];
 
 /** A URL for error messages: the token and a run's spawn request (its command, its env) left out. */
 export function shownUrl(url: string): string {
@@ -82,11 +88,19 @@ export function connect(spec: ConnectionSpec): Promise<void> {
     const shown = shownUrl(spec.url);
     let socket: WebSocketLike;
     try {
-      if (spec.idempotencyKey !== undefined) {
-        if (!takesHeaders(spec.impl)) throw new InvalidArgumentError("run needs a WebSocket that can send the Idempotency-Key header");
-        const withHeaders = spec.impl as unknown as WebSocketWithHeaders;
-        socket = new withHeaders(spec.url, spec.protocols, { headers: { "Idempotency-Key": spec.idempotencyKey } });
+      if (takesHeaders(spec.impl)) {
+        // `ws`: a bound on each message (the whole of a fragmented one,
+        // and counted before it is buffered), no compression.
+        const withOptions = spec.impl as unknown as WebSocketWithOptions;
+        const headers: Record<string, string> = spec.idempotencyKey === undefined ? {} : { "Idempotency-Key": spec.idempotencyKey };
+        socket = new withOptions(spec.url, spec.protocols, {
+          headers,
+          maxPayload: spec.maxMessageBytes,
+          perMessageDeflate: false,
+          maxPendingAutoPongs: 0,
+        });
       } else {
+        if (spec.idempotencyKey !== undefined) throw new InvalidArgumentError("run needs a WebSocket that can send the Idempotency-Key header");
         socket = new spec.impl(spec.url, spec.protocols);
       }
     } catch (e) {
@@ -98,6 +112,18 @@ export function connect(spec: ConnectionSpec): Promise<void> {
     let lastSeen = Date.now();
     let opened = false;
     let settled = false;
+    /** What the library reported last: the cause of a close (a refused connection, a message over the bound). */
+    let lastError: unknown;
+    /** Set when this client refused what the server sent: the connection is ended, not lost. */
+    let refused: ProtocolError | undefined;
+    /** Ends the connection for what the server did: a protocol error, not resumed. */
+    const refuse = (error: ProtocolError) => {
+      if (refused !== undefined) return;
+      refused = error;
+      closeQuietly(socket, true);
+      if (!opened) settle(error);
+      else spec.onEnded(error);
+    };
     /** Numbered input: the `hello` that waits for its `input_ack`. */
     let hello: Hello | undefined;
     const settle = (error?: unknown) => {
@@ -113,8 +139,16 @@ export function connect(spec: ConnectionSpec): Promise<void> {
     const connectTimer = setTimeout(() => {
       if (!opened) settle(new TransportError(shown, `no hello within ${spec.connectTimeoutMs} ms`, true));
     }, spec.connectTimeoutMs);
-    // `ws` shows pings; they keep a quiet connection counted as alive.
-    const showsPings = onSocketEvent(socket, "ping", () => (lastSeen = Date.now()));
+    // `ws` shows pings; they keep a quiet connection counted as alive. It
+    // answers each with a pong at once, whether or not the server reads:
+    // pongs piling up unsent are a flood, refused.
+    const showsPings = onSocketEvent(socket, "ping", () => {
+      lastSeen = Date.now();
+      const unsent = unsentBytes(socket);
+      if (unsent > UNSENT_BOUND && spec.current()) {
+        refuse(new ProtocolError(`the server sends pings faster than it reads their pongs (${unsent} bytes unsent): a ping flood`));
+      }
+    });
     // A refused run (the spawn failed, a bad request) is an HTTP answer to
     // the upgrade: `ws` shows it, so the error carries the server's code.
     if (spec.idempotencyKey !== undefined) {
@@ -123,9 +157,18 @@ export function connect(spec: ConnectionSpec): Promise<void> {
       });
     }
 
-    socket.onerror = () => {}; // a close event follows with the details we have
+    socket.onopen = () => spec.current() && spec.onUpgraded();
+    socket.onerror = (event) => {
+      // A close event follows; `ws` says here why (ECONNREFUSED, or its own
+      // refusal of what the server sent: WS_ERR_...).
+      lastError = (event as { error?: unknown }).error ?? event;
+      const code = String((lastError as { code?: unknown }).code ?? "");
+      if (code.startsWith("WS_ERR_") && spec.current()) {
+        refuse(new ProtocolError(`the server broke the WebSocket protocol: ${(lastError as Error).message} (${code})`));
+      }
+    };
     socket.onmessage = (event) => {
-      if (!spec.current()) return;
+      if (!spec.current() || refused !== undefined) return;
       lastSeen = Date.now();
       let frame: ServerFrame;
       try {
@@ -162,11 +205,11 @@ export function connect(spec: ConnectionSpec): Promise<void> {
       }
     };
     socket.onclose = (event) => {
-      if (!spec.current()) return;
+      if (!spec.current() || refused !== undefined) return;
       // A browser does not tell why an upgrade failed; ask over HTTP, so
       // that a process that is gone or a bad token ends the attachment
       // instead of retrying.
-      if (!opened) return void explain(spec, shown, event.code).then(settle);
+      if (!opened) return void explain(spec, shown, event.code, lastError).then(settle);
       if (LOST_CODES.includes(event.code)) return spec.onLost(`connection closed (code ${event.code})`);
       const rejection = spec.lastRejection();
       const detail = rejection ? `${rejection.code}: ${rejection.message}` : "no error frame";
@@ -188,8 +231,8 @@ function watch(spec: ConnectionSpec, showsPings: boolean, lastSeen: () => number
   return { stop: () => clearInterval(timer) };
 }
 
-/** Why a socket closed before `hello`: the HTTP error of a GET of the process, or a transient transport error. */
-async function explain(spec: ConnectionSpec, url: string, code: number): Promise<TetherError> {
+/** Why a socket closed before `hello`: the HTTP error of a GET of the process, or a transient transport error (its cause what the library said). */
+async function explain(spec: ConnectionSpec, url: string, code: number, cause: unknown): Promise<TetherError> {
   // A run has no process to ask about yet (its refusals come through
   // `unexpected-response`): retry with the same key, which attaches to
   // the process a lost answer started rather than starting another.
@@ -201,5 +244,6 @@ async function explain(spec: ConnectionSpec, url: string, code: number): Promise
       return new TransportError(url, String(e));
     }
   }
-  return new TransportError(url, `the connection closed before hello (code ${code})`);
+  const said = cause instanceof Error && cause.message ? `: ${cause.message}` : "";
+  return new TransportError(url, `the connection closed before hello (code ${code})${said}`, false, cause);
 }

@@ -115,9 +115,11 @@ export class ClosedError extends TetherError {
 /**
  * The error of an HTTP answer with status `status` and body `text`: the
  * server's JSON error body `{"error": {"code", "message"}}`, or, for a body
- * that is not one, code `http_<status>` and the start of the text.
+ * that is not one (a proxy's, a redirect), code `http_<status>` and a
+ * message that names the status, where a redirect pointed
+ * (`location`), and the start of the text.
  */
-export function httpErrorOf(status: number, text: string): HttpError {
+export function httpErrorOf(status: number, text: string, location?: string): HttpError {
   let json: unknown;
   try {
     json = text ? JSON.parse(text) : undefined;
@@ -128,13 +130,33 @@ export function httpErrorOf(status: number, text: string): HttpError {
   if (error && typeof error.code === "string" && typeof error.message === "string") {
     return new HttpError(status, error.code, error.message);
   }
-  return new HttpError(status, `http_${status}`, text.trim() ? text.trim().slice(0, 200) : "(empty body)");
+  const body = text.trim() ? text.trim().slice(0, 200) : "(empty body)";
+  if (status >= 300 && status < 400) {
+    // tetherd never redirects: a redirect is not followed, and said so.
+    return new HttpError(status, `http_${status}`, `the server answered ${status}, a redirect to ${location ?? "nowhere"} (not followed): ${body}`);
+  }
+  return new HttpError(status, `http_${status}`, `the server answered ${status}: ${body}`);
 }
 
 /** True for failures that may succeed when retried: transport errors and HTTP 429, 502, 503, 504. */
 export function isTransient(error: unknown): boolean {
   if (error instanceof TransportError) return true;
   return error instanceof HttpError && [429, 502, 503, 504].includes(error.status);
+}
+
+/** Error codes of a connection refused (nothing listens there), as Node names them. */
+const REFUSED = "ECONNREFUSED";
+
+/** True when `error` is a transport failure whose cause (at any depth, or any of several attempts) is a refused connection. */
+export function isRefused(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if (e instanceof AggregateError && e.errors.some((x) => isRefused(x))) return true;
+    if ((e as { code?: unknown }).code === REFUSED) return true;
+    // ws hands its socket's error over in an event's `error`.
+    const inner = (e as { error?: unknown }).error;
+    if (inner instanceof Error && inner !== e && isRefused(inner)) return true;
+  }
+  return false;
 }
 
 /** True when `error` is what an aborted signal threw. */

@@ -57,6 +57,8 @@ export class Inbound {
         const s = this.stream(frame.type);
         const length = frame.data.length;
         if (frame.offset !== s.next) throw new ProtocolError(`${frame.type} data at offset ${frame.offset}, expected ${s.next}`);
+        // Offsets are exact up to 2^53 - 1 here (and u64 on the wire).
+        if (!Number.isSafeInteger(frame.offset + length)) throw new ProtocolError(`${frame.type} data at offset ${frame.offset} of ${length} bytes ends past 2^53 - 1`);
         s.next += length;
         s.received += length;
         if (length === 0) return false;
@@ -75,6 +77,9 @@ export class Inbound {
       case "dropped": {
         const s = this.stream(frame.stream);
         if (frame.offset !== s.next) throw new ProtocolError(`dropped range of ${frame.stream} starts at ${frame.offset}, expected ${s.next}`);
+        if (!Number.isSafeInteger(frame.offset + frame.length)) {
+          throw new ProtocolError(`dropped range of ${frame.stream} at ${frame.offset} of ${frame.length} bytes ends past 2^53 - 1`);
+        }
         s.next = frame.offset + frame.length;
         if (!s.discard) s.push({ type: "dropped", offset: frame.offset, length: frame.length });
         return false;

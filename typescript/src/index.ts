@@ -1,7 +1,7 @@
 // @tether/client: the TypeScript client of tetherd, for browsers and Node.
 // This is the browser (default) entry; node.ts adds `ws` for Node 20.
 
-export { TetherClient, setLocalTokenLookup, type CallOptions, type ClientOptions, type MintedToken, type WaitOptions } from "./client.js";
+export { DEFAULT_MAX_ANSWER_BYTES, EXEC_SILENCE_GRACE_MS, TetherClient, setLocalTokenLookup, type CallOptions, type ClientOptions, type MintedToken, type WaitOptions } from "./client.js";
 export { Attachment, type AttachOptions, type AttachState, type Rejection } from "./attach.js";
 export { OutputStream, concat, type Chunk, type StreamStats } from "./output.js";
 export { type ExecOptions, type ExecResult } from "./exec.js";
@@ -9,6 +9,7 @@ export {
   ClosedError,
   HttpError,
   InvalidArgumentError,
+  isRefused,
   isTransient,
   ProtocolError,
   RetryBudgetExhaustedError,

@@ -8,7 +8,7 @@
 
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
-import type { HttpTransport, TransportRequest, TransportResponse } from "./transport.js";
+import { answerTooLong, type HttpTransport, type TransportRequest, type TransportResponse } from "./transport.js";
 
 /**
  * Idle pooled connections close after this many ms: below tetherd's
@@ -18,14 +18,15 @@ import type { HttpTransport, TransportRequest, TransportResponse } from "./trans
  */
 const KEEPALIVE_IDLE_MS = 4_000;
 
+/** The longest a connection may take to be made, in ms (the request's own bounds count from there; Python's and Rust's clients take 10 s too). */
+const CONNECT_TIMEOUT_MS = 10_000;
+
 const agents = {
   http: new HttpAgent({ keepAlive: true, timeout: KEEPALIVE_IDLE_MS }),
   https: new HttpsAgent({ keepAlive: true, timeout: KEEPALIVE_IDLE_MS }),
 };
 
-/** The largest answer read (the server's own bounds are far below: 4 MiB lists, 16 MiB exec outputs in base64). */
-const MAX_ANSWER_BYTES = 256 << 20;
-
+/** Redirects are not followed (tetherd never redirects): the client reports one with its status and `Location`. */
 export const nodeTransport: HttpTransport = {
   request(r: TransportRequest): Promise<TransportResponse> {
     return new Promise((resolve, reject) => {
@@ -36,13 +37,20 @@ export const nodeTransport: HttpTransport = {
       const headers: Record<string, string | number> = { ...r.headers };
       if (body !== undefined) headers["Content-Length"] = body.byteLength;
       const send = https ? httpsRequest : httpRequest;
+      const bound = r.maxAnswerBytes ?? Infinity;
       const request = send(url, { method: r.method, headers, agent: https ? agents.https : agents.http }, (response: IncomingMessage) => {
+        // The declared length first: a longer answer is refused unread.
+        if (Number(response.headers["content-length"] ?? NaN) > bound) {
+          request.destroy(answerTooLong(r.url, bound));
+          return;
+        }
         const parts: Buffer[] = [];
         let size = 0;
         response.on("data", (part: Buffer) => {
           size += part.byteLength;
-          if (size > MAX_ANSWER_BYTES) {
-            request.destroy(new Error(`the answer is over ${MAX_ANSWER_BYTES} bytes`));
+          if (size > bound) {
+            parts.length = 0;
+            request.destroy(answerTooLong(r.url, bound));
             return;
           }
           parts.push(part);
@@ -50,10 +58,25 @@ export const nodeTransport: HttpTransport = {
         response.on("end", () => {
           r.signal.removeEventListener("abort", onAbort);
           const all = Buffer.concat(parts);
-          resolve({ status: response.statusCode ?? 0, body: new Uint8Array(all.buffer, all.byteOffset, all.byteLength) });
+          const location = response.headers.location;
+          resolve({ status: response.statusCode ?? 0, body: new Uint8Array(all.buffer, all.byteOffset, all.byteLength), location });
         });
         response.on("error", fail);
       });
+      // Bounded even where the request itself is not (an exec without a
+      // deadline): a connection that is never made is an unsent request.
+      request.on("socket", (socket) => {
+        if (!socket.connecting) return;
+        const timer = setTimeout(() => {
+          request.destroy(Object.assign(new Error(`could not connect within ${CONNECT_TIMEOUT_MS} ms`), { code: "ETIMEDOUT_CONNECT" }));
+        }, CONNECT_TIMEOUT_MS);
+        socket.once("connect", () => clearTimeout(timer));
+        socket.once("close", () => clearTimeout(timer));
+      });
+      if (r.idleTimeoutMs !== undefined) {
+        const idleMs = r.idleTimeoutMs;
+        request.setTimeout(idleMs, () => request.destroy(new Error(`the answer stopped for ${idleMs} ms`)));
+      }
       function fail(e: unknown): void {
         r.signal.removeEventListener("abort", onAbort);
         reject(e);

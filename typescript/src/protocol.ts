@@ -185,12 +185,86 @@ export class FrameDecodeError extends Error {
   }
 }
 
+/**
+ * The most items (array elements and map entries, all levels together) a
+ * frame may hold, counted from its MessagePack headers before it is
+ * decoded, as the Rust decoder counts them: a frame's size alone does not
+ * bound what it decodes into (a megabyte of empty strings is a million of
+ * them). 2^20 is past any argv the kernel runs and any process object
+ * tetherd sends.
+ */
+export const MAX_ITEMS = 1 << 20;
+/** The deepest nesting of a decoded frame (a frame nests three levels); deeper is a `malformed_frame`, found before anything is decoded. */
+export const MAX_DEPTH = 1024;
+
 // One encoder and decoder for the module: both are reusable and keep an
 // internal buffer, which saves an allocation per frame on the hot path.
 const encoder = new Encoder();
 // useBigInt64 makes u64 values arrive as bigint, so a value above 2^53 is
 // detected in `u64` below instead of being rounded by the decoder.
-const decoder = new Decoder({ useBigInt64: true });
+const decoder = new Decoder({ useBigInt64: true, maxArrayLength: MAX_ITEMS, maxMapLength: MAX_ITEMS });
+
+/**
+ * Throws when the MessagePack value at the start of `data` holds more than
+ * {@link MAX_ITEMS} items or nests deeper than {@link MAX_DEPTH}, read from
+ * its headers alone: nothing is decoded, and a count declared is counted
+ * whether or not its items follow. The decoder would otherwise allocate
+ * per item and keep a state per open level (tens of bytes each: two
+ * megabytes of one-item arrays cost hundreds of megabytes). What is
+ * malformed otherwise is left to the decoder to report.
+ */
+function checkShape(data: Uint8Array): void {
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  /** Items still to come in each open container, innermost last. */
+  const open: number[] = [];
+  let items = 0;
+  let at = 0;
+  while (at < data.length) {
+    const b = data[at]!;
+    let head = 1;
+    let skip = 0;
+    let begun = 0;
+    let perItem = 0;
+    const need = (n: number) => at + n <= data.length;
+    if (b <= 0x7f || b >= 0xe0 || b === 0xc0 || b === 0xc2 || b === 0xc3) {
+      // fixint, nil, booleans
+    } else if (b <= 0x8f) [begun, perItem] = [b & 0x0f, 2];
+    else if (b <= 0x9f) [begun, perItem] = [b & 0x0f, 1];
+    else if (b <= 0xbf) skip = b & 0x1f;
+    else {
+      switch (b) {
+        case 0xc4: case 0xd9: if (!need(2)) return; head = 2; skip = data[at + 1]!; break;
+        case 0xc5: case 0xda: if (!need(3)) return; head = 3; skip = view.getUint16(at + 1); break;
+        case 0xc6: case 0xdb: if (!need(5)) return; head = 5; skip = view.getUint32(at + 1); break;
+        case 0xc7: if (!need(2)) return; head = 3; skip = data[at + 1]!; break;
+        case 0xc8: if (!need(3)) return; head = 4; skip = view.getUint16(at + 1); break;
+        case 0xc9: if (!need(5)) return; head = 6; skip = view.getUint32(at + 1); break;
+        case 0xcc: case 0xd0: skip = 1; break;
+        case 0xcd: case 0xd1: skip = 2; break;
+        case 0xca: case 0xce: case 0xd2: skip = 4; break;
+        case 0xcb: case 0xcf: case 0xd3: skip = 8; break;
+        case 0xd4: case 0xd5: case 0xd6: case 0xd7: case 0xd8: skip = 1 + (1 << (b - 0xd4)); break;
+        case 0xdc: if (!need(3)) return; head = 3; [begun, perItem] = [view.getUint16(at + 1), 1]; break;
+        case 0xdd: if (!need(5)) return; head = 5; [begun, perItem] = [view.getUint32(at + 1), 1]; break;
+        case 0xde: if (!need(3)) return; head = 3; [begun, perItem] = [view.getUint16(at + 1), 2]; break;
+        case 0xdf: if (!need(5)) return; head = 5; [begun, perItem] = [view.getUint32(at + 1), 2]; break;
+        default: return; // 0xc1, never used: the decoder refuses it
+      }
+    }
+    items += begun;
+    if (items > MAX_ITEMS) {
+      throw new FrameDecodeError("invalid_frame", `invalid frame: it holds ${items} or more items (array elements and map entries); the most a frame may hold is ${MAX_ITEMS}`);
+    }
+    at += head + skip;
+    if (open.length > 0) open[open.length - 1]! -= 1;
+    if (begun > 0) {
+      open.push(begun * perItem);
+      if (open.length > MAX_DEPTH) throw new FrameDecodeError("malformed_frame", `malformed frame: nested deeper than ${MAX_DEPTH} levels`);
+    }
+    while (open.length > 0 && open[open.length - 1] === 0) open.pop();
+    if (open.length === 0) return;
+  }
+}
 
 type Fields = Record<string, unknown>;
 
@@ -320,6 +394,7 @@ function parseUsage(kind: string, value: unknown): Usage {
 
 // Step one of decoding, as in Rust: a map with a string `type`, or malformed.
 function decodeMap(input: Uint8Array | ArrayBuffer): { kind: string; f: Fields } {
+  checkShape(input instanceof Uint8Array ? input : new Uint8Array(input));
   let value: unknown;
   try {
     value = decoder.decode(input);

@@ -29,8 +29,35 @@ export interface WebSocketLike {
 /** A WebSocket constructor with the standard signature (`globalThis.WebSocket`, or `ws`'s default export). */
 export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocketLike;
 
-/** A constructor that also takes options with headers: `ws`'s (`new WebSocket(url, protocols, { headers })`). */
-export type WebSocketWithHeaders = new (url: string, protocols: string | string[], options: { headers: Record<string, string> }) => WebSocketLike;
+/**
+ * A constructor that also takes options: `ws`'s (`new WebSocket(url,
+ * protocols, { headers, maxPayload, perMessageDeflate, maxPendingAutoPongs
+ * })`), which can send headers and bound the messages it accepts.
+ * `maxPendingAutoPongs` 0 turns off the check of recent `ws` versions,
+ * which drops a connection with many pongs unsent as if it were lost: the
+ * client makes its own ({@link UNSENT_BOUND}), reported as a protocol error
+ * with every version.
+ */
+export type WebSocketWithOptions = new (
+  url: string,
+  protocols: string | string[],
+  options: { headers: Record<string, string>; maxPayload: number; perMessageDeflate: boolean; maxPendingAutoPongs: number },
+) => WebSocketLike;
+
+/**
+ * Bytes waiting to be sent to the server past which it is taken as
+ * flooding: `ws` answers every ping with a pong at once, written whether or
+ * not the server reads, and this client's own input waits once 1 MiB is
+ * unsent (one 64 KiB frame may pass it); past twice that, only pongs to a
+ * server that sends pings and reads nothing can have piled up.
+ */
+export const UNSENT_BOUND = 2 << 20;
+
+/** Bytes not yet sent on `socket`, where the library says (`ws`, browsers). */
+export function unsentBytes(socket: WebSocketLike): number {
+  const n = (socket as unknown as { bufferedAmount?: unknown }).bufferedAmount;
+  return typeof n === "number" ? n : 0;
+}
 
 /**
  * True when `impl` can send request headers on the upgrade: `ws`, whose

@@ -53,7 +53,8 @@ from .errors import (
     Unreachable,
 )
 from .protocol import Data, Dropped, ExitReason, Limits, Overflow, ProcessInfo, StreamName, Usage
-from .retry import RetryPolicy
+from .retry import FIRST_CONTACT_REFUSED, RetryPolicy
+from .transport import DEFAULT_MAX_ANSWER_BYTES
 from .run import ExecResult, ExitStatus, Run, RunContext
 from .sync import Client, SyncAttachment, SyncReader, SyncRun, SyncTerminal
 from .terminal import Terminal, TerminalContext
@@ -61,7 +62,9 @@ from .terminal import Terminal, TerminalContext
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_SERVER",
+    "FIRST_CONTACT_REFUSED",
     "AsyncClient",
     "AttachContext",
     "AttachOptions",

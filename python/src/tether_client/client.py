@@ -50,7 +50,9 @@ class AsyncClient(HttpApi):
     context for an ``https://`` server (a private CA, say).
     ``retry`` governs the calls that are safe to retry (spawn, get, list,
     wait, attach); ``request_timeout`` bounds each ordinary request in
-    seconds (long-polls get that on top of their poll time). Use it as
+    seconds (long-polls get that on top of their poll time);
+    ``max_answer_bytes`` bounds each HTTP answer body (64 MiB: a longer one
+    is a :class:`ProtocolError`, read no further). Use it as
     ``async with AsyncClient() as client:`` or call :meth:`aclose`.
     """
 

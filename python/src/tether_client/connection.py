@@ -57,7 +57,7 @@ from .protocol import (
     StreamName,
     decode_server_frame,
 )
-from .handshake import close_quietly, open_socket, read_input_ack, shown_url
+from .handshake import abort, close_quietly, open_socket, read_input_ack, refusal, shown_url
 from .outbox import Outbox
 from .retry import Backoff, RetryPolicy
 
@@ -217,7 +217,7 @@ class Connection:
         backoff = Backoff(self._options.reconnect)
         while True:
             try:
-                ws, hello = await self._connect()
+                ws, hello = await self._connect(backoff.clip(self._options.connect_timeout))
                 break
             except TetherError as e:
                 await backoff.failed(e, contacted=self._endpoint.contacted)
@@ -234,8 +234,8 @@ class Connection:
         with contextlib.suppress(Exception):
             self._learn(await self._wait_exit(self._id))
 
-    async def _connect(self) -> tuple[ClientConnection, ProcessInfo]:
-        """Opens a connection from the saved offsets.
+    async def _connect(self, timeout: float) -> tuple[ClientConnection, ProcessInfo]:
+        """Opens a connection from the saved offsets, within ``timeout`` seconds until its ``hello`` (and ``input_ack``).
 
         The server counts the window afresh on every attach, so the new
         connection's window is sized from what is still queued: each
@@ -264,23 +264,28 @@ class Connection:
             url += "&readonly=1"
         if self._input_id is not None and self._pending_run is None:
             url += f"&input={self._input_id}" + ("&input_resume=1" if self._outbox.started else "")
-        try:
-            ws, hello = await asyncio.wait_for(
-                open_socket(self._endpoint, url, key, self._window), self._options.connect_timeout
-            )
-        except asyncio.TimeoutError:
-            raise TransportError(shown_url(url), "attach timed out", timeout=True) from None
-        if (hello.stdout, hello.stderr) != offsets:
-            await close_quietly(ws)
-            raise ProtocolError(
-                f"the server resumed at offsets {(hello.stdout, hello.stderr)}, asked for {offsets}"
-            )
-        if self._input_id is not None:
+
+        async def opening() -> tuple[ClientConnection, Hello, int | None]:
+            ws, hello = await open_socket(self._endpoint, url, key, self._window)
             try:
-                self._outbox.acknowledge(await read_input_ack(ws, url))
+                if (hello.stdout, hello.stderr) != offsets:
+                    raise ProtocolError(
+                        f"the server resumed at offsets {(hello.stdout, hello.stderr)}, asked for {offsets}"
+                    )
+                applied = await read_input_ack(ws, url) if self._input_id is not None else None
             except BaseException:
-                await close_quietly(ws)
+                abort(ws)
                 raise
+            return ws, hello, applied
+
+        try:
+            ws, hello, applied = await asyncio.wait_for(opening(), timeout)
+        except asyncio.TimeoutError:
+            raise TransportError(
+                shown_url(url), f"attach timed out: no hello within {timeout:.3g}s", timeout=True
+            ) from None
+        if applied is not None:
+            self._outbox.acknowledge(applied)
         if self._pending_run is not None:
             self._id = hello.process.id
             self._pending_run = None
@@ -301,7 +306,7 @@ class Connection:
                     if self._complete():
                         return
                     try:
-                        ws, hello = await self._connect()
+                        ws, hello = await self._connect(backoff.clip(self._options.connect_timeout))
                     except TetherError as e:
                         if isinstance(e, NotFound):
                             self._fail(e)
@@ -322,6 +327,9 @@ class Connection:
                     return
                 if outcome == _Outcome.FATAL:
                     assert error is not None
+                    # No close handshake with a server that broke the protocol.
+                    self._ws = None
+                    abort(ws)
                     self._fail(error)
                     return
                 # Lost: resume.
@@ -371,6 +379,11 @@ class Connection:
             await asyncio.gather(receiver, sender, return_exceptions=True)
         first = receiver if receiver in done else sender
         outcome, error = first.result()
+        if outcome == _Outcome.LOST:
+            # Dropped by this client for what the server sent: not resumed.
+            refused = refusal(ws)
+            if refused is not None:
+                return _Outcome.FATAL, refused, progress[0]
         return outcome, error, progress[0]
 
     async def _receive(self, ws: ClientConnection, progress: list[bool]) -> tuple[str, TetherError | None]:
@@ -378,8 +391,12 @@ class Connection:
             try:
                 message = await ws.recv()
             except ConnectionClosed as e:
+                refused = refusal(ws)
+                if refused is not None:
+                    return _Outcome.FATAL, refused
                 code = e.rcvd.code if e.rcvd is not None else None
-                if code in (None, 1000, 1001):
+                # 1012: the server restarts (a handover); 1013: try again later.
+                if code in (None, 1000, 1001, 1012, 1013):
                     return _Outcome.LOST, self._lost(f"connection closed ({e})")
                 detail = "{}: {}".format(*self.last_rejection) if self.last_rejection else "no error frame"
                 return _Outcome.FATAL, ProtocolError(

@@ -163,15 +163,19 @@ class TransportError(TetherError):
 
     ``url`` is what was being requested, ``timeout`` tells a timeout apart,
     ``unsent`` is true when no connection was made, so the request never
-    reached the server (safe to send again even where a retry is not).
+    reached the server (safe to send again even where a retry is not), and
+    ``refused`` when the connection was refused (nothing listens there).
     """
 
-    def __init__(self, url: str, message: str, *, timeout: bool = False, unsent: bool = False) -> None:
+    def __init__(
+        self, url: str, message: str, *, timeout: bool = False, unsent: bool = False, refused: bool = False
+    ) -> None:
         super().__init__(f"cannot reach tetherd at {url}: {message}")
         self.url = url
         self.message = message
         self.timeout = timeout
-        self.unsent = unsent
+        self.unsent = unsent or refused
+        self.refused = refused
 
     @property
     def transient(self) -> bool:
@@ -217,6 +221,7 @@ class Unreachable(RetriesExhausted, TransportError):
         self.message = last.message
         self.timeout = last.timeout
         self.unsent = last.unsent
+        self.refused = last.refused
         self.args = (
             f"cannot reach tetherd at {last.url} ({last.message}) after {attempts} attempts "
             f"over {elapsed:.1f}s; is tetherd running there?",

@@ -30,13 +30,16 @@ from .local_token import local_token_for
 from .protocol import Limits, Overflow, ProcessInfo, parse_signal
 from .retry import Backoff, RetryPolicy
 from .spawn import check_size, spawn_body
-from .transport import HttpTransport
+from .transport import CONNECT_TIMEOUT, DEFAULT_MAX_ANSWER_BYTES, HttpTransport
 
 DEFAULT_SERVER = "http://127.0.0.1:7420"
 """The server used when neither an argument nor ``TETHER_SERVER`` names one."""
 
 LONG_POLL = 25.0
 """Seconds each ``wait`` long-poll asks the server to hold (the server caps it at ``--max-wait-ms``)."""
+
+EXEC_SILENCE_GRACE = 60.0
+"""Seconds added to the request timeout for the silence an ``exec`` answer without a deadline may keep: the server sends a space every ping interval (20 s) while the command runs."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,12 @@ class HttpApi:
         retry: RetryPolicy | None = None,
         request_timeout: float = 30.0,
         ssl: _ssl.SSLContext | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
+        if not max_answer_bytes > 0:
+            raise InvalidArgument(f"max_answer_bytes must be positive, not {max_answer_bytes!r}")
+        if not request_timeout > 0:
+            raise InvalidArgument(f"request_timeout must be a positive number of seconds, not {request_timeout!r}")
         base = base_url_of(url or os.environ.get("TETHER_SERVER") or DEFAULT_SERVER)
         env_token = os.environ.get("TETHER_TOKEN")
         self._token_guessed: str | None = None
@@ -103,12 +111,14 @@ class HttpApi:
         """The retry policy in force."""
         self.request_timeout = request_timeout
         """Timeout of each ordinary request, in seconds."""
+        self.max_answer_bytes = max_answer_bytes
+        """The largest HTTP answer body read; a longer one is a :class:`ProtocolError`, read no further."""
         headers = {"User-Agent": "tether-client-python"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         self.endpoint = Endpoint(base, headers, ssl)
         """Where the server is and how to reach it: what attachments are given."""
-        self._http = HttpTransport(headers, ssl, request_timeout)
+        self._http = HttpTransport(headers, ssl, request_timeout, max_answer_bytes)
 
     async def aclose(self) -> None:
         """Closes the HTTP connection pool. Attachments opened from this client should be closed first."""
@@ -166,7 +176,13 @@ class HttpApi:
         while True:
             try:
                 return ProcessInfo.from_wire(
-                    await self._json("POST", "/v1/processes", content=payload, idempotency_key=key)
+                    await self._json(
+                        "POST",
+                        "/v1/processes",
+                        content=payload,
+                        idempotency_key=key,
+                        timeout=backoff.clip(self.request_timeout),
+                    )
                 )
             except TetherError as e:
                 await backoff.failed(e, contacted=self.endpoint.contacted)
@@ -198,12 +214,11 @@ class HttpApi:
         backoff = Backoff(self.retry)
         while True:
             poll = LONG_POLL if deadline is None else max(0.0, min(LONG_POLL, deadline - time.monotonic()))
+            # Cut to what is left of the budget, the poll shortened to fit.
+            bound = backoff.clip(poll + self.request_timeout)
+            poll = max(0.0, min(poll, bound - min(self.request_timeout, bound)))
             try:
-                value = await self._json(
-                    "GET",
-                    f"{path}?timeout_ms={int(poll * 1000)}",
-                    timeout=poll + self.request_timeout,
-                )
+                value = await self._json("GET", f"{path}?timeout_ms={int(poll * 1000)}", timeout=bound)
             except TetherError as e:
                 await backoff.failed(e, contacted=self.endpoint.contacted)
                 continue
@@ -283,17 +298,28 @@ class HttpApi:
         """``POST /v1/exec`` of a ready body (a spawn body plus ``max_output_bytes``, ``input``...): the answer's JSON, once the command has exited.
 
         ``timeout`` bounds the whole request in seconds (``None``: as long as
-        the command runs). Retried only where the command cannot have
-        started: no connection could be made, or the server refused it for
-        want of room (503 ``too_many_processes``, ``retention_exhausted``).
-        Leaving early (a cancelled task) closes the connection, and the
-        server kills the command (``kill_on_disconnect``, its default).
+        the command runs, but the answer may not stay silent for longer than
+        the request timeout plus :data:`EXEC_SILENCE_GRACE`: the server sends
+        a space every ping interval meanwhile). Retried only where the
+        command cannot have started: no connection could be made, or the
+        server refused it for want of room (503 ``too_many_processes``,
+        ``retention_exhausted``); a retry connects within what is left of
+        the retry budget. Leaving early (a cancelled task) closes the
+        connection, and the server kills the command
+        (``kill_on_disconnect``, its default).
         """
         payload = json.dumps(dict(body)).encode()
         backoff = Backoff(self.retry)
         while True:
             try:
-                return await self._json("POST", "/v1/exec", content=payload, timeout=timeout)
+                return await self._json(
+                    "POST",
+                    "/v1/exec",
+                    content=payload,
+                    timeout=timeout,
+                    idle=self.request_timeout + EXEC_SILENCE_GRACE,
+                    connect=backoff.clip(min(self.request_timeout, CONNECT_TIMEOUT)),
+                )
             except TransportError as e:
                 if not e.unsent:
                     raise
@@ -303,14 +329,20 @@ class HttpApi:
                     raise
                 await backoff.failed(e, contacted=self.endpoint.contacted)
 
-    async def read_output(self, process_id: str, stream: str = "stdout", offset: int = 0) -> bytes:
-        """The retained bytes of one stream from ``offset`` on (``GET /v1/processes/{id}/output``), as they are now; ranges already evicted are skipped."""
+    async def read_output(
+        self, process_id: str, stream: str = "stdout", offset: int = 0, *, timeout: float | None = None
+    ) -> bytes:
+        """The retained bytes of one stream from ``offset`` on (``GET /v1/processes/{id}/output``), as they are now; ranges already evicted are skipped.
+
+        ``timeout`` bounds the whole request in seconds (default: the
+        request timeout); the answer is at most ``max_answer_bytes``.
+        """
         if stream not in ("stdout", "stderr"):
             raise InvalidArgument(f"stream must be 'stdout' or 'stderr', not {stream!r}")
         if offset < 0:
             raise InvalidArgument(f"offset must be 0 or more, not {offset}")
         path = f"/v1/processes/{segment(process_id)}/output?stream={stream}&offset={offset}"
-        return await self._send("GET", path, timeout=None)
+        return await self._send("GET", path, timeout=self.request_timeout if timeout is None else timeout)
 
     async def mint_token(
         self, process_id: str, rights: Sequence[str] = ("read",), ttl: float | None = None
@@ -371,7 +403,7 @@ class HttpApi:
         backoff = Backoff(self.retry)
         while True:
             try:
-                return await self._json(method, path)
+                return await self._json(method, path, timeout=backoff.clip(self.request_timeout))
             except TetherError as e:
                 await backoff.failed(e, contacted=self.endpoint.contacted)
 
@@ -383,9 +415,17 @@ class HttpApi:
         content: bytes | None = None,
         idempotency_key: str | None = None,
         timeout: float | None | bool = True,
+        idle: float | None = None,
+        connect: float | None = None,
     ) -> Any:
         body = await self._send(
-            method, path, content=content, idempotency_key=idempotency_key, timeout=timeout
+            method,
+            path,
+            content=content,
+            idempotency_key=idempotency_key,
+            timeout=timeout,
+            idle=idle,
+            connect=connect,
         )
         try:
             return json.loads(body)
@@ -401,15 +441,19 @@ class HttpApi:
         content_type: str = "application/json",
         idempotency_key: str | None = None,
         timeout: float | None | bool = True,
+        idle: float | None = None,
+        connect: float | None = None,
     ) -> bytes:
-        """One request: the body of a success, else the mapped exception. ``timeout`` as :meth:`HttpTransport.request`."""
+        """One request: the body of a success, else the mapped exception. ``timeout``, ``idle`` and ``connect`` as :meth:`HttpTransport.request`."""
         url = self.base_url + path
         headers: dict[str, str] = {}
         if content is not None:
             headers["Content-Type"] = content_type
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
-        status, body = await self._http.request(method, url, content=content, headers=headers, timeout=timeout)
+        status, body = await self._http.request(
+            method, url, content=content, headers=headers, timeout=timeout, idle=idle, connect=connect
+        )
         self._note_contact()
         if 200 <= status < 300:
             return body

@@ -16,6 +16,9 @@ Chunk = Data | Dropped
 COALESCE_BYTES = 16 * 1024
 """Small data frames are merged in a queue up to this size."""
 
+_OFFSET_END = 1 << 64
+"""Offsets are unsigned 64-bit: no range of a stream ends past 2^64 - 1."""
+
 
 class StreamState:
     """One stream's queue and offsets, filled by the connection and emptied by the reader.
@@ -76,10 +79,18 @@ class StreamState:
             self._on_credit_due()
 
     def push_data(self, frame: Data) -> None:
-        """A data frame from the server; raises :class:`ProtocolError` for a gap, an overlap or more than the window."""
+        """A data frame from the server; raises :class:`ProtocolError` for a gap, an overlap, an end past 2^64 or more than the credit allows."""
         if frame.offset != self.next:
             raise ProtocolError(f"{self.name} data at offset {frame.offset}, expected {self.next}")
         n = len(frame.data)
+        if frame.end >= _OFFSET_END:
+            raise ProtocolError(f"{self.name} data at offset {frame.offset} of {n} bytes ends past 2^64")
+        # What the server may still send: the window less what is queued and
+        # what was consumed but not yet granted back as credit.
+        if self.queued + self.owed + n > self.window:
+            raise ProtocolError(
+                f"the server sent more {self.name} than the credit window of {self.window} bytes"
+            )
         self.next += n
         if n == 0:
             return
@@ -87,10 +98,6 @@ class StreamState:
             self.owed += n
             return
         self.queued += n
-        if self.queued > self.window:
-            raise ProtocolError(
-                f"the server sent more {self.name} than the credit window of {self.window} bytes"
-            )
         last = self.queue[-1] if self.queue else None
         if isinstance(last, Data) and last.end == frame.offset and len(last.data) + n <= COALESCE_BYTES:
             self.queue[-1] = Data(self.name, last.offset, last.data + frame.data)
@@ -103,6 +110,10 @@ class StreamState:
         if frame.offset != self.next:
             raise ProtocolError(
                 f"dropped range of {self.name} starts at {frame.offset}, expected {self.next}"
+            )
+        if frame.end >= _OFFSET_END:
+            raise ProtocolError(
+                f"dropped range of {self.name} at {frame.offset} of {frame.length} bytes ends past 2^64"
             )
         self.next = frame.end
         if self.discard:

@@ -26,6 +26,12 @@ PROTOCOL_VERSION = 1
 MAX_TERMINAL_SIZE = 4096
 """The largest accepted terminal width or height."""
 
+MAX_ITEMS = 1 << 20
+"""The most items (array elements and map entries, all levels together) a server frame may hold, counted from its MessagePack headers before it is decoded, as the Rust decoder counts them: a frame's size alone does not bound what it decodes into (a megabyte of empty strings is a million of them). 2^20 is past any argv the kernel runs and any process object tetherd sends."""
+
+MAX_DEPTH = 1024
+"""The deepest nesting of a decoded frame (``msgpack``'s own bound: deeper is a ``malformed_frame``; a frame nests three levels)."""
+
 _U64_MAX = (1 << 64) - 1
 _U32_MAX = (1 << 32) - 1
 
@@ -526,10 +532,80 @@ ClientFrame = Stdin | StdinEof | Signal | Resize | Input | Credit
 # ---------------------------------------------------------------- decoding
 
 
+def too_many_items(payload: bytes) -> int | None:
+    """The count of items at which ``payload`` passes :data:`MAX_ITEMS`, read from the MessagePack headers alone (nothing is decoded; a count declared is counted, whether or not its items follow), or ``None`` when it does not; malformed bytes are left to the decoder to name."""
+    at = 0
+    pending = 1  # values still to be read: the frame, then the items of every array and map begun
+    items = 0
+    end = len(payload)
+
+    def length(width: int) -> int | None:
+        return int.from_bytes(payload[at : at + width], "big") if at + width <= end else None
+
+    while pending > 0:
+        pending -= 1
+        if at >= end:
+            return None
+        marker = payload[at]
+        at += 1
+        begun = 0
+        per_item = 0
+        skip = 0
+        if marker <= 0x7F or marker >= 0xE0 or 0xC0 <= marker <= 0xC3:
+            pass
+        elif marker <= 0x8F:
+            begun, per_item = marker & 0x0F, 2
+        elif marker <= 0x9F:
+            begun, per_item = marker & 0x0F, 1
+        elif marker <= 0xBF:
+            skip = marker & 0x1F
+        elif marker in (0xCC, 0xD0):
+            skip = 1
+        elif marker in (0xCD, 0xD1):
+            skip = 2
+        elif marker in (0xCA, 0xCE, 0xD2):
+            skip = 4
+        elif marker in (0xCB, 0xCF, 0xD3):
+            skip = 8
+        elif 0xD4 <= marker <= 0xD8:
+            skip = 1 + (1 << (marker - 0xD4))
+        elif marker in (0xC4, 0xD9, 0xC5, 0xDA, 0xC6, 0xDB, 0xC7, 0xC8, 0xC9):
+            width = {0xC4: 1, 0xD9: 1, 0xC5: 2, 0xDA: 2, 0xC6: 4, 0xDB: 4, 0xC7: 1, 0xC8: 2, 0xC9: 4}[marker]
+            size = length(width)
+            if size is None:
+                return None
+            # ext: one more byte, its type
+            skip = width + size + (1 if marker in (0xC7, 0xC8, 0xC9) else 0)
+        else:  # 0xdc, 0xdd arrays and 0xde, 0xdf maps with 2- or 4-byte counts
+            width = 2 if marker in (0xDC, 0xDE) else 4
+            count = length(width)
+            if count is None:
+                return None
+            begun, per_item, skip = count, (1 if marker in (0xDC, 0xDD) else 2), width
+        items += begun
+        if items > MAX_ITEMS:
+            return items
+        pending += begun * per_item
+        at += skip
+    return None
+
+
 def _map_with_type(payload: bytes) -> tuple[str, Wire]:
     """Step one: a MessagePack map with a string ``type``, or ``malformed_frame``."""
+    items = too_many_items(payload)
+    if items is not None:
+        raise FrameDecodeError(
+            "invalid_frame",
+            f"it holds {items} or more items (array elements and map entries); the most a frame may hold is {MAX_ITEMS}",
+        )
     try:
-        value = msgpack.unpackb(payload, raw=False, strict_map_key=True)
+        value = msgpack.unpackb(
+            payload,
+            raw=False,
+            strict_map_key=True,
+            max_array_len=MAX_ITEMS,
+            max_map_len=MAX_ITEMS,
+        )
     except Exception as e:  # msgpack raises several unrelated classes
         raise FrameDecodeError("malformed_frame", f"not MessagePack: {e}") from None
     if not isinstance(value, dict):

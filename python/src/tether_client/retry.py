@@ -1,4 +1,4 @@
-"""Retries of transient failures: exponential backoff with jitter, within a time budget."""
+"""Retries of transient failures: exponential backoff with jitter, within a time budget counted from the start of the call, which retries never outlast."""
 
 from __future__ import annotations
 
@@ -9,6 +9,12 @@ from dataclasses import dataclass
 
 from .errors import RetriesExhausted, TetherError, TransportError, Unreachable
 
+FIRST_CONTACT_REFUSED = 0.4
+"""Seconds a refused connection is retried while the server has never answered this client (the Rust client's ``FIRST_CONTACT_REFUSED``): a server being started may take that long to listen; past it there is no server, and saying so at once is what ``docker`` and ``kubectl`` do."""
+
+_SHORTEST_ATTEMPT = 0.01
+"""The least time an attempt is given, however little of the budget is left."""
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -17,10 +23,14 @@ class RetryPolicy:
     Pauses start at ``initial_backoff`` seconds and double up to
     ``max_backoff`` (each shortened by up to a quarter at random, so many
     clients do not retry in lockstep), until ``budget`` seconds have passed
-    since the first failure of a run of consecutive failures. Any answer from
-    the server starts the budget afresh, so a ``wait`` of many hours survives
-    many blips. Until a client has had its first answer from the server,
-    transport failures (refused, reset) get only ``unreachable_budget``
+    since the call began, or since its last success (any answer from the
+    server starts the budget afresh, so a ``wait`` of many hours survives
+    many blips). A call therefore ends within the larger of the budget and
+    its request timeout, retries included: each attempt's timeout is cut to
+    what is left of that (as the Rust client does). Until a client has had
+    its first answer from the server, a refused connection gets only
+    ``first_contact_refused`` seconds (nothing listens: retrying longer
+    cannot help) and other transport failures ``unreachable_budget``
     seconds, so a server that is not running is reported quickly.
     """
 
@@ -28,27 +38,34 @@ class RetryPolicy:
     initial_backoff: float = 0.1
     max_backoff: float = 2.0
     unreachable_budget: float = 5.0
+    first_contact_refused: float = FIRST_CONTACT_REFUSED
 
     @classmethod
     def none(cls) -> RetryPolicy:
         """No retries: the first failure is final."""
-        return cls(budget=0.0, unreachable_budget=0.0)
+        return cls(budget=0.0, unreachable_budget=0.0, first_contact_refused=0.0)
 
 
 class Backoff:
-    """One run of consecutive transient failures, measured against a policy."""
+    """One run of attempts, from the start of a call or its last success, measured against a policy."""
 
     def __init__(self, policy: RetryPolicy) -> None:
         self._policy = policy
-        self._first: float | None = None
+        self._since = time.monotonic()
         self._attempts = 0
         self._pause = policy.initial_backoff
 
     def reset(self) -> None:
-        """After a success: the next failure starts a new budget."""
-        self._first = None
+        """After a success: the budget starts afresh from now."""
+        self._since = time.monotonic()
         self._attempts = 0
         self._pause = self._policy.initial_backoff
+
+    def clip(self, timeout: float) -> float:
+        """The timeout of the next attempt: ``timeout``, cut to what is left of the call's deadline (the larger of the budget and ``timeout``, from the start of the run), so that retries never stretch a call past it."""
+        deadline = max(self._policy.budget, timeout)
+        left = deadline - (time.monotonic() - self._since)
+        return max(min(timeout, left), _SHORTEST_ATTEMPT)
 
     async def failed(self, error: TetherError, *, contacted: bool = True) -> None:
         """After a failure: sleeps and returns when another attempt fits in the budget, else raises.
@@ -56,19 +73,18 @@ class Backoff:
         A non-transient ``error`` is raised at once. When the budget is spent,
         raises :class:`Unreachable` (the last failure was a transport failure)
         or :class:`RetriesExhausted`. ``contacted`` is whether the server has
-        ever answered this client; if not, a transport failure gets only the
-        policy's ``unreachable_budget``.
+        ever answered this client; if not, a refused connection gets only the
+        policy's ``first_contact_refused`` and another transport failure its
+        ``unreachable_budget``.
         """
         if not error.transient:
             raise error
-        now = time.monotonic()
-        if self._first is None:
-            self._first = now
         self._attempts += 1
-        elapsed = now - self._first
+        elapsed = time.monotonic() - self._since
         budget = self._policy.budget
         if not contacted and isinstance(error, TransportError):
-            budget = min(budget, self._policy.unreachable_budget)
+            first_contact = self._policy.first_contact_refused if error.refused else self._policy.unreachable_budget
+            budget = min(budget, first_contact)
         remaining = budget - elapsed
         if remaining <= 0:
             if isinstance(error, TransportError):

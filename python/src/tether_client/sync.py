@@ -20,6 +20,7 @@ from .loop_thread import LoopThread
 from .protocol import Limits, Overflow, ProcessInfo
 from .retry import RetryPolicy
 from .run import ExecResult, RunContext
+from .transport import DEFAULT_MAX_ANSWER_BYTES
 from .sync_handles import SyncAttachment, SyncReader, SyncRun, SyncTerminal
 from .terminal import TerminalContext
 
@@ -31,7 +32,8 @@ class Client:
     """A blocking client of one tetherd; the same calls as :class:`AsyncClient`, without ``await``.
 
     ``url`` defaults to ``TETHER_SERVER`` or ``http://127.0.0.1:7420``,
-    ``token`` to ``TETHER_TOKEN``. Use ``with Client() as client:`` or call
+    ``token`` to ``TETHER_TOKEN``; the other arguments are
+    :class:`AsyncClient`'s. Use ``with Client() as client:`` or call
     :meth:`close`.
 
     >>> with Client() as client:                     # doctest: +SKIP
@@ -48,11 +50,19 @@ class Client:
         retry: RetryPolicy | None = None,
         request_timeout: float = 30.0,
         ssl: _ssl.SSLContext | None = None,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self._runner = LoopThread()
 
         async def make() -> AsyncClient:
-            return AsyncClient(url, token=token, retry=retry, request_timeout=request_timeout, ssl=ssl)
+            return AsyncClient(
+                url,
+                token=token,
+                retry=retry,
+                request_timeout=request_timeout,
+                ssl=ssl,
+                max_answer_bytes=max_answer_bytes,
+            )
 
         try:
             self.aio: AsyncClient = self._runner.run(make())
@@ -156,6 +166,12 @@ class Client:
     def resize(self, process_id: str, cols: int, rows: int) -> None:
         """Sets a PTY's window size over HTTP (:meth:`AsyncClient.resize`)."""
         self._runner.run(self.aio.resize(process_id, cols, rows))
+
+    def read_output(
+        self, process_id: str, stream: str = "stdout", offset: int = 0, *, timeout: float | None = None
+    ) -> bytes:
+        """The retained bytes of one stream from ``offset`` on (:meth:`AsyncClient.read_output`)."""
+        return self._runner.run(self.aio.read_output(process_id, stream, offset, timeout=timeout))
 
     def mint_token(
         self, process_id: str, rights: Sequence[str] = ("read",), ttl: float | None = None
