@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use tether_protocol::api::{ProcessUpdate, SignalRequest, SpawnRequest};
-use tether_protocol::ProcessInfo;
+use tether_protocol::{ProcessInfo, StreamName};
 
 use crate::answer::read_answer;
 use crate::base_url::{base_url_of, path_segment};
@@ -315,6 +315,35 @@ impl Client {
             .send(Method::GET, &path, None, None, self.inner.request_timeout)
             .await?;
         Ok(body.to_vec())
+    }
+
+    /// `GET /v1/processes/{id}/output?stream=S&offset=N`: what the server
+    /// retains of one stream now, from `offset` (bytes before it, and
+    /// bytes already evicted, are not in the answer). Bounded as every
+    /// answer is (`with_max_answer_bytes`) and retried when transient,
+    /// within the call's deadline; for output as it comes, attach.
+    pub async fn read_output(&self, id: &str, stream: StreamName, offset: u64) -> Result<Vec<u8>> {
+        let path = format!(
+            "/v1/processes/{}/output?stream={}&offset={offset}",
+            path_segment(id),
+            stream.as_str()
+        );
+        let mut backoff = self.backoff(self.inner.retry);
+        loop {
+            let attempt = self
+                .send(
+                    Method::GET,
+                    &path,
+                    None,
+                    None,
+                    backoff.attempt_timeout(self.inner.request_timeout),
+                )
+                .await;
+            match attempt {
+                Ok((_, body)) => return Ok(body.to_vec()),
+                Err(e) => backoff.failed(e).await?,
+            }
+        }
     }
 
     /// `GET /healthz` within `timeout`, once: the HTTP status (200 while

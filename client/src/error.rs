@@ -181,6 +181,14 @@ impl Error {
     }
 
     pub(crate) fn transport(url: &str, error: &reqwest::Error) -> Error {
+        // Redirects that never end are the server's doing, not the
+        // network's: said as such, and not retried.
+        if error.is_redirect() {
+            return Error::Protocol(format!(
+                "{url}: too many redirects (a redirect loop): {}",
+                describe_reqwest(error)
+            ));
+        }
         Error::Transport {
             url: url.to_string(),
             message: describe_reqwest(error),

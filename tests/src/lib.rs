@@ -20,6 +20,7 @@ mod attachment;
 pub mod cli;
 pub mod cut;
 pub mod front;
+pub mod hostile;
 pub mod nginx;
 pub mod pki;
 mod poll;
@@ -46,7 +47,7 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// second copy of them all, a minute of every CI run.
 pub fn binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    if !matches!(name, "tetherd" | "tether") {
+    if !matches!(name, "tetherd" | "tether" | "hostile-call") {
         panic!("unknown binary {name}");
     }
     BUILT.get_or_init(|| {

@@ -28,6 +28,7 @@ mod faults;
 mod fleet;
 mod flow_control;
 mod hostile;
+mod hostile_list;
 mod hostile_server;
 mod http_output;
 mod idempotency_records;
