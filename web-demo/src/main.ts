@@ -163,9 +163,17 @@ function setStarting(text: string | undefined): void {
   if (text !== undefined) startingEl.textContent = text;
 }
 
+// Text the page writes into the terminal may hold what a server sent (an
+// exit's signal or reason): its control characters are shown, never
+// obeyed, as the CLI shows them, and it is cut to a line's worth.
+function visible(text: string): string {
+  const shown = text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u{${c.charCodeAt(0).toString(16)}}`);
+  return shown.length > 300 ? `${shown.slice(0, 300)}...` : shown;
+}
+
 // A dim line in the terminal for things the page (not the process) says.
 function notice(text: string): void {
-  term.write(`\r\n\x1b[2m[${text}]\x1b[0m\r\n`);
+  term.write(`\r\n\x1b[2m[${visible(text)}]\x1b[0m\r\n`);
 }
 
 /** What a process runs, as typed: the command line for `sh -c TEXT`, else the argv. */
@@ -310,7 +318,7 @@ async function attach(id: string): Promise<void> {
     endEl.disabled = true;
     const text = `Process ${describeExit(process)}`;
     // Written through the terminal queue, so it lands after the output.
-    term.write(`\r\n\x1b[2m[${text}]\x1b[0m\r\n`, () => {
+    term.write(`\r\n\x1b[2m[${visible(text)}]\x1b[0m\r\n`, () => {
       exitEl.textContent = text;
       exitEl.hidden = false;
     });
