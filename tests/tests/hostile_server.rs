@@ -180,6 +180,29 @@ async fn lying_attach_messages(hello: ServerFrame, frames: Vec<Message>) -> Stri
     base
 }
 
+/// Attaches to `base` with no retries and reads stdout to its end: how
+/// that ended (bounded by [`WAIT`]).
+async fn read_to_the_end(base: &str) -> Result<(), tether_client::Error> {
+    let client = Client::new(base).unwrap().with_retry(RetryPolicy::none());
+    let options = AttachOptions {
+        reconnect: RetryPolicy::none(),
+        ..AttachOptions::default()
+    };
+    let attachment = client.attach("any", options).await.unwrap();
+    let mut stdout = attachment.stdout;
+    tokio::time::timeout(WAIT, async {
+        loop {
+            match stdout.chunk().await {
+                Some(Ok(_)) => continue,
+                Some(Err(error)) => return Err(error),
+                None => return Ok(()),
+            }
+        }
+    })
+    .await
+    .expect("the attachment never ended")
+}
+
 #[tokio::test]
 async fn a_dropped_range_past_two_to_the_64_is_a_protocol_error_not_a_success() {
     let real = TestServer::start();
@@ -208,24 +231,7 @@ async fn a_dropped_range_past_two_to_the_64_is_a_protocol_error_not_a_success() 
         ],
     )
     .await;
-    let client = Client::new(&base).unwrap().with_retry(RetryPolicy::none());
-    let options = AttachOptions {
-        reconnect: RetryPolicy::none(),
-        ..AttachOptions::default()
-    };
-    let attachment = client.attach("any", options).await.unwrap();
-    let mut stdout = attachment.stdout;
-    let outcome = tokio::time::timeout(WAIT, async {
-        loop {
-            match stdout.chunk().await {
-                Some(Ok(_)) => continue,
-                Some(Err(error)) => return Err(error),
-                None => return Ok(()),
-            }
-        }
-    })
-    .await
-    .expect("the attachment never ended");
+    let outcome = read_to_the_end(&base).await;
     let error = outcome.expect_err("a range past 2^64 read as a success");
     assert!(error.to_string().contains("2^64"), "{error}");
 }
@@ -377,24 +383,7 @@ async fn a_text_message_is_a_protocol_error() {
         ],
     )
     .await;
-    let client = Client::new(&base).unwrap().with_retry(RetryPolicy::none());
-    let options = AttachOptions {
-        reconnect: RetryPolicy::none(),
-        ..AttachOptions::default()
-    };
-    let attachment = client.attach("any", options).await.unwrap();
-    let mut stdout = attachment.stdout;
-    let outcome = tokio::time::timeout(WAIT, async {
-        loop {
-            match stdout.chunk().await {
-                Some(Ok(_)) => continue,
-                Some(Err(error)) => return Err(error),
-                None => return Ok(()),
-            }
-        }
-    })
-    .await
-    .expect("the attachment never ended");
+    let outcome = read_to_the_end(&base).await;
     let error = outcome.expect_err("a text message was skipped");
     assert!(error.to_string().contains("text message"), "{error}");
 }

@@ -64,6 +64,26 @@ async fn https(
     (status, json)
 }
 
+/// A WSS attachment to process `id` with the operator token `tls-token`.
+async fn wss_attach(
+    pki: &Pki,
+    addr: &str,
+    id: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let stream = tls_stream(pki, addr).await;
+    let mut request = format!("wss://{addr}/v1/processes/{id}/attach")
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "tether.v1, tether.bearer.tls-token".parse().unwrap(),
+    );
+    tokio_tungstenite::client_async(request, stream)
+        .await
+        .unwrap()
+        .0
+}
+
 #[tokio::test]
 async fn https_and_wss_share_the_listener_and_plain_http_is_told_to_use_tls() {
     let pki = Pki::new("serve");
@@ -88,17 +108,7 @@ async fn https_and_wss_share_the_listener_and_plain_http_is_told_to_use_tls() {
     let id = info["id"].as_str().unwrap();
 
     // WSS on the same port.
-    let stream = tls_stream(&pki, &addr).await;
-    let mut request = format!("wss://{addr}/v1/processes/{id}/attach")
-        .into_client_request()
-        .unwrap();
-    request.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "tether.v1, tether.bearer.tls-token".parse().unwrap(),
-    );
-    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
-        .await
-        .unwrap();
+    let mut ws = wss_attach(&pki, &addr, id).await;
     let frame = ClientFrame::Stdin {
         data: b"hello\n".to_vec(),
     };
@@ -242,17 +252,7 @@ async fn sighup_reloads_the_certificate_and_the_token_file_and_sessions_carry_on
     assert_eq!(status, 201, "{info}");
     let id = info["id"].as_str().unwrap().to_string();
     // Attached before the rotation, with the old certificate and token.
-    let stream = tls_stream(&old, &addr).await;
-    let mut request = format!("wss://{addr}/v1/processes/{id}/attach")
-        .into_client_request()
-        .unwrap();
-    request.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "tether.v1, tether.bearer.tls-token".parse().unwrap(),
-    );
-    let (mut ws, _) = tokio_tungstenite::client_async(request, stream)
-        .await
-        .unwrap();
+    let mut ws = wss_attach(&old, &addr, &id).await;
 
     // A key that does not match: the reload is refused, nothing changes.
     std::fs::copy(new.path("server.pem"), &cert).unwrap();
