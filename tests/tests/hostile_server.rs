@@ -180,6 +180,22 @@ async fn lying_attach_messages(hello: ServerFrame, frames: Vec<Message>) -> Stri
     base
 }
 
+/// A `hello` as tetherd sends it, for a real running process (the server
+/// is kept for the test's life).
+async fn real_hello() -> (TestServer, ServerFrame) {
+    let real = TestServer::start();
+    let process = real
+        .spawn(serde_json::json!({"argv": ["sleep", "30"]}))
+        .await;
+    let hello = ServerFrame::Hello {
+        version: tether_protocol::PROTOCOL_VERSION,
+        process,
+        stdout: 0,
+        stderr: 0,
+    };
+    (real, hello)
+}
+
 /// Attaches to `base` with no retries and reads stdout to its end: how
 /// that ended (bounded by [`WAIT`]).
 async fn read_to_the_end(base: &str) -> Result<(), tether_client::Error> {
@@ -205,16 +221,7 @@ async fn read_to_the_end(base: &str) -> Result<(), tether_client::Error> {
 
 #[tokio::test]
 async fn a_dropped_range_past_two_to_the_64_is_a_protocol_error_not_a_success() {
-    let real = TestServer::start();
-    let process = real
-        .spawn(serde_json::json!({"argv": ["sleep", "30"]}))
-        .await;
-    let hello = ServerFrame::Hello {
-        version: tether_protocol::PROTOCOL_VERSION,
-        process,
-        stdout: 0,
-        stderr: 0,
-    };
+    let (_real, hello) = real_hello().await;
     let base = lying_attach(
         hello,
         vec![
@@ -365,16 +372,7 @@ async fn a_ping_flood_leaves_the_client_s_memory_bounded() {
 /// something to skip, in the library as in the other clients.
 #[tokio::test]
 async fn a_text_message_is_a_protocol_error() {
-    let real = TestServer::start();
-    let process = real
-        .spawn(serde_json::json!({"argv": ["sleep", "30"]}))
-        .await;
-    let hello = ServerFrame::Hello {
-        version: tether_protocol::PROTOCOL_VERSION,
-        process,
-        stdout: 0,
-        stderr: 0,
-    };
+    let (_real, hello) = real_hello().await;
     let base = lying_attach_messages(
         hello,
         vec![
