@@ -9,6 +9,7 @@ import { attach, run, type AttachOptions, type Attachment } from "./attach.js";
 import { baseUrlOf, checkSize, isLocalUrl, randomKey, segment, subprotocols, webSocketUrl, type CallOptions } from "./endpoint.js";
 import { HttpError, httpErrorOf, InvalidArgumentError, isAbort, ProtocolError, TransportError, type TetherError } from "./errors.js";
 import { exec, type ExecOptions, type ExecResult } from "./exec.js";
+import { download, downloadStream, upload, type DownloadOptions, type UploadData, type UploadOptions } from "./files.js";
 import { parseProcess, type ProcessInfo, type SpawnRequest } from "./protocol.js";
 import { Backoff, DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import { answerTooLong, defaultTransport, type HttpTransport } from "./transport.js";
@@ -385,6 +386,55 @@ export class TetherClient {
    */
   exec(command: string | string[] | SpawnRequest, options: ExecOptions = {}): Promise<ExecResult> {
     return exec(this, command, options);
+  }
+
+  /**
+   * Writes `data` to `path` as process `processRef` (an id or a name) sees
+   * it, as that process's user; resolves with the bytes written.
+   *
+   * Runs `/bin/sh -c 'cat > "$1"'` beside the process (spawn request
+   * `beside`: its user, group and current working directory, so a relative
+   * path resolves where the process has `cd`'d), streams `data` to its
+   * stdin with the attachment's numbered input (at most 1 MiB
+   * unacknowledged), closes it and checks the exit. The file is created or
+   * truncated; its directory must exist. `data` is bytes, a string (UTF-8),
+   * a `Blob`, a `ReadableStream` or an (async) iterable of chunks (Node:
+   * `fs.createReadStream(path)`). Needs the operator's token. Rejects with
+   * a {@link FileTransferError} carrying the shell's stderr when the file
+   * cannot be written (a missing directory, `Permission denied`), an
+   * {@link HttpError} 404 for an unknown process, 403 for a scoped token.
+   */
+  upload(processRef: string, path: string, data: UploadData, options: UploadOptions = {}): Promise<number> {
+    return upload(this, processRef, path, data, options);
+  }
+
+  /**
+   * The content of `path` as process `processRef` (an id or a name) sees
+   * it, read as that process's user by `cat` run beside it. At most
+   * `maxBytes` (default {@link DEFAULT_MAX_DOWNLOAD}, 64 MiB) is read into
+   * memory: a longer file rejects with {@link FileTooLargeError}, never a
+   * cut-short result ({@link downloadStream} streams any size). Rejects
+   * with a {@link FileTransferError} carrying `cat`'s stderr when the file
+   * cannot be read (`No such file or directory`, `Is a directory`).
+   */
+  download(processRef: string, path: string, options: DownloadOptions = {}): Promise<Uint8Array> {
+    return download(this, processRef, path, options);
+  }
+
+  /**
+   * {@link download} as an async iterable of chunks, with bounded memory:
+   * at most the credit window (`window`, 256 KiB) is held here, and a slow
+   * loop paces the remote `cat`. The iteration throws a
+   * {@link FileTransferError} at its end if `cat` failed (or
+   * {@link FileTooLargeError} past `maxBytes`, default none); leaving the
+   * loop early kills the remote `cat`.
+   *
+   * ```ts
+   * for await (const chunk of client.downloadStream(id, "big.log")) out.write(chunk);
+   * ```
+   */
+  downloadStream(processRef: string, path: string, options: DownloadOptions = {}): AsyncGenerator<Uint8Array, number, undefined> {
+    return downloadStream(this, processRef, path, options);
   }
 
   /**

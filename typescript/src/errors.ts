@@ -113,6 +113,45 @@ export class ClosedError extends TetherError {
 }
 
 /**
+ * An upload or a download that the program run beside the process could
+ * not do: its exit (`exitCode`, `reason`; undefined when it did not get
+ * that far) and what it said on stderr (its first 16 KiB: `sh: cannot
+ * create x/y: Directory nonexistent`, `cat: y: No such file or directory`,
+ * `Permission denied`...).
+ */
+export class FileTransferError extends TetherError {
+  constructor(
+    message: string,
+    /** The process (id or name) the path belongs to. */
+    readonly processRef: string,
+    /** The path as the process sees it. */
+    readonly path: string,
+    /** The remote program's exit code, when it exited. */
+    readonly exitCode?: number | null,
+    /** Why the remote program ended (`exit`, `timeout`, `killed`...), when it did. */
+    readonly reason?: string | null,
+    /** What the remote program wrote on stderr (at most 16 KiB). */
+    readonly stderr = "",
+  ) {
+    super(message);
+    this.name = "FileTransferError";
+  }
+}
+
+/** A download longer than its `maxBytes`: nothing is returned (never a cut-short file) and the remote `cat` is killed. */
+export class FileTooLargeError extends FileTransferError {
+  constructor(
+    processRef: string,
+    path: string,
+    /** The bound that was passed. */
+    readonly maxBytes: number,
+  ) {
+    super(`${processRef}:${path} is longer than maxBytes (${maxBytes} bytes): raise maxBytes, or stream it with downloadStream`, processRef, path);
+    this.name = "FileTooLargeError";
+  }
+}
+
+/**
  * The error of an HTTP answer with status `status` and body `text`: the
  * server's JSON error body `{"error": {"code", "message"}}`, or, for a body
  * that is not one (a proxy's, a redirect), code `http_<status>` and a

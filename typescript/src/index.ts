@@ -5,8 +5,11 @@ export { DEFAULT_MAX_ANSWER_BYTES, EXEC_SILENCE_GRACE_MS, TetherClient, setLocal
 export { Attachment, type AttachOptions, type AttachState, type Rejection } from "./attach.js";
 export { OutputStream, concat, type Chunk, type StreamStats } from "./output.js";
 export { type ExecOptions, type ExecResult } from "./exec.js";
+export { DEFAULT_MAX_DOWNLOAD, type DownloadOptions, type UploadData, type UploadOptions } from "./files.js";
 export {
   ClosedError,
+  FileTooLargeError,
+  FileTransferError,
   HttpError,
   InvalidArgumentError,
   isRefused,

@@ -171,6 +171,16 @@ export interface SpawnRequest {
   unattached_timeout_ms?: number;
   /** Resource limits; each absent one is the server's default. */
   limits?: Limits;
+  /**
+   * Run beside this process (an id or a name): as its user and group, in
+   * its working directory (its current one while it runs, read from
+   * `/proc`, so a shell's `cd` counts; else the one it started in). `cwd`
+   * still wins over the directory; the server refuses it with `user` or
+   * `group` (400) and for an unknown process (404), and only the
+   * operator's token may spawn (a scoped one gets 403). The client's
+   * `upload` and `download` run their `sh` and `cat` so.
+   */
+  beside?: string;
 }
 
 /** Why a frame could not be decoded; mirrors the Rust `DecodeError`. */

@@ -18,11 +18,14 @@ never losing the tail::
   offsets, and ``dropped`` notices; ``run`` starts a process and attaches
   to it in one WebSocket; ``terminal`` drives a PTY
   (:class:`Terminal`: write, expect, resize, wait, interact).
+- ``upload`` and ``download`` (``download_to`` streams) write and read a
+  file as a running process sees it, beside it (its user and directory).
 - Errors are :class:`TetherError` subclasses carrying the server's code.
 """
 
 from .attach import AttachContext, Attachment, AttachOptions, Chunk, OutputReader
 from .output import Utf8Decoder
+from .files import DEFAULT_MAX_DOWNLOAD, DownloadTarget, UploadData
 from .client import DEFAULT_SERVER, AsyncClient
 from .http_api import MintedToken
 from .local_token import local_token_for, local_token_path, runtime_dir
@@ -31,6 +34,8 @@ from .errors import (
     AttachmentClosed,
     BodyTooLarge,
     ExpectTimeout,
+    FileTooLarge,
+    FileTransferFailed,
     Forbidden,
     IdempotencyConflict,
     InputExpired,
@@ -63,6 +68,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
+    "DEFAULT_MAX_DOWNLOAD",
     "DEFAULT_SERVER",
     "FIRST_CONTACT_REFUSED",
     "AsyncClient",
@@ -75,10 +81,13 @@ __all__ = [
     "Client",
     "Data",
     "Dropped",
+    "DownloadTarget",
     "ExecResult",
     "ExitReason",
     "ExitStatus",
     "ExpectTimeout",
+    "FileTooLarge",
+    "FileTransferFailed",
     "Forbidden",
     "IdempotencyConflict",
     "InputExpired",
@@ -114,6 +123,7 @@ __all__ = [
     "TransportError",
     "Unauthorized",
     "Unreachable",
+    "UploadData",
     "Usage",
     "local_token_for",
     "local_token_path",

@@ -17,6 +17,7 @@ from typing import Any
 
 from .attach import AttachContext, AttachOptions
 from .errors import InvalidArgument
+from .files import DEFAULT_MAX_DOWNLOAD, DownloadTarget, UploadData, download, download_to, upload
 from .http_api import DEFAULT_SERVER, LONG_POLL, HttpApi, MintedToken
 from .local_token import is_local_url, local_token_for, local_token_path, runtime_dir
 from .protocol import Limits, Overflow
@@ -118,6 +119,7 @@ class AsyncClient(HttpApi):
         stdin: bool = False,
         overflow: Overflow | None = None,
         limits: Limits | None = None,
+        beside: str | None = None,
         window: int = 256 * 1024,
         readonly: bool = False,
         reconnect: RetryPolicy | None = None,
@@ -151,6 +153,7 @@ class AsyncClient(HttpApi):
             stdin=stdin,
             overflow=overflow,
             limits=limits,
+            beside=beside,
         )
         return self.run_request(
             body, window=window, readonly=readonly, reconnect=reconnect, connect_timeout=connect_timeout
@@ -196,6 +199,7 @@ class AsyncClient(HttpApi):
         retain_bytes: int | None = None,
         limits: Limits | None = None,
         window: int = 256 * 1024,
+        beside: str | None = None,
     ) -> ExecResult:
         """Runs a command to completion and returns its output and exit; see :func:`tether_client.run.exec_command`."""
         return await exec_command(
@@ -209,6 +213,7 @@ class AsyncClient(HttpApi):
             retain_bytes=retain_bytes,
             limits=limits,
             window=window,
+            beside=beside,
         )
 
     def exec_stream(
@@ -257,4 +262,69 @@ class AsyncClient(HttpApi):
         return TerminalContext(
             self,
             spawn_body(command, tty=True, cols=cols, rows=rows, env=env, cwd=cwd, timeout=timeout),
+        )
+
+    async def upload(
+        self,
+        process: str,
+        path: str,
+        data: UploadData,
+        *,
+        mode: int | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Writes ``data`` to ``path`` as ``process`` (an id or a name) sees it, as its user; returns the bytes written.
+
+        ``data`` is bytes, text (UTF-8), a local file (a :class:`os.PathLike`
+        such as a :class:`pathlib.Path`), a binary file object or an async
+        iterable of bytes, streamed in 64 KiB chunks (at most 1 MiB
+        unacknowledged). A relative ``path`` resolves against the process's
+        current working directory; the file is created or truncated, its
+        directory must exist. ``mode`` (``0o755``) is set afterwards.
+        ``timeout`` (seconds) is the server-side deadline of the copy. Runs
+        ``/bin/sh -c 'cat > "$1"'`` beside the process (its user, group and
+        directory), so it needs the operator's token. Raises
+        :class:`FileTransferFailed` with the shell's stderr when the file
+        cannot be written, :class:`NotFound` for an unknown process. See
+        :mod:`tether_client.files`.
+        """
+        return await upload(self, process, path, data, mode=mode, timeout=timeout)
+
+    async def download(
+        self,
+        process: str,
+        path: str,
+        *,
+        max_bytes: int = DEFAULT_MAX_DOWNLOAD,
+        timeout: float | None = None,
+        window: int = 256 * 1024,
+    ) -> bytes:
+        """The content of ``path`` as ``process`` (an id or a name) sees it, read as its user with ``cat`` beside it.
+
+        At most ``max_bytes`` (64 MiB by default): a longer file raises
+        :class:`FileTooLarge`, never a cut-short result (stream it with
+        :meth:`download_to`). Raises :class:`FileTransferFailed` with
+        ``cat``'s stderr when the file cannot be read.
+        """
+        return await download(self, process, path, max_bytes=max_bytes, timeout=timeout, window=window)
+
+    async def download_to(
+        self,
+        process: str,
+        path: str,
+        dest: DownloadTarget,
+        *,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+        window: int = 256 * 1024,
+    ) -> int:
+        """Streams ``path`` as ``process`` sees it into ``dest`` (a local path or a binary file object) with bounded memory; returns the bytes written.
+
+        At most ``window`` bytes are held here at a time, whatever the size;
+        ``max_bytes`` (default: none) bounds the length. A local path is
+        written only once the first byte has come, and removed if the
+        download then fails.
+        """
+        return await download_to(
+            self, process, path, dest, max_bytes=max_bytes, timeout=timeout, window=window
         )

@@ -245,6 +245,46 @@ class AttachmentClosed(TetherError):
     """The attachment has ended (the process exited, or the attachment was closed or failed), so the operation cannot be carried out."""
 
 
+class FileTransferFailed(TetherError):
+    """An upload or a download that the program beside the process could not do.
+
+    ``exit_code`` and ``reason`` are its exit (``None`` when it did not get
+    that far), ``stderr`` what it said (its first 16 KiB: ``sh: cannot
+    create x/y: Directory nonexistent``, ``cat: y: No such file or
+    directory``, ``Permission denied``...).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        process: str,
+        path: str,
+        exit_code: int | None = None,
+        reason: str | None = None,
+        stderr: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.process = process
+        self.path = path
+        self.exit_code = exit_code
+        self.reason = reason
+        self.stderr = stderr
+
+
+class FileTooLarge(FileTransferFailed):
+    """A download longer than its ``max_bytes``: nothing is returned (the file is never cut short), and the remote ``cat`` is killed."""
+
+    def __init__(self, *, process: str, path: str, max_bytes: int) -> None:
+        super().__init__(
+            f"{process}:{path} is longer than max_bytes ({max_bytes} bytes): "
+            "raise max_bytes, or stream it with download_to",
+            process=process,
+            path=path,
+        )
+        self.max_bytes = max_bytes
+
+
 class ExpectTimeout(TetherError, TimeoutError):
     """:meth:`Terminal.expect` saw no match in time; ``output`` is what arrived meanwhile (its last MiB at most)."""
 

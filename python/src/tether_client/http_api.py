@@ -140,6 +140,7 @@ class HttpApi:
         stdin: bool = False,
         overflow: Overflow | None = None,
         limits: Limits | None = None,
+        beside: str | None = None,
     ) -> ProcessInfo:
         """Starts a process and returns its process object.
 
@@ -148,7 +149,8 @@ class HttpApi:
         server-side deadline, ``tty`` a PTY of ``cols`` x ``rows`` (80x24),
         ``retain_bytes`` the per-stream retention, ``stdin`` a stdin pipe
         (default: ``/dev/null``), ``overflow`` ``"drop"`` (default) or
-        ``"block"``. The request carries a random ``Idempotency-Key`` and
+        ``"block"``, ``beside`` a process (id or name) to run as: its user,
+        group and working directory. The request carries a random ``Idempotency-Key`` and
         transient failures are retried with the same key, so the command
         starts at most once. Raises :class:`SpawnFailed` when the program
         cannot be started.
@@ -165,6 +167,7 @@ class HttpApi:
             stdin=stdin,
             overflow=overflow,
             limits=limits,
+            beside=beside,
         )
         return await self.spawn_request(body)
 

@@ -122,6 +122,7 @@ async def exec_command(
     retain_bytes: int | None = None,
     limits: Limits | None = None,
     window: int = 256 * 1024,
+    beside: str | None = None,
 ) -> ExecResult:
     """Runs a command to completion and returns its output, exit code and reason.
 
@@ -143,7 +144,8 @@ async def exec_command(
     process is spawned and attached to instead, in block mode (the server
     keeps every byte until this client has read it, pacing the program), so
     the output is complete whatever the retention; ``window`` is that
-    attachment's credit window.
+    attachment's credit window. ``beside`` (a process id or name) runs it
+    with that process's user, group and working directory.
     """
     if retain_bytes is None and fits_one_request(input):
         body = spawn_body(
@@ -154,6 +156,7 @@ async def exec_command(
             tty=tty,
             overflow="block",
             limits=limits,
+            beside=beside,
         )
         try:
             info, stdout, stderr, lost = await exec_once(client, body, input)
@@ -174,6 +177,7 @@ async def exec_command(
         retain_bytes=retain_bytes,
         overflow="block",
         limits=limits,
+        beside=beside,
     )
     process = await client.spawn_request(body)
     async with client.attach(process.id, window=_exec_window(window, retain_bytes)) as attachment:

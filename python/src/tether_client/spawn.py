@@ -23,6 +23,7 @@ def spawn_body(
     stdin: bool = False,
     overflow: Overflow | None = None,
     limits: Limits | None = None,
+    beside: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/processes``.
 
@@ -30,8 +31,13 @@ def spawn_body(
     a program and its arguments (PATH is searched) when a sequence.
     ``timeout`` is the server-side deadline in seconds (reason ``timeout``,
     exit code 124). ``limits`` caps its memory, CPU and tasks (each
-    absent one is the server's default). Raises :class:`InvalidArgument`
-    for values the server would refuse.
+    absent one is the server's default). ``beside`` (a process id or name)
+    runs it as that process runs: with its user and group, in its working
+    directory (its current one while it runs, so a shell's ``cd`` counts;
+    ``cwd`` still wins); the server refuses it with a ``user`` or ``group``
+    (400) and for an unknown process (404), and only the operator's token
+    may spawn. Raises :class:`InvalidArgument` for values the server would
+    refuse.
     """
     body: dict[str, Any] = {}
     if isinstance(command, str):
@@ -77,6 +83,10 @@ def spawn_body(
                 raise InvalidArgument(f"limits.{name} must be a positive number, not {value!r}")
         if wire:
             body["limits"] = wire
+    if beside is not None:
+        if not isinstance(beside, str) or not beside:
+            raise InvalidArgument("beside names a process: an id or a name")
+        body["beside"] = beside
     return body
 
 

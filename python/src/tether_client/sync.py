@@ -15,6 +15,7 @@ from types import TracebackType
 
 from .attach import Attachment
 from .client import AsyncClient
+from .files import DEFAULT_MAX_DOWNLOAD, DownloadTarget, UploadData
 from .http_api import MintedToken
 from .loop_thread import LoopThread
 from .protocol import Limits, Overflow, ProcessInfo
@@ -109,6 +110,7 @@ class Client:
         stdin: bool = False,
         overflow: Overflow | None = None,
         limits: Limits | None = None,
+        beside: str | None = None,
     ) -> ProcessInfo:
         """Starts a process and returns its process object (:meth:`AsyncClient.spawn`)."""
         return self._runner.run(
@@ -124,6 +126,7 @@ class Client:
                 stdin=stdin,
                 overflow=overflow,
                 limits=limits,
+                beside=beside,
             )
         )
 
@@ -190,6 +193,7 @@ class Client:
         tty: bool = False,
         retain_bytes: int | None = None,
         limits: Limits | None = None,
+        beside: str | None = None,
     ) -> ExecResult:
         """Runs a command to completion and returns stdout, stderr, exit code and reason (:meth:`AsyncClient.exec`)."""
         return self._runner.run(
@@ -202,6 +206,7 @@ class Client:
                 tty=tty,
                 retain_bytes=retain_bytes,
                 limits=limits,
+                beside=beside,
             )
         )
 
@@ -244,6 +249,7 @@ class Client:
         retain_bytes: int | None = None,
         stdin: bool = False,
         overflow: Overflow | None = None,
+        beside: str | None = None,
         window: int = 256 * 1024,
         readonly: bool = False,
         reconnect: RetryPolicy | None = None,
@@ -261,6 +267,7 @@ class Client:
             retain_bytes=retain_bytes,
             stdin=stdin,
             overflow=overflow,
+            beside=beside,
             window=window,
             readonly=readonly,
             reconnect=reconnect,
@@ -313,6 +320,47 @@ class Client:
             return self.aio.terminal(command, cols=cols, rows=rows, env=env, cwd=cwd, timeout=timeout)
 
         return SyncTerminal(self._runner, self._runner.run(make()))
+
+    def upload(
+        self,
+        process: str,
+        path: str,
+        data: UploadData,
+        *,
+        mode: int | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Writes ``data`` (bytes, text, a local path, a binary file object) to ``path`` as ``process`` sees it, as its user (:meth:`AsyncClient.upload`)."""
+        return self._runner.run(self.aio.upload(process, path, data, mode=mode, timeout=timeout))
+
+    def download(
+        self,
+        process: str,
+        path: str,
+        *,
+        max_bytes: int = DEFAULT_MAX_DOWNLOAD,
+        timeout: float | None = None,
+        window: int = 256 * 1024,
+    ) -> bytes:
+        """The content of ``path`` as ``process`` sees it, at most ``max_bytes`` (64 MiB) (:meth:`AsyncClient.download`)."""
+        return self._runner.run(
+            self.aio.download(process, path, max_bytes=max_bytes, timeout=timeout, window=window)
+        )
+
+    def download_to(
+        self,
+        process: str,
+        path: str,
+        dest: DownloadTarget,
+        *,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+        window: int = 256 * 1024,
+    ) -> int:
+        """Streams ``path`` as ``process`` sees it into a local path or a binary file object with bounded memory (:meth:`AsyncClient.download_to`)."""
+        return self._runner.run(
+            self.aio.download_to(process, path, dest, max_bytes=max_bytes, timeout=timeout, window=window)
+        )
 
 
 def _close(runner: LoopThread, aio: AsyncClient) -> None:
