@@ -57,6 +57,13 @@ if ! target/kube-venv/bin/python -c 'import kubernetes, sys; sys.exit(kubernetes
   target/kube-venv/bin/pip install -q --disable-pip-version-check --root-user-action=ignore "$KUBE_PYTHON_CLIENT"
 fi
 
+step "asciinema 2.4.0 (its player reads tetherd's v2 recordings) in target/asciinema-venv"
+# tests/tests/recording.rs plays a recording with the real asciinema.
+if ! target/asciinema-venv/bin/asciinema --version 2>/dev/null | grep -q '2.4.0'; then
+  python3 -m venv target/asciinema-venv
+  target/asciinema-venv/bin/pip install -q --disable-pip-version-check --root-user-action=ignore "asciinema==2.4.0"
+fi
+
 step "npm packages (typescript client, web demo)"
 (cd typescript && npm ci --no-audit --no-fund)
 (cd web-demo && npm ci --no-audit --no-fund)

@@ -204,6 +204,21 @@ pub enum Command {
         /// `ID:PATH`, a local path, or `-` (a tar archive on stdout).
         dest: String,
     },
+    /// Write a process's recording to stdout: an asciicast of its retained
+    /// output with the times it was written (both streams, resizes, lost
+    /// ranges as markers, the exit), following a running process until it
+    /// exits. Play it with `asciinema play FILE`.
+    Record {
+        /// Process id, unique prefix or name.
+        id: String,
+        /// The asciicast version: 3 (asciinema 3, asciinema-player 3.10+)
+        /// or 2 (asciinema 2 and older players).
+        #[arg(long = "format-version", value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u8).range(2..=3))]
+        format_version: u8,
+        /// Only what is retained now, even of a running process.
+        #[arg(long)]
+        no_follow: bool,
+    },
     /// Print a process's retained output (stdout to stdout, stderr to
     /// stderr).
     Logs {

@@ -293,6 +293,27 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             )
             .await
         }
+        Command::Record {
+            id,
+            format_version,
+            no_follow,
+        } => {
+            let id = resolve(&quick, &id).await?;
+            let options = tether_client::RecordingOptions {
+                version: format_version,
+                follow: !no_follow,
+            };
+            let mut stdout = tokio::io::stdout();
+            match client.recording_to(&id, options, &mut stdout).await {
+                Ok(_) => Ok(0),
+                // A closed stdout (`| head`) ends it quietly, as a shell's
+                // pipeline would.
+                Err(Error::Closed(message)) if message.contains("Broken pipe") => {
+                    Ok(run_attach::CLOSED_OUTPUT)
+                }
+                Err(error) => Err(error),
+            }
+        }
         Command::Logs { id, follow, tail } => {
             let id = resolve(&quick, &id).await?;
             run_attach::logs(&client, &quick, &id, follow, tail).await

@@ -599,6 +599,42 @@ impl Client {
 }
 
 impl Client {
+    /// A `GET` whose answer is streamed, not held: the response once its
+    /// status says success (an error answer is read, bounded, into the
+    /// error). `timeout` bounds the whole exchange when given.
+    pub(crate) async fn get_streamed(
+        &self,
+        path: &str,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response> {
+        let url = format!("{}{}", self.inner.base, path);
+        let mut request = self.inner.http.get(&url);
+        if let Some(timeout) = timeout {
+            request = request.timeout(timeout);
+        }
+        if let Some(token) = &self.inner.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Error::transport(&url, &e))?;
+        self.inner
+            .answered
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let bytes = read_answer(&url, response, self.inner.max_answer_bytes).await?;
+        Err(self.explained(http_error(status, &bytes)))
+    }
+
+    /// The request timeout (`with_request_timeout`).
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.inner.request_timeout
+    }
+
     /// The backoff of one call under `policy`, knowing whether this server
     /// has ever answered.
     pub(crate) fn backoff(&self, policy: RetryPolicy) -> Backoff {

@@ -43,6 +43,7 @@ mod output;
 mod protocol;
 mod proxy;
 mod pty;
+mod recording;
 mod retention;
 mod scoped_access;
 mod scoped_routes;

@@ -12,6 +12,7 @@ pub mod follow;
 pub mod mint;
 pub mod output;
 pub mod params;
+pub mod recording;
 pub mod routes;
 pub mod screen;
 pub mod web;

@@ -48,6 +48,10 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/output", get(super::output::output))
         .route("/exec", post(super::exec::exec))
         .route("/processes/{id}/screen", get(super::screen::screen))
+        .route(
+            "/processes/{id}/recording",
+            get(super::recording::recording),
+        )
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

@@ -92,12 +92,12 @@ impl SpawnPlan {
             + self.screen_bytes
     }
 
-    /// The fixed overhead plus argv twice (the process keeps it, and so
-    /// does its published exit). `env` and `cwd` are not kept past the
+    /// The fixed overhead, the time index (`retained/times.rs`), and argv
+    /// twice (the process keeps it, and so does its published exit). `env` and `cwd` are not kept past the
     /// spawn.
     pub fn metadata_of(argv: &[String]) -> u64 {
         let argv: usize = argv.iter().map(|a| a.len() + 1).sum();
-        PROCESS_OVERHEAD + 2 * argv as u64
+        PROCESS_OVERHEAD + crate::retained::times::INDEX_BYTES + 2 * argv as u64
     }
 
     /// Takes this plan's shares of the budget: under the table lock, once
@@ -196,6 +196,9 @@ pub fn spawn(
         )
     });
     let output = Arc::new(plan.output(&id, screen));
+    if let Some(size) = plan.tty {
+        output.sized(size);
+    }
     let (control, control_rx) = mpsc::channel(8);
     let (exit_tx, exit) = watch::channel(None);
     let process = Arc::new(Process {

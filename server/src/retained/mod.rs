@@ -18,6 +18,7 @@ pub mod log;
 mod ring;
 mod screen_feed;
 mod screen_slot;
+pub mod times;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -67,6 +68,10 @@ struct Streams {
     /// Resizes the emulator has not reached yet, oldest first, each at the
     /// stdout offset where it happened (at most `MAX_PENDING_RESIZES`).
     resizes: std::collections::VecDeque<PendingResize>,
+    /// When each stream's bytes were written (`times.rs`).
+    times: [times::TimeMarks; 2],
+    /// A PTY's sizes, each from the stdout offset where it was set.
+    sizes: times::Sizes,
 }
 
 /// The plain-text screen of a PTY and the offset it corresponds to.
@@ -129,6 +134,8 @@ impl RetainedOutput {
                 buffers: logs,
                 next_reader: 0,
                 resizes: std::collections::VecDeque::new(),
+                times: Default::default(),
+                sizes: Default::default(),
             }),
             appended: watch::Sender::new(()),
             room_freed: [Notify::new(), Notify::new()],
@@ -182,6 +189,7 @@ impl RetainedOutput {
             let buffer = &mut state.buffers[stream.index()];
             let offset = buffer.end();
             let write = buffer.push(data);
+            state.times[stream.index()].mark(offset, times::now_ms());
             (offset, write)
         };
         self.appended.send_replace(());
@@ -220,6 +228,13 @@ impl RetainedOutput {
         {
             let mut state = self.lock();
             apply()?;
+            let offset = state.buffers[StreamName::Stdout.index()].end();
+            state.sizes.push(times::SizeChange {
+                offset,
+                at_ms: times::now_ms(),
+                cols: size.cols(),
+                rows: size.rows(),
+            });
             if self.screen.is_some() {
                 let resize = PendingResize {
                     offset: state.buffers[StreamName::Stdout.index()].end(),
@@ -234,6 +249,32 @@ impl RetainedOutput {
         }
         self.screen_has_news(0);
         Ok(())
+    }
+
+    /// A PTY's size at spawn, the first of its sizes.
+    pub fn sized(&self, size: TermSize) {
+        self.lock().sizes.push(times::SizeChange {
+            offset: 0,
+            at_ms: times::now_ms(),
+            cols: size.cols(),
+            rows: size.rows(),
+        });
+    }
+
+    /// When the byte of `stream` at `offset` was written (ms since the
+    /// epoch), as far as the time index tells (`times.rs`).
+    pub fn time_of(&self, stream: StreamName, offset: u64) -> Option<u64> {
+        self.lock().times[stream.index()].time_of(offset)
+    }
+
+    /// The first time mark of `stream` after `offset` (`times.rs`).
+    pub fn next_mark_after(&self, stream: StreamName, offset: u64) -> Option<u64> {
+        self.lock().times[stream.index()].next_after(offset)
+    }
+
+    /// A PTY's sizes, oldest first, each from the offset where it was set.
+    pub fn sizes(&self) -> Vec<times::SizeChange> {
+        self.lock().sizes.all()
     }
 
     /// Offset of the oldest retained byte of `stream`.

@@ -53,7 +53,7 @@ const SERVER: Layers = Layers {
 /// `tether-client`'s.
 const CLIENT: Layers = Layers {
     layers: &[
-        &["exec", "utf8"],
+        &["exec", "utf8", "recording"],
         &["attach"],
         &["client"],
         &["local_token", "retry", "tls", "spec", "base_url", "answer"],

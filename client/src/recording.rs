@@ -1,0 +1,83 @@
+//! [`Client::recording_to`]: a process's recording (an asciicast, from
+//! `GET /v1/processes/{id}/recording`) written out as it comes, in bounded
+//! memory whatever its length.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use crate::base_url::path_segment;
+use crate::client::Client;
+use crate::error::{Error, Result};
+
+/// Which asciicast, and whether to follow a running process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordingOptions {
+    /// 3 (asciinema 3, asciinema-player 3.10+) or 2 (older players).
+    pub version: u8,
+    /// Stream a running process until its exit.
+    pub follow: bool,
+}
+
+impl Default for RecordingOptions {
+    fn default() -> Self {
+        RecordingOptions {
+            version: 3,
+            follow: false,
+        }
+    }
+}
+
+impl Client {
+    /// Writes the recording of process `id` to `out` as the server sends
+    /// it, and returns the bytes written. Without `follow` each read waits
+    /// at most the request timeout; following, a silent process may keep
+    /// the recording open as long as it runs (the server ends it at the
+    /// exit). Not retried: a recording is a stream.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: tether_client::Client) -> Result<(), tether_client::Error> {
+    /// let mut file = tokio::fs::File::create("session.cast").await.map_err(|e| tether_client::Error::Closed(e.to_string()))?;
+    /// client.recording_to("web", tether_client::RecordingOptions::default(), &mut file).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn recording_to(
+        &self,
+        id: &str,
+        options: RecordingOptions,
+        out: &mut (impl AsyncWrite + Unpin),
+    ) -> Result<u64> {
+        let path = format!(
+            "/v1/processes/{}/recording?version={}&follow={}",
+            path_segment(id),
+            options.version,
+            u8::from(options.follow)
+        );
+        let mut response = self.get_streamed(&path, None).await?;
+        let idle = (!options.follow).then(|| self.request_timeout());
+        let mut written = 0u64;
+        loop {
+            let chunk = match idle {
+                Some(idle) => tokio::time::timeout(idle, response.chunk())
+                    .await
+                    .map_err(|_| self.stalled(idle))?,
+                None => response.chunk().await,
+            };
+            let chunk =
+                chunk.map_err(|e| Error::Closed(format!("the recording broke off: {e}")))?;
+            let Some(chunk) = chunk else { break };
+            out.write_all(&chunk)
+                .await
+                .map_err(|e| Error::Closed(format!("cannot write the recording: {e}")))?;
+            written += chunk.len() as u64;
+        }
+        out.flush()
+            .await
+            .map_err(|e| Error::Closed(format!("cannot write the recording: {e}")))?;
+        Ok(written)
+    }
+
+    fn stalled(&self, idle: Duration) -> Error {
+        Error::Closed(format!("the recording stalled: nothing for {idle:?}"))
+    }
+}

@@ -1,0 +1,399 @@
+//! `GET /v1/processes/{id}/recording`: what retention holds of a process
+//! as an asciicast (issue 44), which `asciinema play` and asciinema-player
+//! play: v3 by default (asciinema 3, player 3.10+), `?version=2` for older
+//! tools. Output events carry the time the time index gives each chunk
+//! (`retained/times.rs`: at most one mark's spacing early); stdout and
+//! stderr are both output (`o`), merged in the order they were written, as
+//! a terminal shows them; a PTY's resizes are `r` events; bytes evicted or
+//! lost before they were read are a marker (`m`) that names the range; the
+//! exit is an `x` event (v3). With `follow=1` it streams a running process
+//! until its exit, as the output endpoint does. Needs the `read` right and
+//! takes an attachment slot while it streams.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tether_protocol::{ProcessInfo, StreamName};
+
+use super::follow::{Chunk, Follower};
+use super::params::query_bool;
+use crate::attach;
+use crate::error::ApiError;
+use crate::grant::{Grant, Need};
+use crate::process::Process;
+use crate::retained::times::SizeChange;
+use crate::table::ProcessTable;
+
+/// The handler.
+pub async fn recording(
+    State(table): State<Arc<ProcessTable>>,
+    Extension(grant): Extension<Grant>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let process = grant.process(&table, Need::Read, &id)?;
+    let version = match query.get("version").map(String::as_str) {
+        None | Some("3") => 3,
+        Some("2") => 2,
+        Some(other) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "version must be 3 (the default) or 2, got {other:?}"
+            )))
+        }
+    };
+    let follow = query_bool(&query, "follow")?.unwrap_or(false);
+    let admission = attach::admit(&table, &process, false)?;
+    let max = table.config().max_data_frame_bytes;
+    let streams: &[StreamName] = if process.tty {
+        &[StreamName::Stdout]
+    } else {
+        &StreamName::ALL
+    };
+    let mut admission = Some(admission);
+    let lanes = streams
+        .iter()
+        .map(|&stream| {
+            // From the first byte: what was evicted is read as `dropped`.
+            let starts = [0u64; 2];
+            Lane {
+                stream,
+                follower: Follower::new(
+                    process.clone(),
+                    vec![stream],
+                    starts,
+                    max,
+                    admission.take(),
+                ),
+                ahead: None,
+                done: false,
+                carry: Vec::new(),
+            }
+        })
+        .collect();
+    let recorder = Recorder::new(process, lanes, version, follow);
+    let lines = futures_util::stream::unfold(recorder, |mut recorder| async move {
+        let line = recorder.next_line().await?;
+        Some((Ok::<Bytes, Infallible>(line), recorder))
+    });
+    Ok((
+        [(CONTENT_TYPE, "application/x-asciicast")],
+        Body::from_stream(lines),
+    )
+        .into_response())
+}
+
+/// One stream being read, with the chunk read ahead of the other's.
+struct Lane {
+    stream: StreamName,
+    follower: Follower,
+    ahead: Option<Chunk>,
+    done: bool,
+    /// The start of a UTF-8 sequence that the next chunk completes.
+    carry: Vec<u8>,
+}
+
+struct Recorder {
+    process: Arc<Process>,
+    lanes: Vec<Lane>,
+    version: u8,
+    follow: bool,
+    /// The process's start: the recording's time zero (ms since the epoch).
+    start_ms: u64,
+    /// The time of the last event written: events never go back in time.
+    last_ms: u64,
+    /// Sizes not written yet, oldest first.
+    sizes: VecDeque<SizeChange>,
+    header_sent: bool,
+    exit: Option<ProcessInfo>,
+    ended: bool,
+}
+
+impl Recorder {
+    fn new(process: Arc<Process>, lanes: Vec<Lane>, version: u8, follow: bool) -> Recorder {
+        let start_ms = process
+            .started_at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        let sizes = process.output().sizes().into();
+        Recorder {
+            process,
+            lanes,
+            version,
+            follow,
+            start_ms,
+            last_ms: start_ms,
+            sizes,
+            header_sent: false,
+            exit: None,
+            ended: false,
+        }
+    }
+
+    /// The next line of the recording, `None` after the last.
+    async fn next_line(&mut self) -> Option<Bytes> {
+        if !self.header_sent {
+            self.header_sent = true;
+            let header = self.header();
+            // The size at spawn is the header's, not an event.
+            if self.sizes.front().is_some_and(|s| s.offset == 0) {
+                self.sizes.pop_front();
+            }
+            return Some(header);
+        }
+        if self.ended {
+            return None;
+        }
+        loop {
+            self.read_ahead().await;
+            // The earliest chunk read ahead, by the time it was written.
+            let earliest = self
+                .lanes
+                .iter()
+                .enumerate()
+                .filter_map(|(i, lane)| Some((i, self.time_of(lane.stream, lane.ahead.as_ref()?)?)))
+                .min_by_key(|&(_, ms)| ms);
+            let Some((lane, at_ms)) = earliest else {
+                if self.lanes.iter().all(|lane| lane.done) || !self.follow {
+                    self.ended = true;
+                    return self.last_events();
+                }
+                continue;
+            };
+            // A resize made before these bytes were written comes first.
+            let offset = match &self.lanes[lane].ahead {
+                Some(Chunk::Data { offset, .. } | Chunk::Dropped { offset, .. }) => *offset,
+                _ => 0,
+            };
+            if self.lanes[lane].stream == StreamName::Stdout {
+                if let Some(size) = self.sizes.front().filter(|s| s.offset <= offset).copied() {
+                    self.sizes.pop_front();
+                    return Some(self.resize_event(size));
+                }
+            }
+            let chunk = self.lanes[lane].ahead.take()?;
+            let chunk = self.cut_at_next_mark(lane, chunk);
+            match chunk {
+                Chunk::Data { bytes, .. } => {
+                    let text = utf8_text(&mut self.lanes[lane].carry, &bytes);
+                    return Some(self.event(at_ms, "o", text));
+                }
+                Chunk::Dropped {
+                    stream,
+                    offset,
+                    length,
+                } => {
+                    let label = format!(
+                        "tether: {length} bytes of {} lost (offsets {offset} to {}): evicted from retention before they were read",
+                        stream.as_str(),
+                        offset + length
+                    );
+                    return Some(self.event(at_ms, "m", label));
+                }
+                Chunk::Exit(_) => continue,
+            }
+        }
+    }
+
+    /// Reads ahead one chunk on every lane that has none: what retention
+    /// holds now, then, following, what comes (whichever stream first).
+    async fn read_ahead(&mut self) {
+        for lane in &mut self.lanes {
+            if lane.ahead.is_none() && !lane.done {
+                match lane.follower.next(false).await {
+                    Some(Chunk::Exit(info)) => {
+                        lane.done = true;
+                        self.exit.get_or_insert(*info);
+                    }
+                    Some(chunk) => lane.ahead = Some(chunk),
+                    // Read to the end of what is retained now.
+                    None if !self.follow => lane.done = true,
+                    None => {}
+                }
+            }
+        }
+        let waiting = self.lanes.iter().any(|l| l.ahead.is_some());
+        if waiting || !self.follow || self.lanes.iter().all(|l| l.done) {
+            return;
+        }
+        // Following, with nothing read ahead: wait for either stream.
+        let chunk = match self.lanes.as_mut_slice() {
+            [one] => (0, one.follower.next(true).await),
+            [a, b] => tokio::select! {
+                chunk = a.follower.next(true), if !a.done => (0, chunk),
+                chunk = b.follower.next(true), if !b.done => (1, chunk),
+            },
+            _ => return,
+        };
+        let lane = &mut self.lanes[chunk.0];
+        match chunk.1 {
+            Some(Chunk::Exit(info)) => {
+                lane.done = true;
+                self.exit.get_or_insert(*info);
+            }
+            Some(other) => lane.ahead = Some(other),
+            None => lane.done = true,
+        }
+    }
+
+    /// The part of a data chunk up to the next time mark; the rest waits
+    /// as the lane's next chunk, with its own time.
+    fn cut_at_next_mark(&mut self, lane: usize, chunk: Chunk) -> Chunk {
+        let Chunk::Data {
+            stream,
+            offset,
+            bytes,
+        } = chunk
+        else {
+            return chunk;
+        };
+        let end = offset + bytes.len() as u64;
+        match self.process.output().next_mark_after(stream, offset) {
+            Some(mark) if mark < end => {
+                let cut = (mark - offset) as usize;
+                self.lanes[lane].ahead = Some(Chunk::Data {
+                    stream,
+                    offset: mark,
+                    bytes: bytes.slice(cut..),
+                });
+                Chunk::Data {
+                    stream,
+                    offset,
+                    bytes: bytes.slice(..cut),
+                }
+            }
+            _ => Chunk::Data {
+                stream,
+                offset,
+                bytes,
+            },
+        }
+    }
+
+    fn time_of(&self, stream: StreamName, chunk: &Chunk) -> Option<u64> {
+        let offset = match chunk {
+            Chunk::Data { offset, .. } | Chunk::Dropped { offset, .. } => *offset,
+            Chunk::Exit(_) => return None,
+        };
+        Some(
+            self.process
+                .output()
+                .time_of(stream, offset)
+                .unwrap_or(self.last_ms),
+        )
+    }
+
+    fn header(&self) -> Bytes {
+        let info = self.process.info();
+        let (cols, rows) = self.sizes.front().map_or((80, 24), |s| (s.cols, s.rows));
+        let command = info.argv.join(" ");
+        let mut header = if self.version == 3 {
+            json!({
+                "version": 3,
+                "term": {"cols": cols, "rows": rows},
+                "timestamp": self.start_ms / 1000,
+                "command": command,
+            })
+        } else {
+            json!({
+                "version": 2,
+                "width": cols,
+                "height": rows,
+                "timestamp": self.start_ms / 1000,
+                "command": command,
+            })
+        };
+        if let Some(name) = &info.name {
+            header["title"] = json!(name);
+        }
+        line(&header)
+    }
+
+    /// An event at `at_ms`: v3 counts from the previous event, v2 from the
+    /// start.
+    fn event(&mut self, at_ms: u64, code: &str, data: String) -> Bytes {
+        let at_ms = at_ms.max(self.last_ms);
+        let time = if self.version == 3 {
+            at_ms - self.last_ms
+        } else {
+            at_ms - self.start_ms
+        };
+        self.last_ms = at_ms;
+        line(&json!([time as f64 / 1000.0, code, data]))
+    }
+
+    fn resize_event(&mut self, size: SizeChange) -> Bytes {
+        self.event(size.at_ms, "r", format!("{}x{}", size.cols, size.rows))
+    }
+
+    /// The sizes set after the last byte, and the exit (v3) if it came.
+    fn last_events(&mut self) -> Option<Bytes> {
+        let mut out = Vec::new();
+        while let Some(size) = self.sizes.pop_front() {
+            out.extend_from_slice(&self.resize_event(size));
+        }
+        if let (Some(exit), 3) = (self.exit.take(), self.version) {
+            let at_ms = exit
+                .finished_at
+                .as_deref()
+                .and_then(|t| humantime::parse_rfc3339(t).ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(self.last_ms, |d| d.as_millis() as u64);
+            let code = exit.exit_code.unwrap_or(-1).to_string();
+            out.extend_from_slice(&self.event(at_ms, "x", code));
+        }
+        (!out.is_empty()).then(|| Bytes::from(out))
+    }
+}
+
+fn line(value: &serde_json::Value) -> Bytes {
+    let mut text = value.to_string();
+    text.push('\n');
+    Bytes::from(text)
+}
+
+/// The text of `bytes` after what `carry` held: a UTF-8 sequence cut at
+/// the end is kept for the next chunk; invalid bytes become U+FFFD (an
+/// asciicast holds text).
+fn utf8_text(carry: &mut Vec<u8>, bytes: &[u8]) -> String {
+    carry.extend_from_slice(bytes);
+    let cut = match std::str::from_utf8(carry) {
+        Ok(_) => carry.len(),
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => {
+            // Invalid inside: the last incomplete tail, if any, waits.
+            let tail = carry.len().saturating_sub(3);
+            (tail..carry.len())
+                .find(|&i| {
+                    std::str::from_utf8(&carry[i..])
+                        .is_err_and(|e| e.error_len().is_none() && e.valid_up_to() == 0)
+                })
+                .unwrap_or(carry.len())
+        }
+    };
+    let text = String::from_utf8_lossy(&carry[..cut]).into_owned();
+    carry.drain(..cut);
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_character_cut_between_chunks_is_whole_in_the_text() {
+        let mut carry = Vec::new();
+        let bytes = "é€".as_bytes();
+        assert_eq!(utf8_text(&mut carry, &bytes[..1]), "");
+        assert_eq!(utf8_text(&mut carry, &bytes[1..3]), "é");
+        assert_eq!(utf8_text(&mut carry, &bytes[3..]), "€");
+        assert_eq!(utf8_text(&mut carry, b"a\xffb"), "a\u{fffd}b");
+        assert!(carry.is_empty());
+    }
+}

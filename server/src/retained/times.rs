@@ -1,0 +1,181 @@
+//! When output was written: per stream, a sparse and bounded index from
+//! offset to wall-clock time, and a PTY's sizes with the offsets where they
+//! changed. What a recording (`http/recording.rs`) reads the timing from.
+//!
+//! A mark is taken at an append when [`TimeMarks::spacing_ms`] has passed
+//! since the last one (10 ms at first), so a chatty program costs a mark
+//! per 10 ms, not per read. The index holds at most [`MAX_MARKS`]: when
+//! it is full every other mark is dropped and the spacing doubles, so it
+//! always covers the whole stream, ever more coarsely (a day of constant
+//! output keeps a mark every two minutes or so). A byte's time is that of
+//! the last mark at or before it: at most one spacing early.
+
+use std::collections::VecDeque;
+
+/// Marks kept per stream (16 bytes each).
+pub const MAX_MARKS: usize = 1024;
+
+/// The first spacing between marks, in milliseconds.
+const FIRST_SPACING_MS: u64 = 10;
+
+/// Sizes kept per PTY (24 bytes each): past it the oldest change goes.
+pub const MAX_SIZES: usize = 256;
+
+/// What the index of one process may hold, counted in its retention
+/// metadata: both streams' marks and the sizes.
+pub const INDEX_BYTES: u64 = (2 * MAX_MARKS * 16 + MAX_SIZES * 24) as u64;
+
+/// One stream's marks: `(offset, ms since the epoch)`, offsets and times
+/// both non-decreasing.
+#[derive(Debug)]
+pub struct TimeMarks {
+    marks: VecDeque<(u64, u64)>,
+    spacing_ms: u64,
+}
+
+impl Default for TimeMarks {
+    fn default() -> Self {
+        TimeMarks {
+            marks: VecDeque::new(),
+            spacing_ms: FIRST_SPACING_MS,
+        }
+    }
+}
+
+impl TimeMarks {
+    /// Bytes from `offset` on were written at `now_ms`.
+    pub fn mark(&mut self, offset: u64, now_ms: u64) {
+        if let Some(&(last_offset, last_ms)) = self.marks.back() {
+            if offset == last_offset || now_ms < last_ms.saturating_add(self.spacing_ms) {
+                return;
+            }
+        }
+        if self.marks.len() >= MAX_MARKS {
+            // Every other mark, the first kept: coverage stays whole.
+            let mut keep = false;
+            self.marks.retain(|_| {
+                keep = !keep;
+                keep
+            });
+            self.spacing_ms = self.spacing_ms.saturating_mul(2);
+        }
+        self.marks.push_back((offset, now_ms));
+    }
+
+    /// When the byte at `offset` was written, as far as the marks tell:
+    /// the last mark at or before it (the first mark for an offset before
+    /// every mark), or `None` with no mark at all.
+    pub fn time_of(&self, offset: u64) -> Option<u64> {
+        let after = self.marks.partition_point(|&(o, _)| o <= offset);
+        let at = after.saturating_sub(1);
+        self.marks.get(at).map(|&(_, ms)| ms)
+    }
+
+    /// The first mark after `offset`: where a chunk read from `offset`
+    /// must be cut so that each part has its own time.
+    pub fn next_after(&self, offset: u64) -> Option<u64> {
+        let after = self.marks.partition_point(|&(o, _)| o <= offset);
+        self.marks.get(after).map(|&(o, _)| o)
+    }
+
+    /// The spacing marks are taken at now.
+    pub fn spacing_ms(&self) -> u64 {
+        self.spacing_ms
+    }
+
+    /// How many marks are kept.
+    pub fn len(&self) -> usize {
+        self.marks.len()
+    }
+
+    /// True with no mark yet.
+    pub fn is_empty(&self) -> bool {
+        self.marks.is_empty()
+    }
+}
+
+/// A PTY's size from a stdout offset on, and when it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SizeChange {
+    pub offset: u64,
+    pub at_ms: u64,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+/// A PTY's sizes, oldest first, at most [`MAX_SIZES`].
+#[derive(Debug, Default)]
+pub struct Sizes(VecDeque<SizeChange>);
+
+impl Sizes {
+    /// The size changed.
+    pub fn push(&mut self, change: SizeChange) {
+        if self.0.len() >= MAX_SIZES {
+            self.0.pop_front();
+        }
+        self.0.push_back(change);
+    }
+
+    /// Every change kept, oldest first.
+    pub fn all(&self) -> Vec<SizeChange> {
+        self.0.iter().copied().collect()
+    }
+}
+
+/// Milliseconds since the epoch now.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_byte_has_the_time_of_the_last_mark_at_or_before_it() {
+        let mut marks = TimeMarks::default();
+        assert_eq!(marks.time_of(5), None);
+        marks.mark(0, 1_000);
+        marks.mark(10, 1_005); // within the spacing: no mark
+        marks.mark(20, 1_020);
+        assert_eq!(marks.len(), 2);
+        assert_eq!(marks.time_of(0), Some(1_000));
+        assert_eq!(marks.time_of(19), Some(1_000));
+        assert_eq!(marks.time_of(20), Some(1_020));
+        assert_eq!(marks.time_of(1 << 40), Some(1_020));
+    }
+
+    #[test]
+    fn a_full_index_thins_and_keeps_covering_the_whole_stream() {
+        let mut marks = TimeMarks::default();
+        for i in 0..100_000u64 {
+            marks.mark(i * 100, i * 10);
+        }
+        assert!(marks.len() <= MAX_MARKS);
+        assert!(marks.spacing_ms() > FIRST_SPACING_MS);
+        // The first and a recent byte still have their times.
+        assert_eq!(marks.time_of(0), Some(0));
+        let last = 99_999 * 100;
+        let late = marks.time_of(last).unwrap();
+        assert!(99_999 * 10 - late <= marks.spacing_ms(), "{late}");
+    }
+
+    #[test]
+    fn sizes_keep_the_newest() {
+        let mut sizes = Sizes::default();
+        for i in 0..(MAX_SIZES as u16 + 10) {
+            sizes.push(SizeChange {
+                offset: u64::from(i),
+                at_ms: u64::from(i),
+                cols: 80 + i,
+                rows: 24,
+            });
+        }
+        let all = sizes.all();
+        assert_eq!(all.len(), MAX_SIZES);
+        assert_eq!(all[0].offset, 10);
+    }
+}

@@ -1,0 +1,239 @@
+//! `GET /v1/processes/{id}/recording` (issue 44): an asciicast of what
+//! retention holds, with the times the output was written, both streams in
+//! order, resizes, lost ranges as markers, the exit; v2 played by the real
+//! asciinema; `follow=1` streaming a running process to its exit.
+
+use serde_json::{json, Value};
+use tether_tests::*;
+
+/// The recording's lines: its header and its events.
+async fn recording(server: &TestServer, id: &str, query: &str) -> (Value, Vec<Value>) {
+    let response = server
+        .http
+        .get(server.url(&format!("/v1/processes/{id}/recording{query}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/x-asciicast"
+    );
+    let text = response.text().await.unwrap();
+    let mut lines = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap());
+    let header = lines.next().expect("a header");
+    (header, lines.collect())
+}
+
+fn output_of(events: &[Value]) -> String {
+    events
+        .iter()
+        .filter(|e| e[1] == "o")
+        .map(|e| e[2].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_recording_has_the_output_of_both_streams_in_order_with_its_times_and_exit() {
+    let server = TestServer::start();
+    let process = server
+        .sh(
+            "echo one; sleep 0.4; echo two >&2; sleep 0.4; printf 'caf\\303\\251\\n'; exit 3",
+            json!({"name": "job"}),
+        )
+        .await;
+    server.wait_exit(&process.id).await;
+    let (header, events) = recording(&server, "job", "").await;
+    assert_eq!(header["version"], 3, "{header}");
+    assert_eq!(header["title"], "job");
+    assert_eq!(output_of(&events), "one\ntwo\ncafé\n", "{events:?}");
+    let o: Vec<&Value> = events.iter().filter(|e| e[1] == "o").collect();
+    // v3 counts each event from the one before: the sleeps show.
+    for later in &o[1..] {
+        let interval = later[0].as_f64().unwrap();
+        assert!(
+            interval >= 0.3,
+            "{later} came too soon after the one before"
+        );
+    }
+    let exit = events.last().unwrap();
+    assert_eq!((exit[1].as_str(), exit[2].as_str()), (Some("x"), Some("3")));
+
+    // v2: times from the start, never going back.
+    let (header, events) = recording(&server, &process.id, "?version=2").await;
+    assert_eq!(
+        (header["version"].clone(), header["width"].clone()),
+        (json!(2), json!(80))
+    );
+    let times: Vec<f64> = events.iter().map(|e| e[0].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(times[times.len() - 1] >= 0.7, "{times:?}");
+    assert!(events.iter().all(|e| e[1] != "x"), "no exit event in v2");
+
+    let (status, body) = server
+        .get(&format!("/v1/processes/{}/recording?version=4", process.id))
+        .await;
+    assert_eq!(status, 400, "{body}");
+}
+
+#[tokio::test]
+async fn asciinema_plays_the_v2_recording() {
+    let server = TestServer::start();
+    let process = server
+        .sh(
+            "printf 'hello\\n'; sleep 0.2; printf 'world\\n'",
+            json!({"tty": true}),
+        )
+        .await;
+    server.wait_exit(&process.id).await;
+    let cast = server
+        .http
+        .get(server.url(&format!("/v1/processes/{}/recording?version=2", process.id)))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let file = fresh_dir().with_extension("cast");
+    std::fs::write(&file, &cast).unwrap();
+    let asciinema = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../target/asciinema-venv/bin/asciinema"
+    );
+    let out = std::process::Command::new(asciinema)
+        .arg("cat")
+        .arg(&file)
+        .output()
+        .expect("target/asciinema-venv (scripts/test.sh makes it)");
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\r\nworld\r\n");
+}
+
+#[tokio::test]
+async fn a_pty_recording_has_its_size_and_resizes() {
+    let server = TestServer::start();
+    let process = server
+        .sh(
+            "read go; stty size; sleep 0.1",
+            json!({"tty": true, "cols": 90, "rows": 20}),
+        )
+        .await;
+    let (status, body) = server
+        .post(
+            &format!("/v1/processes/{}/resize", process.id),
+            json!({"cols": 100, "rows": 30}),
+        )
+        .await;
+    assert!(status / 100 == 2, "{status} {body}");
+    server.say(&process.id, "go\n").await;
+    server.wait_exit(&process.id).await;
+    let (header, events) = recording(&server, &process.id, "").await;
+    assert_eq!(header["term"], json!({"cols": 90, "rows": 20}), "{header}");
+    let resize = events
+        .iter()
+        .position(|e| e[1] == "r")
+        .expect("a resize event");
+    assert_eq!(events[resize][2], "100x30");
+    let size_printed = events
+        .iter()
+        .position(|e| e[1] == "o" && e[2].as_str().unwrap().contains("30 100"))
+        .expect("stty's answer");
+    assert!(resize < size_printed, "{events:?}");
+}
+
+#[tokio::test]
+async fn lost_output_is_a_marker_that_names_the_range() {
+    let server = TestServer::start_with(&["--memory-only"]);
+    let process = server
+        .sh(
+            "head -c 300000 /dev/zero | tr '\\0' x; echo; echo end",
+            json!({"retain_bytes": 65536}),
+        )
+        .await;
+    server.wait_exit(&process.id).await;
+    let (_, events) = recording(&server, &process.id, "").await;
+    let marker = events.iter().find(|e| e[1] == "m").expect("a marker");
+    let label = marker[2].as_str().unwrap();
+    assert!(
+        label.contains("lost") && label.contains("stdout"),
+        "{label}"
+    );
+    assert!(output_of(&events).ends_with("end\n"));
+}
+
+#[tokio::test]
+async fn follow_records_a_running_process_to_its_exit() {
+    let server = TestServer::start();
+    let process = server
+        .sh(
+            "echo first; read line; echo \"got $line\"",
+            json!({"stdin": true}),
+        )
+        .await;
+    let response = server
+        .http
+        .get(server.url(&format!("/v1/processes/{}/recording?follow=1", process.id)))
+        .send()
+        .await
+        .unwrap();
+    let mut response = response;
+    let mut text = String::new();
+    let mut said = false;
+    let ended = tokio::time::timeout(WAIT, async {
+        while let Some(chunk) = response.chunk().await.unwrap() {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if !said && text.contains("first") {
+                said = true;
+                server.say(&process.id, "later\n").await;
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the recording did not end with the process: {text}"
+    );
+    let events: Vec<Value> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(output_of(&events), "first\ngot later\n");
+    assert_eq!(events.last().unwrap()[1], "x");
+}
+
+/// `tether record ID > FILE` follows a running process to its exit; the
+/// file is what asciinema plays.
+#[tokio::test]
+async fn tether_record_follows_a_running_process_to_its_exit() {
+    let server = TestServer::start();
+    let process = server
+        .sh("echo begin; sleep 0.5; echo done", json!({"name": "rec"}))
+        .await;
+    let base = server.base.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        tether_tests::cli::tether(&base, &["record", "--format-version", "2", "rec"], b"")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lines = text.lines();
+    let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["version"], 2);
+    let events: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(output_of(&events), "begin\ndone\n", "{text}");
+    assert_eq!(server.status(&process.id).await.exit_code, Some(0));
+}
