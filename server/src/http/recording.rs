@@ -292,26 +292,15 @@ impl Recorder {
     fn header(&self) -> Bytes {
         let info = self.process.info();
         let (cols, rows) = self.sizes.front().map_or((80, 24), |s| (s.cols, s.rows));
-        let command = info.argv.join(" ");
-        let mut header = if self.version == 3 {
-            json!({
-                "version": 3,
-                "term": {"cols": cols, "rows": rows},
-                "timestamp": self.start_ms / 1000,
-                "command": command,
-            })
-        } else {
-            json!({
-                "version": 2,
-                "width": cols,
-                "height": rows,
-                "timestamp": self.start_ms / 1000,
-                "command": command,
-            })
+        let header = Header {
+            version: self.version,
+            term: (self.version == 3).then_some(Term { cols, rows }),
+            width: (self.version == 2).then_some(cols),
+            height: (self.version == 2).then_some(rows),
+            timestamp: self.start_ms / 1000,
+            command: info.argv.join(" "),
+            title: info.name,
         };
-        if let Some(name) = &info.name {
-            header["title"] = json!(name);
-        }
         line(&header)
     }
 
@@ -352,8 +341,31 @@ impl Recorder {
     }
 }
 
-fn line(value: &serde_json::Value) -> Bytes {
-    let mut text = value.to_string();
+/// An asciicast header, its fields in the order the format lists them
+/// (`version` first).
+#[derive(serde::Serialize)]
+struct Header {
+    version: u8,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    term: Option<Term>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    width: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    height: Option<u16>,
+    timestamp: u64,
+    command: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct Term {
+    cols: u16,
+    rows: u16,
+}
+
+fn line(value: &impl serde::Serialize) -> Bytes {
+    let mut text = serde_json::to_string(value).unwrap_or_default();
     text.push('\n');
     Bytes::from(text)
 }
