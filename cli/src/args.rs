@@ -231,6 +231,12 @@ pub enum Command {
         /// comes next).
         #[arg(short = 'n', long, value_name = "N")]
         tail: Option<usize>,
+        /// Only what was written since then: a duration ago (`10m`, `2h`)
+        /// or a time (`2026-12-06T07:00:00Z`), as `docker logs --since`
+        /// (from the server's time index: to within 10 ms for recent
+        /// output, more coarsely for a long run's oldest).
+        #[arg(long, value_name = "DURATION|TIME", value_parser = parse_since)]
+        since: Option<std::time::SystemTime>,
     },
 }
 
@@ -355,4 +361,16 @@ fn parse_filter(text: &str) -> Result<StatusFilter, String> {
             "unknown filter {text:?} (status=running or status=exited)"
         )),
     }
+}
+
+/// `--since`: a duration before now, or an RFC 3339 time.
+fn parse_since(text: &str) -> Result<std::time::SystemTime, String> {
+    if let Ok(ago) = humantime::parse_duration(text) {
+        return std::time::SystemTime::now()
+            .checked_sub(ago)
+            .ok_or_else(|| format!("{text} ago is before the epoch"));
+    }
+    humantime::parse_rfc3339_weak(text).map_err(|_| {
+        format!("{text:?} is neither a duration (10m, 2h) nor a time (2026-12-06T07:00:00Z)")
+    })
 }

@@ -314,9 +314,18 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
                 Err(error) => Err(error),
             }
         }
-        Command::Logs { id, follow, tail } => {
+        Command::Logs {
+            id,
+            follow,
+            tail,
+            since,
+        } => {
             let id = resolve(&quick, &id).await?;
-            run_attach::logs(&client, &quick, &id, follow, tail).await
+            let from = match since {
+                Some(since) => quick.offsets_since(&id, since).await?,
+                None => [0, 0],
+            };
+            run_attach::logs(&client, &quick, &id, follow, tail, from).await
         }
         Command::Share { id, write, ttl } => {
             let id = resolve(&quick, &id).await?;

@@ -527,9 +527,12 @@ pub async fn logs(
     id: &str,
     follow: bool,
     tail: Option<usize>,
+    from: [u64; 2],
 ) -> Result<i32, Error> {
     let options = AttachOptions {
         readonly: true,
+        stdout_offset: from[0],
+        stderr_offset: from[1],
         ..AttachOptions::default()
     };
     let attachment = client.attach(id, options.clone()).await?;

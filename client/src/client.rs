@@ -346,6 +346,29 @@ impl Client {
         }
     }
 
+    /// `GET /v1/processes/{id}/offsets?since=T`: where the output each
+    /// stream wrote from `since` on starts (from the server's time index:
+    /// at most one mark's spacing early or late), `[stdout, stderr]`; attach
+    /// from there for the output since a time.
+    pub async fn offsets_since(&self, id: &str, since: std::time::SystemTime) -> Result<[u64; 2]> {
+        let ms = since
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        #[derive(serde::Deserialize)]
+        struct Offsets {
+            stdout: u64,
+            stderr: u64,
+        }
+        let offsets: Offsets = self
+            .retried(
+                Method::GET,
+                &format!("/v1/processes/{}/offsets?since={ms}", path_segment(id)),
+            )
+            .await?;
+        Ok([offsets.stdout, offsets.stderr])
+    }
+
     /// `GET /healthz` within `timeout`, once: the HTTP status (200 while
     /// the server serves, 503 while it shuts down). Over the client's own
     /// TLS trust, so an `https://` server is asked like any other call.

@@ -237,3 +237,54 @@ async fn tether_record_follows_a_running_process_to_its_exit() {
     assert_eq!(output_of(&events), "begin\ndone\n", "{text}");
     assert_eq!(server.status(&process.id).await.exit_code, Some(0));
 }
+
+/// `tether logs --since` (and `offsets?since=`, `output?since=`): only
+/// what was written from a time on, from the time index.
+#[tokio::test]
+async fn logs_since_a_time_print_only_what_was_written_from_then() {
+    let server = TestServer::start();
+    let process = server
+        .sh("echo old; sleep 0.6; echo new; echo late >&2", json!({}))
+        .await;
+    let info = server.wait_exit(&process.id).await;
+    let started = humantime::parse_rfc3339(&info.started_at).unwrap();
+    let between = started + std::time::Duration::from_millis(300);
+    let since = humantime::format_rfc3339_millis(between).to_string();
+    let (status, offsets) = server
+        .get(&format!(
+            "/v1/processes/{}/offsets?since={since}",
+            process.id
+        ))
+        .await;
+    assert_eq!(status, 200, "{offsets}");
+    assert_eq!(offsets, json!({"stdout": 4, "stderr": 0}));
+    let body = server
+        .http
+        .get(server.url(&format!(
+            "/v1/processes/{}/output?stream=stdout&since={since}",
+            process.id
+        )))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(body, "new\n");
+    let base = server.base.clone();
+    let id = process.id.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        tether_tests::cli::tether(&base, &["logs", "--since", &since, &id], b"")
+    })
+    .await
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "new\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "late\n");
+    let (status, _) = server
+        .get(&format!(
+            "/v1/processes/{}/offsets?since=yesterday",
+            process.id
+        ))
+        .await;
+    assert_eq!(status, 400);
+}

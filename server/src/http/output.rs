@@ -30,7 +30,7 @@ use http_body::Frame;
 use tether_protocol::{ProcessInfo, StreamName};
 
 use super::follow::{Chunk, Follower};
-use super::params::{query_bool, query_u64};
+use super::params::{query_bool, query_time, query_u64};
 use crate::attach;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
@@ -83,6 +83,20 @@ pub async fn output(
         if let Some(offset) = query_u64(&query, stream.as_str())? {
             starts[stream.index()] = offset;
         }
+    }
+    // A time instead of offsets: where the output written from then on
+    // starts (the time index, `retained/times.rs`).
+    if let Some(since) = query_time(&query, "since")? {
+        if query.contains_key("offset")
+            || StreamName::ALL
+                .iter()
+                .any(|s| query.contains_key(s.as_str()))
+        {
+            return Err(ApiError::InvalidRequest(
+                "give since or offsets, not both".into(),
+            ));
+        }
+        starts = process.output().offsets_since(since);
     }
     if sse {
         if let Some(last) = headers.get("last-event-id") {

@@ -66,3 +66,23 @@ pub(crate) fn idempotency_key(
         key: key.to_string(),
     }))
 }
+
+/// A time in the query (`since`): RFC 3339 (`2026-12-06T07:00:00Z`) or
+/// milliseconds since the epoch; ms since the epoch, or 400.
+pub fn query_time(query: &HashMap<String, String>, key: &str) -> Result<Option<u64>, ApiError> {
+    let Some(text) = query.get(key) else {
+        return Ok(None);
+    };
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(Some(ms));
+    }
+    humantime::parse_rfc3339_weak(text)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| Some(d.as_millis() as u64))
+        .ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "{key} must be an RFC 3339 time (2026-12-06T07:00:00Z) or milliseconds since the epoch, got {text:?}"
+            ))
+        })
+}

@@ -9,6 +9,10 @@
 //! exit is an `x` event (v3). With `follow=1` it streams a running process
 //! until its exit, as the output endpoint does. Needs the `read` right and
 //! takes an attachment slot while it streams.
+//!
+//! `GET /v1/processes/{id}/offsets?since=TIME`: where each stream's output
+//! written from a time on starts, from the same index (`tether logs
+//! --since` attaches from there).
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -22,7 +26,7 @@ use serde_json::json;
 use tether_protocol::{ProcessInfo, StreamName};
 
 use super::follow::{Chunk, Follower};
-use super::params::query_bool;
+use super::params::{query_bool, query_time};
 use crate::attach;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
@@ -86,6 +90,20 @@ pub async fn recording(
         Body::from_stream(lines),
     )
         .into_response())
+}
+
+/// The offsets handler: `{"stdout": N, "stderr": M}`.
+pub async fn offsets(
+    State(table): State<Arc<ProcessTable>>,
+    Extension(grant): Extension<Grant>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let process = grant.process(&table, Need::Read, &id)?;
+    let since = query_time(&query, "since")?
+        .ok_or_else(|| ApiError::InvalidRequest("since is required".into()))?;
+    let [stdout, stderr] = process.output().offsets_since(since);
+    Ok(axum::Json(json!({"stdout": stdout, "stderr": stderr})).into_response())
 }
 
 /// One stream being read, with the chunk read ahead of the other's.

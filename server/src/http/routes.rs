@@ -52,6 +52,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
             "/processes/{id}/recording",
             get(super::recording::recording),
         )
+        .route("/processes/{id}/offsets", get(super::recording::offsets))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

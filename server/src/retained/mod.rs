@@ -267,6 +267,18 @@ impl RetainedOutput {
         self.lock().times[stream.index()].time_of(offset)
     }
 
+    /// Where each stream's output written from `ms` (since the epoch) on
+    /// starts: the first time mark at or after it, else the stream's end.
+    pub fn offsets_since(&self, ms: u64) -> [u64; 2] {
+        let state = self.lock();
+        StreamName::ALL.map(|stream| {
+            let i = stream.index();
+            state.times[i]
+                .offset_since(ms)
+                .unwrap_or_else(|| state.buffers[i].end())
+        })
+    }
+
     /// The first time mark of `stream` after `offset` (`times.rs`).
     pub fn next_mark_after(&self, stream: StreamName, offset: u64) -> Option<u64> {
         self.lock().times[stream.index()].next_after(offset)

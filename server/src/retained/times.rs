@@ -78,6 +78,14 @@ impl TimeMarks {
         self.marks.get(after).map(|&(o, _)| o)
     }
 
+    /// The offset of the first mark at or after `ms`: where output written
+    /// from then on starts (at most one spacing late); `None` when every
+    /// mark is older.
+    pub fn offset_since(&self, ms: u64) -> Option<u64> {
+        let at = self.marks.partition_point(|&(_, t)| t < ms);
+        self.marks.get(at).map(|&(o, _)| o)
+    }
+
     /// The spacing marks are taken at now.
     pub fn spacing_ms(&self) -> u64 {
         self.spacing_ms
@@ -161,6 +169,18 @@ mod tests {
         let last = 99_999 * 100;
         let late = marks.time_of(last).unwrap();
         assert!(99_999 * 10 - late <= marks.spacing_ms(), "{late}");
+    }
+
+    #[test]
+    fn output_since_a_time_starts_at_the_first_mark_from_then() {
+        let mut marks = TimeMarks::default();
+        marks.mark(0, 1_000);
+        marks.mark(50, 2_000);
+        marks.mark(90, 3_000);
+        assert_eq!(marks.offset_since(0), Some(0));
+        assert_eq!(marks.offset_since(1_500), Some(50));
+        assert_eq!(marks.offset_since(3_000), Some(90));
+        assert_eq!(marks.offset_since(3_001), None);
     }
 
     #[test]
