@@ -16,7 +16,7 @@
 //
 // The terminal's everyday features live in their own modules: links.ts
 // (clickable links), search.ts, clipboard.ts (copy on select),
-// attention.ts (title and bell), renderer.ts (WebGL or DOM).
+// attention.ts (title and bell), renderer.ts (WebGL or DOM), images.ts.
 
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
@@ -24,6 +24,7 @@ import { Unicode11Addon } from "@xterm/addon-unicode11";
 import { HttpError, TetherClient, type Attachment, type ProcessInfo } from "@tether/client";
 import { installAttention, type AttentionState } from "./attention";
 import { installCopyOnSelect, type CopyState } from "./clipboard";
+import { installImages } from "./images";
 import { installLinks, type LinkLog } from "./links";
 import { TERMINAL_THEMES, readPreferences } from "./preferences";
 import { installRenderer, type RendererState } from "./renderer";
@@ -142,6 +143,7 @@ term.unicode.activeVersion = "11";
 term.open($("terminal"));
 const renderer: RendererState = { wanted: prefs.renderer, active: "dom" };
 installRenderer(term, prefs.renderer, renderer, $("renderer-info"));
+const images = installImages(term);
 if (prefs.ignored.length > 0) {
   const prefsInfo = $("prefs-info");
   prefsInfo.hidden = false;
@@ -171,6 +173,8 @@ const view = {
   search: { query: "", resultIndex: -1, resultCount: 0 } as SearchState,
   attention: { title: "", bells: 0, notifications: 0 } as AttentionState,
   copy: {} as CopyState,
+  /** The image addon: its storage use and limit, the image at a cell. */
+  images,
   /** The whole buffer (scrollback and screen) as text, one line per row. */
   text(): string {
     const buffer = term.buffer.active;

@@ -296,12 +296,44 @@ test("the renderer: WebGL by default, DOM when the URL asks, and DOM after the W
   const dom = await openTerminal(undefined, { query: "renderer=dom" });
   assert.deepEqual(await renderer(dom), { wanted: "dom", active: "dom" });
   assert.equal(await dom.locator("#renderer-info").textContent(), "renderer: DOM");
-  assert.equal(await dom.evaluate(() => document.querySelectorAll("#terminal .xterm-screen canvas:not(.xterm-link-layer)").length), 0);
   await run(dom, "echo drawn-by-dom-$((3*3))");
   // What the DOM renderer draws is text in the page.
   await dom.waitForFunction(() => /drawn-by-dom-9/.test(document.querySelector("#terminal .xterm-rows")?.textContent ?? ""), null, { timeout: TIMEOUT });
   assert.deepEqual(dom.problems, []);
   await dom.close();
+});
+
+test("images: a SIXEL image shows in the cells after it; one over the pixel limit is dropped", { timeout: 60_000 }, async () => {
+  const page = await openTerminal();
+  // Two sixel bands of 20 red pixels: 20x12 pixels, below the line "small".
+  await run(page, "echo small; printf '\\033Pq#0;2;100;0;0#0!20~-#0!20~\\033\\\\'; echo; echo after-small");
+  await waitForText(page, /^after-small$/);
+  // 3000 pixels wide, 700 bands of 6 rows: 12.6 million pixels, over the
+  // page's limit (2048x2048), in a sequence of only 7 kB.
+  await run(page, "echo large; s=$(printf '#0!3000~-%.0s' $(seq 700)); printf \"\\033Pq#0;2;0;100;0$s\\033\\\\\"; echo; echo after-large");
+  await waitForText(page, /^after-large$/);
+  const shown = await page.evaluate(() => {
+    const buffer = window.tetherTerm.buffer.active;
+    const lineOf = (text) => {
+      for (let y = buffer.length - 1; y >= 0; y--) if (buffer.getLine(y).translateToString(true) === text) return y;
+      return -1;
+    };
+    const images = window.tether.images;
+    const size = (canvas) => (canvas ? [canvas.width, canvas.height] : null);
+    return {
+      small: size(images.getImageAtBufferCell(0, lineOf("small") + 1)),
+      large: size(images.getImageAtBufferCell(0, lineOf("large") + 1)),
+      limit: images.storageLimit,
+      usage: images.storageUsage,
+    };
+  });
+  assert.deepEqual(shown.small, [20, 12], JSON.stringify(shown));
+  assert.equal(shown.large, null, JSON.stringify(shown));
+  assert.equal(shown.limit, 32);
+  // Only the small image is stored (20x12 RGBA).
+  assert.ok(shown.usage > 0 && shown.usage < 0.01, JSON.stringify(shown));
+  assert.deepEqual(page.problems, []);
+  await page.close();
 });
 
 test("preferences from the URL: fontSize and theme, in the query or the fragment; a bad value is ignored and said", { timeout: 60_000 }, async () => {
