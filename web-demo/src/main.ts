@@ -11,10 +11,24 @@
 //   #cmd=TEXT     the command to start (default `bash -i`)
 //   #grace=S      how long a session this tab starts without a name outlives
 //                 the tab, in seconds (default 15, 1 to 600)
+// Display preferences (fontSize, theme, renderer, copyOnSelect) come from the
+// query or the fragment: see preferences.ts.
+//
+// The terminal's everyday features live in their own modules: links.ts
+// (clickable links), search.ts, clipboard.ts (copy on select),
+// attention.ts (title and bell), renderer.ts (WebGL or DOM), images.ts.
 
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
+import { Unicode11Addon } from "@xterm/addon-unicode11";
 import { HttpError, TetherClient, type Attachment, type ProcessInfo } from "@tether/client";
+import { installAttention, type AttentionState } from "./attention";
+import { installCopyOnSelect, type CopyState } from "./clipboard";
+import { installImages } from "./images";
+import { installLinks, type LinkLog } from "./links";
+import { TERMINAL_THEMES, readPreferences } from "./preferences";
+import { installRenderer, type RendererState } from "./renderer";
+import { installSearch, type SearchState } from "./search";
 
 /**
  * A session this page starts without a name ends this long after its last
@@ -39,7 +53,7 @@ const endEl = $<HTMLButtonElement>("end");
 const sessionsEl = $<HTMLUListElement>("sessions");
 const shareReadEl = $<HTMLButtonElement>("share-read");
 const shareWriteEl = $<HTMLButtonElement>("share-write");
-const shareEl = $<HTMLSpanElement>("share");
+const shareEl = $<HTMLDivElement>("share");
 const shareUrlEl = $<HTMLInputElement>("share-url");
 const modeEl = $<HTMLSpanElement>("mode");
 const nameEl = $<HTMLInputElement>("name");
@@ -106,18 +120,35 @@ function showLifetime(id: string | undefined): void {
     lifetime === "own"
       ? `ends ${GRACE_MS / 1000} s after this tab closes (share or name it to keep it)`
       : "kept 10 min after its last tab closes";
+  lifetimeEl.title = lifetimeEl.textContent;
 }
 
+const prefs = readPreferences(location.search, location.hash);
+document.documentElement.classList.toggle("light", prefs.theme === "light");
 const term = new Terminal({
   cursorBlink: true,
   scrollback: 5000,
   fontFamily: "ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace",
-  fontSize: 14,
-  theme: { background: "#1b1d23" },
+  fontSize: prefs.fontSize,
+  theme: TERMINAL_THEMES[prefs.theme],
+  // The unicode handling and the search's decorations are "proposed" API.
+  allowProposedApi: true,
 });
 const fit = new FitAddon();
 term.loadAddon(fit);
+// Emoji and other wide characters take two cells, as in today's terminals
+// (and the server's screen); xterm's default is Unicode 6's widths.
+term.loadAddon(new Unicode11Addon());
+term.unicode.activeVersion = "11";
 term.open($("terminal"));
+const renderer: RendererState = { wanted: prefs.renderer, active: "dom" };
+installRenderer(term, prefs.renderer, renderer, $("renderer-info"));
+const images = installImages(term);
+if (prefs.ignored.length > 0) {
+  const prefsInfo = $("prefs-info");
+  prefsInfo.hidden = false;
+  prefsInfo.textContent = `not understood, ignored: ${prefs.ignored.join(", ")}`;
+}
 fit.fit();
 
 // What the end-to-end tests (and curious people in the console) read.
@@ -134,6 +165,16 @@ const view = {
   shareUrl: undefined as string | undefined,
   /** How long the session shown outlives this tab, when this tab started it. */
   lifetime: undefined as Lifetime | undefined,
+  /** The display preferences the URL gave (preferences.ts). */
+  preferences: prefs,
+  /** Which renderer draws the terminal, and why if not the one asked for. */
+  renderer,
+  links: { opened: [], refused: [] } as LinkLog,
+  search: { query: "", resultIndex: -1, resultCount: 0 } as SearchState,
+  attention: { title: "", bells: 0, notifications: 0 } as AttentionState,
+  copy: {} as CopyState,
+  /** The image addon: its storage use and limit, the image at a cell. */
+  images,
   /** The whole buffer (scrollback and screen) as text, one line per row. */
   text(): string {
     const buffer = term.buffer.active;
@@ -146,6 +187,22 @@ const view = {
 };
 Object.assign(window, { tether: view, tetherTerm: term });
 
+installLinks(term, view.links);
+installSearch(
+  term,
+  {
+    input: $<HTMLInputElement>("search-input"),
+    previous: $<HTMLButtonElement>("search-prev"),
+    next: $<HTMLButtonElement>("search-next"),
+    count: $("search-count"),
+  },
+  view.search,
+  prefs.theme,
+);
+installCopyOnSelect(term, prefs.copyOnSelect, view.copy);
+// A bell in replayed output rang before this tab looked: not again.
+const attention = installAttention(term, $("terminal-pane"), $<HTMLInputElement>("bell-notify"), view.attention, () => !renderingReplay);
+
 let attachment: Attachment | undefined;
 // Increments per attach, so a slow attach that was superseded goes quietly.
 let attachGeneration = 0;
@@ -154,6 +211,8 @@ const encoder = new TextEncoder();
 function setStatus(text: string, kind: "ok" | "warn" | "bad" | "idle"): void {
   view.status = text;
   statusEl.textContent = text;
+  // Cut to the toolbar's width: the whole of it on hover.
+  statusEl.title = text;
   statusEl.className = `status ${kind}`;
 }
 
@@ -234,8 +293,8 @@ async function attach(id: string): Promise<void> {
   view.attachment = undefined;
   const generation = ++attachGeneration;
   // A full reset (RIS) through the write queue, not term.reset(): output of
-  // the previous session still queued in xterm must land before it.
-  term.write("\x1bc");
+  // the previous session still queued in xterm (a title, say) must land before it.
+  term.write("\x1bc", () => attention.reset());
   view.sessionId = id;
   view.exit = undefined;
   exitEl.hidden = true;
@@ -504,6 +563,13 @@ $<HTMLButtonElement>("refresh").addEventListener("click", () => void refreshSess
 endEl.addEventListener("click", () => void endSession());
 shareReadEl.addEventListener("click", () => void share(false));
 shareWriteEl.addEventListener("click", () => void share(true));
+$<HTMLButtonElement>("share-close").addEventListener("click", () => (shareEl.hidden = true));
+shareEl.addEventListener("keydown", (event) => {
+  if (event.key === "Escape") {
+    shareEl.hidden = true;
+    term.focus();
+  }
+});
 window.addEventListener("hashchange", () => {
   const id = new URLSearchParams(location.hash.slice(1)).get("session");
   if (id && id !== view.sessionId) void attach(id);

@@ -98,8 +98,9 @@ export async function stopServer(child) {
 // Opens the page on a new shell (or the given fragment) and waits for a
 // prompt. Every console error, uncaught exception and failed request of the
 // page is collected in `page.problems`.
-export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false } = {}) {
-  const page = await browser.newPage({ viewport, ignoreHTTPSErrors });
+// `query` (without the `?`) goes before the fragment, as ttyd's preferences do.
+export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, query, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false, permissions = [] } = {}) {
+  const page = await browser.newPage({ viewport, ignoreHTTPSErrors, permissions });
   page.problems = [];
   page.on("pageerror", (e) => {
     console.error("page error:", e);
@@ -109,7 +110,7 @@ export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`
   page.on("response", (r) => r.status() >= 400 && page.problems.push(`${r.status()} ${r.url()}`));
   page.on("requestfailed", (r) => page.problems.push(`failed ${r.url()}: ${r.failure()?.errorText}`));
   if (onDialog) page.on("dialog", onDialog);
-  await page.goto(`${url}/#${fragment}`);
+  await page.goto(`${url}/${query ? `?${query}` : ""}#${fragment}`);
   await page.waitForFunction(() => window.tether?.status.startsWith("attached"), null, { timeout: TIMEOUT });
   // The prompt (`bash-5.2# `) ends the last line.
   if (prompt) await waitForText(page, /[#$] ?$/);
