@@ -46,6 +46,7 @@ mod utf8;
 
 pub use attach::{
     AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter,
+    DEFAULT_MAX_MESSAGE_BYTES,
 };
 pub use client::{Client, MintedToken, DEFAULT_MAX_ANSWER_BYTES};
 pub use error::{Error, Result, TransportKind};

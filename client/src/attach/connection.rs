@@ -165,6 +165,7 @@ impl Conn {
             self.client.ws_connector(),
             key,
             self.input.is_some(),
+            self.options.max_message_bytes,
         );
         let (mut ws, process, hello_stdout, applied) =
             match tokio::time::timeout(self.options.connect_timeout, fut).await {

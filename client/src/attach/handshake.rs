@@ -27,13 +27,6 @@ const READ_BUFFER: usize = 8 << 10;
 /// newest pong alone, as RFC 6455 allows.
 const MAX_WRITE_BUFFER: usize = 1 << 20;
 
-/// The largest message taken from the server: its frames are data
-/// (`--max-data-frame-bytes`, 256 KiB by default), control frames, and a
-/// screen's snapshot. tungstenite holds a message's fragments until its
-/// end, so this bounds what an endless fragmented message costs (at its
-/// default, 64 MiB, such a message cost 70 MiB).
-const MAX_MESSAGE: usize = 16 << 20;
-
 /// One connection's WebSocket.
 pub(crate) type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -78,6 +71,7 @@ pub(crate) async fn open(
     connector: Connector,
     idempotency_key: Option<&str>,
     numbered: bool,
+    max_message: usize,
 ) -> Result<Opened> {
     let mut request = url
         .into_client_request()
@@ -107,8 +101,11 @@ pub(crate) async fn open(
     let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER)
         .max_write_buffer_size(MAX_WRITE_BUFFER)
-        .max_message_size(Some(MAX_MESSAGE))
-        .max_frame_size(Some(MAX_MESSAGE));
+        // tungstenite holds a message's fragments until its end: this
+        // bounds what an endless fragmented message costs (at its default,
+        // 64 MiB, such a message cost 70 MiB).
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
     // TCP_NODELAY: a keystroke typed while the previous one is unacknowledged
     // would otherwise wait for the server's delayed ACK (up to 40 ms).
     let (ws, response) = match tokio_tungstenite::connect_async_tls_with_config(

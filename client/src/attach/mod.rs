@@ -37,7 +37,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use input::{Control, StdinWriter};
-pub use options::AttachOptions;
+pub use options::{AttachOptions, DEFAULT_MAX_MESSAGE_BYTES};
 pub use reader::OutputReader;
 pub use state::Chunk;
 

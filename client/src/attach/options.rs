@@ -57,7 +57,16 @@ pub struct AttachOptions {
     /// at most once (what a broken connection carried may be lost), for
     /// servers older than numbered input. Read-only attachments send none.
     pub numbered_input: bool,
+    /// The largest WebSocket message taken from the server, its fragments
+    /// together (default 16 MiB, [`DEFAULT_MAX_MESSAGE_BYTES`]): data
+    /// frames are 256 KiB at most by default (`--max-data-frame-bytes`),
+    /// and a screen's snapshot must fit. Past it the attachment ends with
+    /// an error.
+    pub max_message_bytes: usize,
 }
+
+/// The default [`AttachOptions::max_message_bytes`].
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
 
 impl Default for AttachOptions {
     fn default() -> Self {
@@ -72,6 +81,7 @@ impl Default for AttachOptions {
             idle_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(10),
             numbered_input: true,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         }
     }
 }
