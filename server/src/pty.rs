@@ -91,6 +91,14 @@ impl PtyMaster {
         Ok(())
     }
 
+    /// The terminal's foreground process group: the program a person at
+    /// it is using (the shell at its prompt, or what it runs).
+    pub fn foreground_group(&self) -> Option<u32> {
+        nix::unistd::tcgetpgrp(self.fd.get_ref().as_fd())
+            .ok()
+            .and_then(|pgid| u32::try_from(pgid.as_raw()).ok())
+    }
+
     /// The terminal's EOF character (VEOF), usually Ctrl-D.
     pub fn eof_char(&self) -> u8 {
         nix::sys::termios::tcgetattr(self.fd.get_ref().as_fd())

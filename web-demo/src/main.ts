@@ -23,6 +23,7 @@ import { FitAddon } from "@xterm/addon-fit";
 import { Unicode11Addon } from "@xterm/addon-unicode11";
 import { HttpError, TetherClient, type Attachment, type ProcessInfo } from "@tether/client";
 import { installAttention, type AttentionState } from "./attention";
+import { installFiles, type FilesState } from "./files";
 import { installCopyOnSelect, type CopyState } from "./clipboard";
 import { installImages } from "./images";
 import { installLinks, type LinkLog } from "./links";
@@ -172,6 +173,7 @@ const view = {
   links: { opened: [], refused: [] } as LinkLog,
   search: { query: "", resultIndex: -1, resultCount: 0 } as SearchState,
   attention: { title: "", bells: 0, notifications: 0 } as AttentionState,
+  files: { uploaded: [], downloaded: [], error: "" } as FilesState,
   copy: {} as CopyState,
   /** The image addon: its storage use and limit, the image at a cell. */
   images,
@@ -202,6 +204,8 @@ installSearch(
 installCopyOnSelect(term, prefs.copyOnSelect, view.copy);
 // A bell in replayed output rang before this tab looked: not again.
 const attention = installAttention(term, $("terminal-pane"), $<HTMLInputElement>("bell-notify"), view.attention, () => !renderingReplay);
+const downloadEl = $<HTMLButtonElement>("download");
+installFiles({ pane: $("terminal-pane"), download: downloadEl }, conn, () => view.sessionId, (text, kind) => setStatus(text, kind), view.files);
 
 let attachment: Attachment | undefined;
 // Increments per attach, so a slow attach that was superseded goes quietly.
@@ -299,6 +303,7 @@ async function attach(id: string): Promise<void> {
   view.exit = undefined;
   exitEl.hidden = true;
   endEl.disabled = false;
+  downloadEl.disabled = false;
   shareReadEl.disabled = false;
   shareWriteEl.disabled = false;
   shareEl.hidden = true;

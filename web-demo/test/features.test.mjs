@@ -394,3 +394,38 @@ test("the toolbar is one row at 1100 px, with the search count and a share link 
   assert.deepEqual(page.problems, []);
   await page.close();
 });
+
+test("files: a file dropped on the terminal lands in the session's directory, after its cd; download saves a file the session sees", { timeout: 60_000 }, async () => {
+  const page = await openTerminal(undefined, { prompt: false });
+  await run(page, "mkdir -p /tmp/page-files-$$ && cd /tmp/page-files-$$ && echo in-$$");
+  await waitForText(page, /^in-\d+$/);
+  await page.waitForFunction(() => !document.getElementById("download").disabled, null, { timeout: TIMEOUT });
+  // A drop as the browser makes one: a DataTransfer holding a File.
+  await page.evaluate(() => {
+    const data = new DataTransfer();
+    data.items.add(new File(["dropped-content\n"], "dropped.txt"));
+    const pane = document.getElementById("terminal-pane");
+    pane.dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true }));
+  });
+  await page.waitForFunction(() => window.tether.files.uploaded.includes("dropped.txt") || window.tether.files.error, null, { timeout: TIMEOUT });
+  assert.equal(await page.evaluate(() => window.tether.files.error), "");
+  await run(page, "cat dropped.txt");
+  await waitForText(page, /^dropped-content$/);
+
+  // Download: the page asks which file, the browser saves it.
+  page.once("dialog", (dialog) => void dialog.accept("dropped.txt"));
+  const saved = page.waitForEvent("download", { timeout: TIMEOUT });
+  await page.click("#download");
+  const download = await saved;
+  assert.equal(download.suggestedFilename(), "dropped.txt");
+  const { readFile } = await import("node:fs/promises");
+  assert.equal(await readFile(await download.path(), "utf8"), "dropped-content\n");
+  assert.deepEqual(await page.evaluate(() => window.tether.files.downloaded), ["dropped.txt"]);
+
+  // A file the session cannot see: the error is said, nothing is saved.
+  page.once("dialog", (dialog) => void dialog.accept("no-such-file"));
+  await page.click("#download");
+  await page.waitForFunction(() => /no-such-file/.test(window.tether.files.error), null, { timeout: TIMEOUT });
+  await run(page, "cd / && rm -rf /tmp/page-files-*");
+  await page.close();
+});

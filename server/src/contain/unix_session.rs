@@ -36,6 +36,11 @@ pub fn session_members(sid: u32) -> Vec<i32> {
     members
 }
 
+/// The session of process `pid`, from /proc (`None` once it is gone).
+pub fn session_of(pid: u32) -> Option<u32> {
+    stat_session(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
 /// The session field (the 6th) of /proc/PID/stat. The command name (2nd)
 /// may contain spaces and parentheses, so parse after the last `)`.
 fn stat_session(stat: &str) -> Option<u32> {

@@ -163,15 +163,29 @@ impl Process {
     }
 
     /// Its working directory: the current one while it runs (read from
-    /// `/proc`, so a shell's `cd` counts), else the one it started in.
+    /// `/proc`, so a shell's `cd` counts), else the one it started in. On
+    /// a PTY, the terminal's foreground program's (the shell at its
+    /// prompt, as terminal emulators open a new tab there), when it is of
+    /// this session: a shell started by `sh -c` is a child of the leader.
     pub fn working_dir(&self) -> Option<std::path::PathBuf> {
-        let current = self
-            .is_running()
-            .then(|| std::fs::read_link(format!("/proc/{}/cwd", self.pid)).ok())
-            .flatten()
-            // A removed directory reads as "PATH (deleted)".
-            .filter(|dir| dir.is_dir());
-        current.or_else(|| self.start_dir.clone())
+        if !self.is_running() {
+            return self.start_dir.clone();
+        }
+        let cwd_of = |pid: u32| {
+            std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .ok()
+                // A removed directory reads as "PATH (deleted)".
+                .filter(|dir| dir.is_dir())
+        };
+        let foreground = self
+            .pty
+            .as_ref()
+            .and_then(|pty| pty.foreground_group())
+            .filter(|&pgid| crate::contain::unix_session::session_of(pgid) == Some(self.pid));
+        foreground
+            .and_then(cwd_of)
+            .or_else(|| cwd_of(self.pid))
+            .or_else(|| self.start_dir.clone())
     }
 
     fn not_running(&self) -> ApiError {
