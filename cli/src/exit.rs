@@ -11,6 +11,10 @@ pub const NOT_EXECUTABLE: i32 = 126;
 /// a command not found.
 pub const NOT_FOUND: i32 = 127;
 
+/// The exit status when the local stdout or stderr was closed: a shell's
+/// for a program killed by SIGPIPE.
+pub const CLOSED_OUTPUT: i32 = 128 + 13;
+
 /// The status `tether` exits with for a process that ended: its own code,
 /// or 125 when it has none.
 pub fn exit_code(info: &ProcessInfo) -> i32 {

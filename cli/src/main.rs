@@ -8,19 +8,22 @@
 //! its own stdout or stderr was closed (`| head -1`); 1 when `cp` failed
 //! (a missing file, the remote `tar` failing), as `docker cp`.
 //!
-//! Files: `args.rs` the command line, `run_attach.rs` run / attach / logs,
+//! Files: `args.rs` the command line, `run_attach.rs` run / attach, `logs.rs` logs,
 //! `relay.rs` the copy loops, `replies.rs` dropping the terminal's
 //! replies to replayed output, `detach.rs` the detach keys, `term.rs` the
 //! local terminal, `resolve.rs` id prefixes, `tail.rs`
 //! the last lines for `logs --tail`, `exit.rs` the exit statuses,
 //! `stdout.rs` printing a line, `modes.rs` the terminal's modes given back,
-//! `units.rs` sizes, `copy.rs` `cp`.
+//! `units.rs` sizes, `copy.rs` `cp` (its archives in
+//! `archive.rs`).
 
+mod archive;
 mod args;
 mod copy;
 mod detach;
 mod exit;
 mod listing;
+mod logs;
 mod modes;
 mod relay;
 mod replies;
@@ -309,7 +312,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
                 // A closed stdout (`| head`) ends it quietly, as a shell's
                 // pipeline would.
                 Err(Error::Closed(message)) if message.contains("Broken pipe") => {
-                    Ok(run_attach::CLOSED_OUTPUT)
+                    Ok(exit::CLOSED_OUTPUT)
                 }
                 Err(error) => Err(error),
             }
@@ -325,7 +328,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
                 Some(since) => quick.offsets_since(&id, since).await?,
                 None => [0, 0],
             };
-            run_attach::logs(&client, &quick, &id, follow, tail, from).await
+            logs::logs(&client, &quick, &id, follow, tail, from).await
         }
         Command::Share { id, write, ttl } => {
             let id = resolve(&quick, &id).await?;

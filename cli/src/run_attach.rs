@@ -1,4 +1,4 @@
-//! `run`, `attach` and `logs`: starting (in the same WebSocket as the
+//! `run` and `attach`: starting (in the same WebSocket as the
 //! attachment, for `run` without `-d`), attaching, and one attached session
 //! from start to its end (the exit, or the detach keys).
 
@@ -15,12 +15,11 @@ use tokio::sync::oneshot;
 
 use crate::args::RunArgs;
 use crate::detach::DetachKeys;
-use crate::exit::{exit_code, NOT_EXECUTABLE, NOT_FOUND};
+use crate::exit::{exit_code, CLOSED_OUTPUT, NOT_EXECUTABLE, NOT_FOUND};
 use crate::modes::ModeWatch;
 use crate::relay::{copy_output, forward_input, watch_keys as watch_keys_only, Copied};
 use crate::replies::{InputFilter, OutputFence, Replies};
 use crate::stdout::visible;
-use crate::tail::TailLines;
 use crate::term;
 
 /// Longest a detach waits for the local terminal to take the reset of its
@@ -262,10 +261,6 @@ pub async fn attach(
     let ending = session(signals, attachment, options.screen, local).await?;
     Ok(conclude(ending, info, client).await)
 }
-
-/// The exit status when the local stdout or stderr was closed: a shell's
-/// for a program killed by SIGPIPE.
-pub const CLOSED_OUTPUT: i32 = 128 + 13;
 
 /// The exit status for how a session ended, and a word on stderr for
 /// every end that is not the program's own exit.
@@ -516,89 +511,4 @@ async fn tell_if_closed(copied: &Result<Copied, Error>, closed: &tokio::sync::mp
     if let Ok(Copied::OutputClosed) = copied {
         let _ = closed.send(()).await;
     }
-}
-
-/// `tether logs`: the retained output, up to now or (`--follow`) to exit;
-/// with `tail`, only the last lines of each stream up to now, then (with
-/// `--follow`) what comes next.
-pub async fn logs(
-    client: &Client,
-    quick: &Client,
-    id: &str,
-    follow: bool,
-    tail: Option<usize>,
-    from: [u64; 2],
-) -> Result<i32, Error> {
-    let options = AttachOptions {
-        readonly: true,
-        stdout_offset: from[0],
-        stderr_offset: from[1],
-        ..AttachOptions::default()
-    };
-    let attachment = client.attach(id, options.clone()).await?;
-    // "Now" is after the attach: a program that writes fast in drop mode
-    // may have moved its retention past an end read before it, which
-    // would leave nothing to print.
-    let info = quick.get(id).await?;
-    let Attachment { stdout, stderr, .. } = attachment;
-    let (until_out, until_err) = if (follow && tail.is_none()) || info.is_exited() {
-        (u64::MAX, u64::MAX)
-    } else {
-        (info.stdout_bytes, info.stderr_bytes)
-    };
-    let Some(n) = tail else {
-        return print_both(stdout, stderr, until_out, until_err).await;
-    };
-    let (mut tail_out, mut tail_err) = (TailLines::new(n), TailLines::new(n));
-    let (a, b) = tokio::join!(
-        copy_output(stdout, &mut tail_out, until_out, None),
-        copy_output(stderr, &mut tail_err, until_err, None)
-    );
-    a?;
-    b?;
-    // A closed stdout (`| head`) is no failure. tokio's stdio hands
-    // each write to a blocking thread: the flush, on the same handle,
-    // waits until it is written (the CLI exits right after).
-    let mut out = tokio::io::stdout();
-    let _ = out.write_all(&tail_out.into_bytes()).await;
-    let _ = out.flush().await;
-    let mut err = tokio::io::stderr();
-    let _ = err.write_all(&tail_err.into_bytes()).await;
-    let _ = err.flush().await;
-    if follow && !info.is_exited() {
-        // The rest, from where the tail ended.
-        let options = AttachOptions {
-            stdout_offset: until_out,
-            stderr_offset: until_err,
-            ..options
-        };
-        let Attachment { stdout, stderr, .. } = client.attach(id, options).await?;
-        return print_both(stdout, stderr, u64::MAX, u64::MAX).await;
-    }
-    Ok(0)
-}
-
-/// Prints both streams to the local stdout and stderr up to their ends
-/// (or offsets): 0, or [`CLOSED_OUTPUT`] as soon as either local output is
-/// closed (`logs -f ID | head -1` stops at once; the process runs on).
-async fn print_both(
-    stdout: tether_client::OutputReader,
-    stderr: tether_client::OutputReader,
-    until_out: u64,
-    until_err: u64,
-) -> Result<i32, Error> {
-    let out = copy_output(stdout, tokio::io::stdout(), until_out, None);
-    let err = copy_output(stderr, tokio::io::stderr(), until_err, None);
-    tokio::pin!(out, err);
-    let (mut out_done, mut err_done) = (false, false);
-    while !(out_done && err_done) {
-        let copied = tokio::select! {
-            copied = &mut out, if !out_done => { out_done = true; copied? }
-            copied = &mut err, if !err_done => { err_done = true; copied? }
-        };
-        if copied == Copied::OutputClosed {
-            return Ok(CLOSED_OUTPUT);
-        }
-    }
-    Ok(0)
 }

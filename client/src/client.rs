@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use tether_protocol::api::{ProcessUpdate, SignalRequest, SpawnRequest};
-use tether_protocol::{ProcessInfo, StreamName};
+use tether_protocol::ProcessInfo;
 
 use crate::answer::read_answer;
 use crate::base_url::{base_url_of, path_segment};
@@ -85,21 +85,6 @@ struct Inner {
 /// The largest HTTP answer body a client reads by default.
 pub const DEFAULT_MAX_ANSWER_BYTES: usize = 64 << 20;
 
-/// A scoped token minted by [`Client::mint_token`].
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct MintedToken {
-    /// The bearer token.
-    pub token: String,
-    /// Its id, as the server's audit lines name it.
-    pub token_id: String,
-    /// The process it reaches.
-    pub process: String,
-    /// Its rights.
-    pub rights: Vec<String>,
-    /// Expiry, ms since the epoch.
-    pub expires_at_ms: u64,
-}
-
 impl Client {
     /// A client for the server at `base_url` (such as
     /// `http://127.0.0.1:7420`). Fails for a URL that is not `http://` or
@@ -175,30 +160,6 @@ impl Client {
             inner.token = None;
             inner.guessed = None;
         })
-    }
-
-    /// `POST /v1/processes/{id}/tokens`: mints a token for this one process
-    /// with `rights` (any of `read`, `write`, `kill`; read is implied),
-    /// valid for `ttl` (operator only). Not retried.
-    pub async fn mint_token(
-        &self,
-        id: &str,
-        rights: &[&str],
-        ttl: Duration,
-    ) -> Result<MintedToken> {
-        let body = serde_json::to_vec(&serde_json::json!({
-            "rights": rights,
-            "ttl_ms": ttl.as_millis() as u64,
-        }))
-        .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        self.request(
-            Method::POST,
-            &format!("/v1/processes/{}/tokens", path_segment(id)),
-            Some(body),
-            None,
-            self.inner.request_timeout,
-        )
-        .await
     }
 
     /// Sets the retry policy of `spawn`, `wait` and the other calls that
@@ -315,58 +276,6 @@ impl Client {
             .send(Method::GET, &path, None, None, self.inner.request_timeout)
             .await?;
         Ok(body.to_vec())
-    }
-
-    /// `GET /v1/processes/{id}/output?stream=S&offset=N`: what the server
-    /// retains of one stream now, from `offset` (bytes before it, and
-    /// bytes already evicted, are not in the answer). Bounded as every
-    /// answer is (`with_max_answer_bytes`) and retried when transient,
-    /// within the call's deadline; for output as it comes, attach.
-    pub async fn read_output(&self, id: &str, stream: StreamName, offset: u64) -> Result<Vec<u8>> {
-        let path = format!(
-            "/v1/processes/{}/output?stream={}&offset={offset}",
-            path_segment(id),
-            stream.as_str()
-        );
-        let mut backoff = self.backoff(self.inner.retry);
-        loop {
-            let attempt = self
-                .send(
-                    Method::GET,
-                    &path,
-                    None,
-                    None,
-                    backoff.attempt_timeout(self.inner.request_timeout),
-                )
-                .await;
-            match attempt {
-                Ok((_, body)) => return Ok(body.to_vec()),
-                Err(e) => backoff.failed(e).await?,
-            }
-        }
-    }
-
-    /// `GET /v1/processes/{id}/offsets?since=T`: where the output each
-    /// stream wrote from `since` on starts (from the server's time index:
-    /// at most one mark's spacing early or late), `[stdout, stderr]`; attach
-    /// from there for the output since a time.
-    pub async fn offsets_since(&self, id: &str, since: std::time::SystemTime) -> Result<[u64; 2]> {
-        let ms = since
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        #[derive(serde::Deserialize)]
-        struct Offsets {
-            stdout: u64,
-            stderr: u64,
-        }
-        let offsets: Offsets = self
-            .retried(
-                Method::GET,
-                &format!("/v1/processes/{}/offsets?since={ms}", path_segment(id)),
-            )
-            .await?;
-        Ok([offsets.stdout, offsets.stderr])
     }
 
     /// `GET /healthz` within `timeout`, once: the HTTP status (200 while
@@ -537,7 +446,11 @@ impl Client {
         }
     }
 
-    async fn retried<T: DeserializeOwned>(&self, method: Method, path: &str) -> Result<T> {
+    pub(crate) async fn retried<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+    ) -> Result<T> {
         let mut backoff = self.backoff(self.inner.retry);
         loop {
             match self
@@ -562,7 +475,7 @@ impl Client {
             .map(|_| ())
     }
 
-    async fn request<T: DeserializeOwned>(
+    pub(crate) async fn request<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
@@ -578,7 +491,7 @@ impl Client {
     }
 
     /// One request; a success status gives the body, anything else an error.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         method: Method,
         path: &str,

@@ -42,19 +42,21 @@ mod recording;
 mod retry;
 mod spec;
 mod tls;
+mod tokens;
 mod utf8;
 
 pub use attach::{
     AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter,
     DEFAULT_MAX_MESSAGE_BYTES,
 };
-pub use client::{Client, MintedToken, DEFAULT_MAX_ANSWER_BYTES};
+pub use client::{Client, DEFAULT_MAX_ANSWER_BYTES};
 pub use error::{Error, Result, TransportKind};
 pub use exec::ExecOutput;
 pub use local_token::{is_local_url, local_token_for, local_token_path, runtime_dir, LocalToken};
 pub use recording::RecordingOptions;
 pub use retry::RetryPolicy;
 pub use spec::SpawnSpec;
+pub use tokens::MintedToken;
 pub use utf8::Utf8Decoder;
 
 /// The protocol crate, for its other types.

@@ -1,9 +1,13 @@
-//! [`Client::recording_to`]: a process's recording (an asciicast, from
-//! `GET /v1/processes/{id}/recording`) written out as it comes, in bounded
-//! memory whatever its length.
+//! Reading output over plain HTTP: [`Client::read_output`] (the bytes
+//! retained of one stream now), [`Client::offsets_since`] (where the output
+//! written from a time on starts) and [`Client::recording_to`] (a process's
+//! recording, an asciicast, written out as it comes, in bounded memory
+//! whatever its length).
 
 use std::time::Duration;
 
+use reqwest::Method;
+use tether_protocol::StreamName;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use crate::base_url::path_segment;
@@ -29,6 +33,58 @@ impl Default for RecordingOptions {
 }
 
 impl Client {
+    /// `GET /v1/processes/{id}/output?stream=S&offset=N`: what the server
+    /// retains of one stream now, from `offset` (bytes before it, and
+    /// bytes already evicted, are not in the answer). Bounded as every
+    /// answer is (`with_max_answer_bytes`) and retried when transient,
+    /// within the call's deadline; for output as it comes, attach.
+    pub async fn read_output(&self, id: &str, stream: StreamName, offset: u64) -> Result<Vec<u8>> {
+        let path = format!(
+            "/v1/processes/{}/output?stream={}&offset={offset}",
+            path_segment(id),
+            stream.as_str()
+        );
+        let mut backoff = self.backoff(self.retry_policy());
+        loop {
+            let attempt = self
+                .send(
+                    Method::GET,
+                    &path,
+                    None,
+                    None,
+                    backoff.attempt_timeout(self.request_timeout()),
+                )
+                .await;
+            match attempt {
+                Ok((_, body)) => return Ok(body.to_vec()),
+                Err(e) => backoff.failed(e).await?,
+            }
+        }
+    }
+
+    /// `GET /v1/processes/{id}/offsets?since=T`: where the output each
+    /// stream wrote from `since` on starts (from the server's time index:
+    /// at most one mark's spacing early or late), `[stdout, stderr]`; attach
+    /// from there for the output since a time.
+    pub async fn offsets_since(&self, id: &str, since: std::time::SystemTime) -> Result<[u64; 2]> {
+        let ms = since
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        #[derive(serde::Deserialize)]
+        struct Offsets {
+            stdout: u64,
+            stderr: u64,
+        }
+        let offsets: Offsets = self
+            .retried(
+                Method::GET,
+                &format!("/v1/processes/{}/offsets?since={ms}", path_segment(id)),
+            )
+            .await?;
+        Ok([offsets.stdout, offsets.stderr])
+    }
+
     /// Writes the recording of process `id` to `out` as the server sends
     /// it, and returns the bytes written. Without `follow` each read waits
     /// at most the request timeout; following, a silent process may keep

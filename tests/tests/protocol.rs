@@ -294,3 +294,58 @@ async fn a_wrong_method_is_405_method_not_allowed() {
         "{body}"
     );
 }
+
+/// A client that floods pings and never reads the pongs: the server
+/// closes it (more than 64 pings a second: 1008 `ping_flood`) before a
+/// pong per ping piles up in its write buffer, and its memory stays where
+/// it was (unbounded, it grew by 147 MiB in 3 s).
+#[tokio::test]
+async fn a_ping_flood_that_never_reads_its_pongs_leaves_the_server_s_memory_bounded() {
+    const MIB: u64 = 1 << 20;
+    let server = TestServer::start();
+    let process = server.sh("sleep 60", json!({})).await;
+    let mut tcp = tokio::net::TcpStream::connect(server.base.trim_start_matches("http://"))
+        .await
+        .unwrap();
+    tcp.write_all(
+        format!(
+            "GET /v1/processes/{}/attach HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: tether.v1\r\n\r\n",
+            process.id,
+            server.base.trim_start_matches("http://")
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let before = tether_tests::rss_bytes(server.pid());
+    let (_read, mut write) = tcp.into_split();
+    let mut ping = vec![0x89, 0x80 | 125, 0x11, 0x22, 0x33, 0x44];
+    ping.extend((0..125).map(|i| 7u8 ^ [0x11, 0x22, 0x33, 0x44][i % 4]));
+    let pings: Vec<u8> = ping
+        .iter()
+        .copied()
+        .cycle()
+        .take(ping.len() * 512)
+        .collect();
+    let flood = tokio::spawn(async move { while write.write_all(&pings).await.is_ok() {} });
+    // Three seconds of it (unbounded, the server grew by tens of MiB a
+    // second), the pongs never read.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = tether_tests::rss_bytes(server.pid());
+    flood.abort();
+    assert!(
+        after < before + 48 * MIB,
+        "the server grew from {} to {} MiB",
+        before / MIB,
+        after / MIB
+    );
+    let health = server
+        .http
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+}

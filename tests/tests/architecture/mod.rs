@@ -53,7 +53,7 @@ const SERVER: Layers = Layers {
 /// `tether-client`'s.
 const CLIENT: Layers = Layers {
     layers: &[
-        &["exec", "utf8", "recording"],
+        &["exec", "utf8", "recording", "tokens"],
         &["attach"],
         &["client"],
         &["local_token", "retry", "tls", "spec", "base_url", "answer"],
@@ -65,8 +65,8 @@ const CLIENT: Layers = Layers {
 /// `tether-cli`'s (the `tether` binary).
 const CLI: Layers = Layers {
     layers: &[
-        &["run_attach", "copy"],
-        &["args", "relay", "resolve", "listing"],
+        &["run_attach", "copy", "logs"],
+        &["args", "relay", "resolve", "listing", "archive"],
         &[
             "detach", "replies", "modes", "tail", "term", "units", "exit", "stdout",
         ],
