@@ -1,8 +1,9 @@
 //! `tether logs`: a process's retained output, stdout to stdout and
 //! stderr to stderr, up to now or (`--follow`) to its exit; `--tail` and
-//! `--since` choose where it starts.
+//! `--since` choose where it starts; `--timestamps` stamps each line with
+//! the time it was written (`stamped`).
 
-use tether_client::{AttachOptions, Attachment, Client, Error};
+use tether_client::{AttachOptions, Attachment, Chunk, Client, Error, OutputReader};
 use tokio::io::AsyncWriteExt;
 
 use crate::exit::CLOSED_OUTPUT;
@@ -92,4 +93,122 @@ async fn print_both(
         }
     }
     Ok(0)
+}
+
+/// `tether logs --timestamps`: each line printed after the time it was
+/// written, from the server's time index (`Client::time_marks`: the time
+/// of the last mark at or before the line's first byte, at most one
+/// mark's spacing early). Output past the last mark read, while following,
+/// is stamped with the time it arrives.
+pub async fn stamped(
+    client: &Client,
+    quick: &Client,
+    id: &str,
+    follow: bool,
+    from: [u64; 2],
+) -> Result<i32, Error> {
+    let options = AttachOptions {
+        readonly: true,
+        stdout_offset: from[0],
+        stderr_offset: from[1],
+        ..AttachOptions::default()
+    };
+    let Attachment { stdout, stderr, .. } = client.attach(id, options).await?;
+    let info = quick.get(id).await?;
+    let marks = quick.time_marks(id).await?;
+    let [out_marks, err_marks] = marks;
+    let until = |end: u64| {
+        if follow || info.is_exited() {
+            u64::MAX
+        } else {
+            end
+        }
+    };
+    let out = stamp_stream(
+        stdout,
+        Stamps::new(out_marks, info.stdout_bytes),
+        until(info.stdout_bytes),
+        tokio::io::stdout(),
+    );
+    let err = stamp_stream(
+        stderr,
+        Stamps::new(err_marks, info.stderr_bytes),
+        until(info.stderr_bytes),
+        tokio::io::stderr(),
+    );
+    let (out, err) = tokio::join!(out, err);
+    match (out?, err?) {
+        (Copied::OutputClosed, _) | (_, Copied::OutputClosed) => Ok(CLOSED_OUTPUT),
+        _ => Ok(0),
+    }
+}
+
+/// One stream to `local`, each line after its time, up to `until`.
+async fn stamp_stream(
+    mut reader: OutputReader,
+    stamps: Stamps,
+    until: u64,
+    mut local: impl tokio::io::AsyncWrite + Unpin,
+) -> Result<Copied, Error> {
+    let mut line_start = true;
+    while let Some(chunk) = reader.chunk().await {
+        let (offset, data) = match chunk? {
+            Chunk::Data { offset, data } => (offset, data),
+            Chunk::Dropped { offset, length } => {
+                let note = format!("[tether: {length} bytes lost at offset {offset}]\n");
+                if local.write_all(note.as_bytes()).await.is_err() {
+                    return Ok(Copied::OutputClosed);
+                }
+                line_start = true;
+                continue;
+            }
+            _ => continue,
+        };
+        if offset >= until {
+            break;
+        }
+        let data = &data[..data.len().min((until - offset) as usize)];
+        let mut text = Vec::with_capacity(data.len() + 32);
+        for (i, byte) in data.iter().enumerate() {
+            if line_start {
+                text.extend_from_slice(stamps.at(offset + i as u64).as_bytes());
+                text.push(b' ');
+            }
+            text.push(*byte);
+            line_start = *byte == b'\n';
+        }
+        if local.write_all(&text).await.is_err() || local.flush().await.is_err() {
+            return Ok(Copied::OutputClosed);
+        }
+        if offset + data.len() as u64 >= until {
+            break;
+        }
+    }
+    Ok(Copied::Whole)
+}
+
+/// A stream's time marks as read, and how far the stream had come then.
+struct Stamps {
+    marks: Vec<(u64, u64)>,
+    known_end: u64,
+}
+
+impl Stamps {
+    fn new(marks: Vec<(u64, u64)>, known_end: u64) -> Stamps {
+        Stamps { marks, known_end }
+    }
+
+    /// The time of the byte at `offset`: that of the last mark at or
+    /// before it; for a byte written after the marks were read, now.
+    fn at(&self, offset: u64) -> String {
+        let after = self.marks.partition_point(|&(o, _)| o <= offset);
+        let marked = after.checked_sub(1).and_then(|i| self.marks.get(i));
+        let time = match marked {
+            Some(&(_, ms)) if offset < self.known_end => {
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)
+            }
+            _ => std::time::SystemTime::now(),
+        };
+        humantime::format_rfc3339_millis(time).to_string()
+    }
 }

@@ -322,12 +322,16 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             follow,
             tail,
             since,
+            timestamps,
         } => {
             let id = resolve(&quick, &id).await?;
             let from = match since {
                 Some(since) => quick.offsets_since(&id, since).await?,
                 None => [0, 0],
             };
+            if timestamps {
+                return logs::stamped(&client, &quick, &id, follow, from).await;
+            }
             logs::logs(&client, &quick, &id, follow, tail, from).await
         }
         Command::Share { id, write, ttl } => {

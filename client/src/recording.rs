@@ -85,6 +85,26 @@ impl Client {
         Ok([offsets.stdout, offsets.stderr])
     }
 
+    /// `GET /v1/processes/{id}/times`: the server's time index of each
+    /// stream, `[stdout, stderr]`, each mark `(offset, ms since the
+    /// epoch)`, oldest first (at most 1,024 a stream): the bytes from a
+    /// mark's offset on were written at its time or after, before the next
+    /// mark's.
+    pub async fn time_marks(&self, id: &str) -> Result<[Vec<(u64, u64)>; 2]> {
+        #[derive(serde::Deserialize)]
+        struct Marks {
+            stdout: Vec<(u64, u64)>,
+            stderr: Vec<(u64, u64)>,
+        }
+        let marks: Marks = self
+            .retried(
+                Method::GET,
+                &format!("/v1/processes/{}/times", path_segment(id)),
+            )
+            .await?;
+        Ok([marks.stdout, marks.stderr])
+    }
+
     /// Writes the recording of process `id` to `out` as the server sends
     /// it, and returns the bytes written. Without `follow` each read waits
     /// at most the request timeout; following, a silent process may keep

@@ -288,3 +288,51 @@ async fn logs_since_a_time_print_only_what_was_written_from_then() {
         .await;
     assert_eq!(status, 400);
 }
+
+/// `tether logs -t`: each line after the time it was written, in order,
+/// the sleep between two lines showing; `times` answers the index.
+#[tokio::test]
+async fn logs_with_timestamps_stamp_each_line_with_when_it_was_written() {
+    let server = TestServer::start();
+    let process = server
+        .sh(
+            "echo first; sleep 0.5; echo second; echo oops >&2",
+            json!({}),
+        )
+        .await;
+    server.wait_exit(&process.id).await;
+    let (status, times) = server
+        .get(&format!("/v1/processes/{}/times", process.id))
+        .await;
+    assert_eq!(status, 200, "{times}");
+    assert_eq!(times["stdout"].as_array().unwrap().len(), 2, "{times}");
+    let base = server.base.clone();
+    let id = process.id.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        tether_tests::cli::tether(&base, &["logs", "-t", &id], b"")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stamps: Vec<std::time::SystemTime> = stdout
+        .lines()
+        .map(|line| {
+            let (time, text) = line.split_once(' ').unwrap();
+            assert!(["first", "second"].contains(&text), "{stdout}");
+            humantime::parse_rfc3339(time).unwrap()
+        })
+        .collect();
+    assert_eq!(stamps.len(), 2, "{stdout}");
+    let gap = stamps[1].duration_since(stamps[0]).unwrap();
+    assert!(
+        gap >= std::time::Duration::from_millis(400),
+        "{gap:?}: {stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(stderr.ends_with(" oops\n"), "{stderr}");
+}

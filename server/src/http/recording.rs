@@ -12,7 +12,8 @@
 //!
 //! `GET /v1/processes/{id}/offsets?since=TIME`: where each stream's output
 //! written from a time on starts, from the same index (`tether logs
-//! --since` attaches from there).
+//! --since` attaches from there); `GET /v1/processes/{id}/times`: the
+//! index itself, what `tether logs --timestamps` stamps lines with.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -103,6 +104,18 @@ pub async fn offsets(
     let since = query_time(&query, "since")?
         .ok_or_else(|| ApiError::InvalidRequest("since is required".into()))?;
     let [stdout, stderr] = process.output().offsets_since(since);
+    Ok(axum::Json(json!({"stdout": stdout, "stderr": stderr})).into_response())
+}
+
+/// The times handler: `{"stdout": [[offset, ms], ...], "stderr": [...]}`,
+/// at most [`crate::retained::times::MAX_MARKS`] a stream.
+pub async fn times(
+    State(table): State<Arc<ProcessTable>>,
+    Extension(grant): Extension<Grant>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let process = grant.process(&table, Need::Read, &id)?;
+    let [stdout, stderr] = process.output().marks();
     Ok(axum::Json(json!({"stdout": stdout, "stderr": stderr})).into_response())
 }
 

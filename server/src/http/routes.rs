@@ -53,6 +53,7 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
             get(super::recording::recording),
         )
         .route("/processes/{id}/offsets", get(super::recording::offsets))
+        .route("/processes/{id}/times", get(super::recording::times))
         .fallback(no_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(

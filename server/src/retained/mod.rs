@@ -279,6 +279,12 @@ impl RetainedOutput {
         })
     }
 
+    /// Every time mark of each stream (`times.rs`), `[stdout, stderr]`.
+    pub fn marks(&self) -> [Vec<(u64, u64)>; 2] {
+        let state = self.lock();
+        [state.times[0].all(), state.times[1].all()]
+    }
+
     /// The first time mark of `stream` after `offset` (`times.rs`).
     pub fn next_mark_after(&self, stream: StreamName, offset: u64) -> Option<u64> {
         self.lock().times[stream.index()].next_after(offset)

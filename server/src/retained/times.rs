@@ -86,6 +86,11 @@ impl TimeMarks {
         self.marks.get(at).map(|&(o, _)| o)
     }
 
+    /// Every mark, oldest first: `(offset, ms since the epoch)`.
+    pub fn all(&self) -> Vec<(u64, u64)> {
+        self.marks.iter().copied().collect()
+    }
+
     /// The spacing marks are taken at now.
     pub fn spacing_ms(&self) -> u64 {
         self.spacing_ms
