@@ -336,3 +336,29 @@ async fn logs_with_timestamps_stamp_each_line_with_when_it_was_written() {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(stderr.ends_with(" oops\n"), "{stderr}");
 }
+
+/// With `--data-dir`, the time index is written beside the logs at the
+/// exit and read back after a restart: a recording of a process of the
+/// earlier run still has its times.
+#[tokio::test]
+async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
+    let dir = fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let args = ["--data-dir", dir.to_str().unwrap()];
+    let mut server = TestServer::start_with(&args);
+    let process = server
+        .sh("echo before; sleep 0.5; echo after", json!({}))
+        .await;
+    server.wait_exit(&process.id).await;
+    server.terminate().await;
+    drop(server);
+
+    let server = TestServer::start_with(&args);
+    let (_, events) = recording(&server, &process.id, "").await;
+    assert_eq!(output_of(&events), "before\nafter\n", "{events:?}");
+    let after = events.iter().find(|e| e[2] == "after\n").unwrap();
+    assert!(after[0].as_f64().unwrap() >= 0.4, "{events:?}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -70,6 +70,8 @@ pub struct Recovered {
     pub record: Record,
     /// Disk bytes its files may hold.
     pub disk_bytes: u64,
+    /// Its time index (`ID.times`), when it was written at its exit.
+    pub times: Option<crate::retained::times::SavedTimes>,
 }
 
 impl DataDir {
@@ -283,11 +285,21 @@ impl DataDir {
             info.output_incomplete = true;
             info.retention_error = Some(fault);
         }
+        // Written at the exit: a process lost in a crash has none.
+        let times = self
+            .dir
+            .read_bounded(
+                &format!("{id}.times"),
+                crate::retained::times::MAX_SAVED_BYTES,
+            )
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
         Ok(Recovered {
             info,
             logs,
             record,
             disk_bytes,
+            times,
         })
     }
 
@@ -322,7 +334,7 @@ fn is_process_id(id: &str) -> bool {
 /// The process id and suffix of a file of ours (`ID.stdout`, `ID.stderr`,
 /// `ID.json`, `ID.json.tmp`).
 fn split_name(name: &str) -> Option<(&str, &str)> {
-    ["json.tmp", "stdout", "stderr", "json"]
+    ["json.tmp", "times.tmp", "stdout", "stderr", "json", "times"]
         .into_iter()
         .find_map(|suffix| {
             let id = name.strip_suffix(suffix)?.strip_suffix('.')?;

@@ -30,7 +30,11 @@ impl Process {
         metrics: Arc<Metrics>,
     ) -> Arc<Process> {
         let Recovered {
-            info, logs, record, ..
+            info,
+            logs,
+            record,
+            times,
+            ..
         } = recovered;
         let time = |s: &Option<String>| {
             s.as_deref()
@@ -40,6 +44,9 @@ impl Process {
         let started_at = time(&Some(info.started_at.clone()));
         let finished_at = time(&info.finished_at);
         let output = RetainedOutput::with_logs(logs, info.overflow, Some(record), None);
+        if let Some(times) = times {
+            output.restore_times(times);
+        }
         // Kill requests are answered (there is nothing to kill), so that
         // nothing falls back to signalling what is left of an old session.
         let (control, mut requests) = mpsc::channel(1);

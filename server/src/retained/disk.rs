@@ -421,6 +421,19 @@ impl Record {
     }
 }
 
+impl Record {
+    /// Writes the time index beside the record (`ID.times`), whole, by
+    /// rename. A failure is logged: only a restart's recording reads it.
+    pub fn write_times(&self, saved: &super::times::SavedTimes) {
+        let written = serde_json::to_vec(saved)
+            .map_err(io::Error::other)
+            .and_then(|body| self.dir.replace(&format!("{}.times", self.id), &body));
+        if let Err(e) = written {
+            tracing::warn!(id = %self.id, error = %e, "time index not written");
+        }
+    }
+}
+
 /// The process object a record holds: its last line that reads as one
 /// (compact JSON has no raw newline). A crash in the middle of the exit's
 /// append leaves a torn last line, and the spawn's line is the answer.
@@ -434,7 +447,7 @@ pub fn read_record(record: &[u8]) -> Option<tether_protocol::ProcessInfo> {
 impl Drop for Record {
     fn drop(&mut self) {
         if !self.keep.load(Ordering::SeqCst) {
-            for suffix in ["json", "stdout", "stderr"] {
+            for suffix in ["json", "stdout", "stderr", "times"] {
                 let _ = self.dir.remove(&format!("{}.{suffix}", self.id));
             }
         }

@@ -153,10 +153,44 @@ impl RetainedOutput {
     }
 
     /// Adds the process object at its exit to the record (see
-    /// [`Record::append`]).
+    /// [`Record::append`]), with the time index beside it (`ID.times`), so
+    /// that a restart's recording of it has its times.
     pub fn record_exit(&self, info: &tether_protocol::ProcessInfo) {
         if let Some(record) = &self.record {
             record.append(info);
+            record.write_times(&self.saved_times());
+        }
+    }
+
+    /// The time index and sizes, as `ID.times` holds them.
+    fn saved_times(&self) -> times::SavedTimes {
+        let state = self.lock();
+        times::SavedTimes {
+            stdout: state.times[0].all(),
+            stderr: state.times[1].all(),
+            sizes: state
+                .sizes
+                .all()
+                .iter()
+                .map(|s| (s.offset, s.at_ms, s.cols, s.rows))
+                .collect(),
+        }
+    }
+
+    /// The time index of an earlier run, read back (`ID.times`).
+    pub fn restore_times(&self, saved: times::SavedTimes) {
+        let mut state = self.lock();
+        state.times = [
+            times::TimeMarks::restored(saved.stdout),
+            times::TimeMarks::restored(saved.stderr),
+        ];
+        for (offset, at_ms, cols, rows) in saved.sizes {
+            state.sizes.push(times::SizeChange {
+                offset,
+                at_ms,
+                cols,
+                rows,
+            });
         }
     }
 

@@ -91,6 +91,26 @@ impl TimeMarks {
         self.marks.iter().copied().collect()
     }
 
+    /// Marks read back (a restart): kept only if offsets and times never
+    /// go back, at most [`MAX_MARKS`] (the newest).
+    pub fn restored(marks: Vec<(u64, u64)>) -> TimeMarks {
+        let ordered = marks
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1);
+        let mut marks: VecDeque<(u64, u64)> = if ordered {
+            marks.into()
+        } else {
+            VecDeque::new()
+        };
+        while marks.len() > MAX_MARKS {
+            marks.pop_front();
+        }
+        TimeMarks {
+            marks,
+            spacing_ms: FIRST_SPACING_MS,
+        }
+    }
+
     /// The spacing marks are taken at now.
     pub fn spacing_ms(&self) -> u64 {
         self.spacing_ms
@@ -134,6 +154,20 @@ impl Sizes {
         self.0.iter().copied().collect()
     }
 }
+
+/// The index as written beside the logs (`ID.times`, at the exit, with
+/// `--data-dir`) and read back after a restart.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct SavedTimes {
+    pub stdout: Vec<(u64, u64)>,
+    pub stderr: Vec<(u64, u64)>,
+    /// `(offset, ms, cols, rows)`.
+    pub sizes: Vec<(u64, u64, u16, u16)>,
+}
+
+/// The most bytes `ID.times` may take: both streams' marks and the sizes
+/// as JSON numbers, with room to spare.
+pub const MAX_SAVED_BYTES: u64 = 256 << 10;
 
 /// Milliseconds since the epoch now.
 pub fn now_ms() -> u64 {
