@@ -24,6 +24,7 @@ import { Unicode11Addon } from "@xterm/addon-unicode11";
 import { HttpError, TetherClient, type Attachment, type ProcessInfo } from "@tether/client";
 import { installAttention, type AttentionState } from "./attention";
 import { installFiles, type FilesState } from "./files";
+import { replayControls, startReplay, type ReplayState } from "./replay";
 import { installCopyOnSelect, type CopyState } from "./clipboard";
 import { installImages } from "./images";
 import { installLinks, type LinkLog } from "./links";
@@ -174,6 +175,8 @@ const view = {
   search: { query: "", resultIndex: -1, resultCount: 0 } as SearchState,
   attention: { title: "", bells: 0, notifications: 0 } as AttentionState,
   files: { uploaded: [], downloaded: [], error: "" } as FilesState,
+  /** With `#replay=ID`: the replay's state (replay.ts). */
+  replay: undefined as ReplayState | undefined,
   copy: {} as CopyState,
   /** The image addon: its storage use and limit, the image at a cell. */
   images,
@@ -584,7 +587,20 @@ if (!scope) setInterval(() => void refreshSessions(), 5000);
 window.addEventListener("online", () => attachment?.reconnect());
 
 const initial = scope?.process ?? fragment.get("session");
-if (scope && initial) {
+const replayId = fragment.get("replay");
+if (replayId) {
+  // A replay reads the session's recording; it attaches to nothing.
+  const state: ReplayState = { id: replayId, duration: 0, position: 0, playing: false, speed: 1, markers: [], error: "" };
+  view.replay = state;
+  const start = fragment.has("t") ? Number(fragment.get("t")) || 0 : undefined;
+  const speed = Number(fragment.get("speed")) || undefined;
+  setStatus(`replay of ${replayId}`, "idle");
+  setStarting(undefined);
+  startReplay(term, replayId, conn.token, replayControls($("replay-bar")), state, start, speed).catch((e: unknown) => {
+    state.error = (e as Error).message;
+    setStatus(state.error, "bad");
+  });
+} else if (scope && initial) {
   // A share link: its one session, nothing else.
   void attach(initial);
 } else if (initial) {

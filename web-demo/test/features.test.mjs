@@ -6,7 +6,7 @@
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { SHELL, TIMEOUT, baseUrl, openTerminal, run, screenshot, setup, teardown, waitForText } from "./harness.mjs";
+import { SHELL, TIMEOUT, baseUrl, browser, openTerminal, run, screenshot, setup, teardown, waitForText } from "./harness.mjs";
 
 before(setup);
 after(teardown);
@@ -427,5 +427,44 @@ test("files: a file dropped on the terminal lands in the session's directory, af
   await page.click("#download");
   await page.waitForFunction(() => /no-such-file/.test(window.tether.files.error), null, { timeout: TIMEOUT });
   await run(page, "cd / && rm -rf /tmp/page-files-*");
+  await page.close();
+});
+
+test("replay: #replay=ID plays a finished session from its recording, starts at &t=, and steps with play and the slider", { timeout: 60_000 }, async () => {
+  const spawned = await fetch(`${baseUrl}/v1/processes`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ command: "echo replay-one; sleep 0.8; echo replay-two", tty: true }),
+  }).then((r) => r.json());
+  const exited = await fetch(`${baseUrl}/v1/processes/${spawned.id}/wait?timeout_ms=10000`).then((r) => r.json());
+  assert.equal(exited.status, "exited");
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  // Between the two lines: the first shown, the second not yet.
+  await page.goto(`${baseUrl}/#replay=${spawned.id}&t=0.4`);
+  await page.waitForFunction(() => window.tether?.replay?.duration > 0.7, null, { timeout: TIMEOUT });
+  await waitForText(page, /^replay-one\r?$/);
+  assert.ok(!/replay-two/.test(await page.evaluate(() => window.tether.text())), "the second line before its time");
+  const state = await page.evaluate(() => ({ ...window.tether.replay }));
+  assert.equal(state.playing, false);
+  assert.ok(Math.abs(state.position - 0.4) < 0.01, `${state.position}`);
+  // Play at 4x: the rest comes, and the replay stops at its end.
+  await page.selectOption("#replay-speed", "4");
+  await page.click("#replay-play");
+  await waitForText(page, /^replay-two\r?$/);
+  await page.waitForFunction(() => window.tether.replay.playing === false, null, { timeout: TIMEOUT });
+  // The slider back to the start: the terminal redrawn from nothing.
+  await page.$eval("#replay-position", (slider) => {
+    slider.value = "0";
+    slider.dispatchEvent(new Event("input"));
+  });
+  await page.waitForFunction(() => !/replay-one/.test(window.tether.text()), null, { timeout: TIMEOUT });
+  // A link to this moment.
+  await page.$eval("#replay-position", (slider) => {
+    slider.value = "0.5";
+    slider.dispatchEvent(new Event("input"));
+  });
+  await page.click("#replay-link");
+  assert.match(page.url(), /[#&]t=0\.50/);
+  await screenshot(page, "replay");
   await page.close();
 });
