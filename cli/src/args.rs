@@ -237,6 +237,10 @@ pub enum Command {
         /// output, more coarsely for a long run's oldest).
         #[arg(long, value_name = "DURATION|TIME", value_parser = parse_since)]
         since: Option<std::time::SystemTime>,
+        /// Only what was written before then (a duration ago or a time),
+        /// as `docker logs --until`.
+        #[arg(long, value_name = "DURATION|TIME", value_parser = parse_since)]
+        until: Option<std::time::SystemTime>,
         /// Each line starts with the time it was written (RFC 3339, UTC,
         /// milliseconds), as `docker logs -t`, from the server's time index.
         #[arg(short = 't', long, conflicts_with = "tail")]

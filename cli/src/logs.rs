@@ -10,6 +10,19 @@ use crate::exit::CLOSED_OUTPUT;
 use crate::relay::{copy_output, Copied};
 use crate::tail::TailLines;
 
+/// Where `logs` starts and, with `--until`, stops, per stream.
+pub struct Range {
+    pub from: [u64; 2],
+    pub to: Option<[u64; 2]>,
+}
+
+impl Range {
+    /// The end of stream `i`: `end`, or sooner with `--until`.
+    fn end(&self, i: usize, end: u64) -> u64 {
+        self.to.map_or(end, |to| end.min(to[i]))
+    }
+}
+
 /// `tether logs`: the retained output, up to now or (`--follow`) to exit;
 /// with `tail`, only the last lines of each stream up to now, then (with
 /// `--follow`) what comes next.
@@ -19,12 +32,12 @@ pub async fn logs(
     id: &str,
     follow: bool,
     tail: Option<usize>,
-    from: [u64; 2],
+    range: Range,
 ) -> Result<i32, Error> {
     let options = AttachOptions {
         readonly: true,
-        stdout_offset: from[0],
-        stderr_offset: from[1],
+        stdout_offset: range.from[0],
+        stderr_offset: range.from[1],
         ..AttachOptions::default()
     };
     let attachment = client.attach(id, options.clone()).await?;
@@ -38,6 +51,7 @@ pub async fn logs(
     } else {
         (info.stdout_bytes, info.stderr_bytes)
     };
+    let (until_out, until_err) = (range.end(0, until_out), range.end(1, until_err));
     let Some(n) = tail else {
         return print_both(stdout, stderr, until_out, until_err).await;
     };
@@ -105,35 +119,38 @@ pub async fn stamped(
     quick: &Client,
     id: &str,
     follow: bool,
-    from: [u64; 2],
+    range: Range,
 ) -> Result<i32, Error> {
     let options = AttachOptions {
         readonly: true,
-        stdout_offset: from[0],
-        stderr_offset: from[1],
+        stdout_offset: range.from[0],
+        stderr_offset: range.from[1],
         ..AttachOptions::default()
     };
     let Attachment { stdout, stderr, .. } = client.attach(id, options).await?;
     let info = quick.get(id).await?;
     let marks = quick.time_marks(id).await?;
     let [out_marks, err_marks] = marks;
-    let until = |end: u64| {
-        if follow || info.is_exited() {
-            u64::MAX
-        } else {
-            end
-        }
+    let until = |i: usize, end: u64| {
+        range.end(
+            i,
+            if follow || info.is_exited() {
+                u64::MAX
+            } else {
+                end
+            },
+        )
     };
     let out = stamp_stream(
         stdout,
         Stamps::new(out_marks, info.stdout_bytes),
-        until(info.stdout_bytes),
+        until(0, info.stdout_bytes),
         tokio::io::stdout(),
     );
     let err = stamp_stream(
         stderr,
         Stamps::new(err_marks, info.stderr_bytes),
-        until(info.stderr_bytes),
+        until(1, info.stderr_bytes),
         tokio::io::stderr(),
     );
     let (out, err) = tokio::join!(out, err);

@@ -322,6 +322,7 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             follow,
             tail,
             since,
+            until,
             timestamps,
         } => {
             let id = resolve(&quick, &id).await?;
@@ -329,10 +330,16 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
                 Some(since) => quick.offsets_since(&id, since).await?,
                 None => [0, 0],
             };
+            // Where the output written from `until` on starts: the end.
+            let to = match until {
+                Some(until) => Some(quick.offsets_since(&id, until).await?),
+                None => None,
+            };
+            let range = logs::Range { from, to };
             if timestamps {
-                return logs::stamped(&client, &quick, &id, follow, from).await;
+                return logs::stamped(&client, &quick, &id, follow, range).await;
             }
-            logs::logs(&client, &quick, &id, follow, tail, from).await
+            logs::logs(&client, &quick, &id, follow, tail, range).await
         }
         Command::Share { id, write, ttl } => {
             let id = resolve(&quick, &id).await?;

@@ -280,6 +280,38 @@ async fn logs_since_a_time_print_only_what_was_written_from_then() {
     .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "new\n");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "late\n");
+    // --until: only what came before that time.
+    let base = server.base.clone();
+    let id = process.id.clone();
+    let until = humantime::format_rfc3339_millis(between).to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        tether_tests::cli::tether(&base, &["logs", "--until", &until, &id], b"")
+    })
+    .await
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "old\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+    // Server-Sent Events take since= too.
+    let events = server
+        .http
+        .get(server.url(&format!(
+            "/v1/processes/{}/output?since={}",
+            process.id,
+            humantime::format_rfc3339_millis(between)
+        )))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // base64 of "new\n" and of "late\n"; not of "old\n".
+    assert!(
+        events.contains("bmV3Cg==") && events.contains("bGF0ZQo="),
+        "{events}"
+    );
+    assert!(!events.contains("b2xkCg=="), "{events}");
     let (status, _) = server
         .get(&format!(
             "/v1/processes/{}/offsets?since=yesterday",
