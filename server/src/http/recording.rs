@@ -115,7 +115,7 @@ pub async fn times(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let process = grant.process(&table, Need::Read, &id)?;
-    let [stdout, stderr] = process.output().marks();
+    let [stdout, stderr] = process.output().times(|t| t.marks());
     Ok(axum::Json(json!({"stdout": stdout, "stderr": stderr})).into_response())
 }
 
@@ -152,7 +152,7 @@ impl Recorder {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let sizes = process.output().sizes().into();
+        let sizes = process.output().times(|t| t.sizes()).into();
         Recorder {
             process,
             lanes,
@@ -285,7 +285,11 @@ impl Recorder {
             return chunk;
         };
         let end = offset + bytes.len() as u64;
-        match self.process.output().next_mark_after(stream, offset) {
+        match self
+            .process
+            .output()
+            .times(|t| t.next_after(stream.index(), offset))
+        {
             Some(mark) if mark < end => {
                 let cut = (mark - offset) as usize;
                 self.lanes[lane].ahead = Some(Chunk::Data {
@@ -315,7 +319,7 @@ impl Recorder {
         Some(
             self.process
                 .output()
-                .time_of(stream, offset)
+                .times(|t| t.time_of(stream.index(), offset))
                 .unwrap_or(self.last_ms),
         )
     }

@@ -68,10 +68,9 @@ struct Streams {
     /// Resizes the emulator has not reached yet, oldest first, each at the
     /// stdout offset where it happened (at most `MAX_PENDING_RESIZES`).
     resizes: std::collections::VecDeque<PendingResize>,
-    /// When each stream's bytes were written (`times.rs`).
-    times: [times::TimeMarks; 2],
-    /// A PTY's sizes, each from the stdout offset where it was set.
-    sizes: times::Sizes,
+    /// When each stream's bytes were written, and a PTY's sizes
+    /// (`times.rs`).
+    times: times::TimeIndex,
 }
 
 /// The plain-text screen of a PTY and the offset it corresponds to.
@@ -135,7 +134,6 @@ impl RetainedOutput {
                 next_reader: 0,
                 resizes: std::collections::VecDeque::new(),
                 times: Default::default(),
-                sizes: Default::default(),
             }),
             appended: watch::Sender::new(()),
             room_freed: [Notify::new(), Notify::new()],
@@ -158,40 +156,13 @@ impl RetainedOutput {
     pub fn record_exit(&self, info: &tether_protocol::ProcessInfo) {
         if let Some(record) = &self.record {
             record.append(info);
-            record.write_times(&self.saved_times());
-        }
-    }
-
-    /// The time index and sizes, as `ID.times` holds them.
-    fn saved_times(&self) -> times::SavedTimes {
-        let state = self.lock();
-        times::SavedTimes {
-            stdout: state.times[0].all(),
-            stderr: state.times[1].all(),
-            sizes: state
-                .sizes
-                .all()
-                .iter()
-                .map(|s| (s.offset, s.at_ms, s.cols, s.rows))
-                .collect(),
+            record.write_times(&self.times(times::TimeIndex::saved));
         }
     }
 
     /// The time index of an earlier run, read back (`ID.times`).
     pub fn restore_times(&self, saved: times::SavedTimes) {
-        let mut state = self.lock();
-        state.times = [
-            times::TimeMarks::restored(saved.stdout),
-            times::TimeMarks::restored(saved.stderr),
-        ];
-        for (offset, at_ms, cols, rows) in saved.sizes {
-            state.sizes.push(times::SizeChange {
-                offset,
-                at_ms,
-                cols,
-                rows,
-            });
-        }
+        self.lock().times = times::TimeIndex::restored(saved);
     }
 
     /// Held for a few lines, never across an await. A panic while holding
@@ -223,7 +194,7 @@ impl RetainedOutput {
             let buffer = &mut state.buffers[stream.index()];
             let offset = buffer.end();
             let write = buffer.push(data);
-            state.times[stream.index()].mark(offset, times::now_ms());
+            state.times.mark(stream.index(), offset, times::now_ms());
             (offset, write)
         };
         self.appended.send_replace(());
@@ -263,12 +234,7 @@ impl RetainedOutput {
             let mut state = self.lock();
             apply()?;
             let offset = state.buffers[StreamName::Stdout.index()].end();
-            state.sizes.push(times::SizeChange {
-                offset,
-                at_ms: times::now_ms(),
-                cols: size.cols(),
-                rows: size.rows(),
-            });
+            state.times.sized(offset, size.cols(), size.rows());
             if self.screen.is_some() {
                 let resize = PendingResize {
                     offset: state.buffers[StreamName::Stdout.index()].end(),
@@ -287,18 +253,12 @@ impl RetainedOutput {
 
     /// A PTY's size at spawn, the first of its sizes.
     pub fn sized(&self, size: TermSize) {
-        self.lock().sizes.push(times::SizeChange {
-            offset: 0,
-            at_ms: times::now_ms(),
-            cols: size.cols(),
-            rows: size.rows(),
-        });
+        self.lock().times.sized(0, size.cols(), size.rows());
     }
 
-    /// When the byte of `stream` at `offset` was written (ms since the
-    /// epoch), as far as the time index tells (`times.rs`).
-    pub fn time_of(&self, stream: StreamName, offset: u64) -> Option<u64> {
-        self.lock().times[stream.index()].time_of(offset)
+    /// Reads the time index (`times.rs`) under the streams' lock.
+    pub fn times<R>(&self, read: impl FnOnce(&times::TimeIndex) -> R) -> R {
+        read(&self.lock().times)
     }
 
     /// Where each stream's output written from `ms` (since the epoch) on
@@ -307,26 +267,11 @@ impl RetainedOutput {
         let state = self.lock();
         StreamName::ALL.map(|stream| {
             let i = stream.index();
-            state.times[i]
-                .offset_since(ms)
+            state
+                .times
+                .offset_since(i, ms)
                 .unwrap_or_else(|| state.buffers[i].end())
         })
-    }
-
-    /// Every time mark of each stream (`times.rs`), `[stdout, stderr]`.
-    pub fn marks(&self) -> [Vec<(u64, u64)>; 2] {
-        let state = self.lock();
-        [state.times[0].all(), state.times[1].all()]
-    }
-
-    /// The first time mark of `stream` after `offset` (`times.rs`).
-    pub fn next_mark_after(&self, stream: StreamName, offset: u64) -> Option<u64> {
-        self.lock().times[stream.index()].next_after(offset)
-    }
-
-    /// A PTY's sizes, oldest first, each from the offset where it was set.
-    pub fn sizes(&self) -> Vec<times::SizeChange> {
-        self.lock().sizes.all()
     }
 
     /// Offset of the oldest retained byte of `stream`.

@@ -169,6 +169,94 @@ pub struct SavedTimes {
 /// as JSON numbers, with room to spare.
 pub const MAX_SAVED_BYTES: u64 = 256 << 10;
 
+/// Both streams' marks and a PTY's sizes: what `RetainedOutput` keeps
+/// under its lock, and reads through `RetainedOutput::times`.
+#[derive(Debug, Default)]
+pub struct TimeIndex {
+    streams: [TimeMarks; 2],
+    sizes: Sizes,
+}
+
+impl TimeIndex {
+    /// Bytes of stream `stream` (its index) from `offset` on were written
+    /// at `now_ms`.
+    pub fn mark(&mut self, stream: usize, offset: u64, now_ms: u64) {
+        if let Some(marks) = self.streams.get_mut(stream) {
+            marks.mark(offset, now_ms);
+        }
+    }
+
+    /// The PTY's size became `cols x rows` at stdout offset `offset`, now.
+    pub fn sized(&mut self, offset: u64, cols: u16, rows: u16) {
+        self.sizes.push(SizeChange {
+            offset,
+            at_ms: now_ms(),
+            cols,
+            rows,
+        });
+    }
+
+    /// See [`TimeMarks::time_of`].
+    pub fn time_of(&self, stream: usize, offset: u64) -> Option<u64> {
+        self.streams.get(stream)?.time_of(offset)
+    }
+
+    /// See [`TimeMarks::next_after`].
+    pub fn next_after(&self, stream: usize, offset: u64) -> Option<u64> {
+        self.streams.get(stream)?.next_after(offset)
+    }
+
+    /// See [`TimeMarks::offset_since`].
+    pub fn offset_since(&self, stream: usize, ms: u64) -> Option<u64> {
+        self.streams.get(stream)?.offset_since(ms)
+    }
+
+    /// Every mark of each stream, `[stdout, stderr]`.
+    pub fn marks(&self) -> [Vec<(u64, u64)>; 2] {
+        [self.streams[0].all(), self.streams[1].all()]
+    }
+
+    /// The sizes, oldest first.
+    pub fn sizes(&self) -> Vec<SizeChange> {
+        self.sizes.all()
+    }
+
+    /// The index as `ID.times` holds it.
+    pub fn saved(&self) -> SavedTimes {
+        let [stdout, stderr] = self.marks();
+        SavedTimes {
+            stdout,
+            stderr,
+            sizes: self
+                .sizes
+                .all()
+                .iter()
+                .map(|s| (s.offset, s.at_ms, s.cols, s.rows))
+                .collect(),
+        }
+    }
+
+    /// The index of an earlier run, read back.
+    pub fn restored(saved: SavedTimes) -> TimeIndex {
+        let mut sizes = Sizes::default();
+        for (offset, at_ms, cols, rows) in saved.sizes {
+            sizes.push(SizeChange {
+                offset,
+                at_ms,
+                cols,
+                rows,
+            });
+        }
+        TimeIndex {
+            streams: [
+                TimeMarks::restored(saved.stdout),
+                TimeMarks::restored(saved.stderr),
+            ],
+            sizes,
+        }
+    }
+}
+
 /// Milliseconds since the epoch now.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
