@@ -204,6 +204,11 @@ pub enum Command {
         /// `ID:PATH`, a local path, or `-` (a tar archive on stdout).
         dest: String,
     },
+    /// The server itself (the operator's token).
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
     /// Write a process's recording to stdout: an asciicast of its retained
     /// output with the times it was written (both streams, resizes, lost
     /// ranges as markers, the exit), following a running process until it
@@ -381,4 +386,19 @@ fn parse_since(text: &str) -> Result<std::time::SystemTime, String> {
     humantime::parse_rfc3339_weak(text).map_err(|_| {
         format!("{text:?} is neither a duration (10m, 2h) nor a time (2026-12-06T07:00:00Z)")
     })
+}
+
+/// `tether admin ...`.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Hand the server over to a new binary in place (by default the file
+    /// tetherd was started from, as a package upgrade replaced it): every
+    /// process runs on, every attachment resumes by itself. Waits until the
+    /// new binary serves; exits 1 if it is refused (the server serves on,
+    /// unchanged) with the reason.
+    Upgrade {
+        /// The new binary.
+        #[arg(long, value_name = "PATH")]
+        binary: Option<String>,
+    },
 }

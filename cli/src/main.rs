@@ -41,7 +41,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use tether_client::{Client, Error, RetryPolicy, TransportKind};
 
-use args::{Cli, Command, StatusFilter};
+use args::{AdminCommand, Cli, Command, StatusFilter};
 use exit::{exit_code, TETHER_FAILED};
 use resolve::resolve;
 use run_attach::Caught;
@@ -253,6 +253,19 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             } else {
                 print_line(&listing::compact(&list, std::time::SystemTime::now()));
             }
+            Ok(0)
+        }
+        Command::Admin {
+            command: AdminCommand::Upgrade { binary },
+        } => {
+            let (started, run) = client.upgrade_and_wait(binary.as_deref()).await?;
+            print_line(&format!(
+                "tetherd (pid {}) handed over from {} to {} ({}): every process carried on",
+                run.pid,
+                started.from_version,
+                run.version,
+                started.binary.escape_debug()
+            ));
             Ok(0)
         }
         Command::Status { id } => {

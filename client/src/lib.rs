@@ -31,6 +31,7 @@
 //! (`tether run -- PROG ARGS`, `tether run -t -- bash`, `tether ps`...);
 //! see the crate's README.
 
+mod admin;
 mod answer;
 mod attach;
 mod base_url;
@@ -45,6 +46,7 @@ mod tls;
 mod tokens;
 mod utf8;
 
+pub use admin::UPGRADE_WAIT;
 pub use attach::{
     AttachOptions, Attachment, Chunk, Control, ExitHandle, OutputReader, StdinWriter,
     DEFAULT_MAX_MESSAGE_BYTES,

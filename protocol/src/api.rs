@@ -119,6 +119,45 @@ pub struct ProcessUpdate {
     pub unattached_timeout_ms: u64,
 }
 
+/// `POST /v1/admin/upgrade`: hand over to a new binary in place (issue
+/// 43). The operator's right only.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpgradeRequest {
+    /// The new binary; by default the file tetherd was started from (as a
+    /// package upgrade or `install` replaces it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+}
+
+/// The answer to an [`UpgradeRequest`] whose new binary passed the
+/// preflight: the handover has begun. The server answers, then closes
+/// every attachment with 1012 and executes the new binary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpgradeStarted {
+    /// The binary being executed.
+    pub binary: String,
+    /// Its version, as it reports it.
+    pub version: String,
+    /// The version handing over.
+    pub from_version: String,
+    /// The server's pid, the same after the handover.
+    pub pid: u32,
+    /// Handovers this server has made so far (before this one): once
+    /// [`ServerRun::handovers`] is past it, the new binary serves.
+    pub handovers: u64,
+}
+
+/// `GET /v1/admin/server`: the server as it runs now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerRun {
+    pub pid: u32,
+    /// The version of the binary serving.
+    pub version: String,
+    /// Handovers since the server was first started.
+    pub handovers: u64,
+}
+
 /// The largest accepted terminal width or height.
 pub const MAX_TERMINAL_SIZE: u32 = 4096;
 

@@ -88,6 +88,16 @@ pub struct Config {
     #[arg(long)]
     pub listen_group: Option<String>,
 
+    /// Internal: started by a handover (issue 43), with the old binary's
+    /// state in this descriptor. Set by tetherd itself, never by hand.
+    #[arg(long, hide = true)]
+    pub handover_fd: Option<i32>,
+
+    /// Prints the handover state formats this binary reads, as JSON, and
+    /// exits: the preflight a running tetherd asks of its new binary.
+    #[arg(long, hide = true)]
+    pub handover_check: bool,
+
     /// Operator token required on every /v1 request (browsers may pass it
     /// as the `access_token` query parameter or a `tether.bearer.TOKEN`
     /// subprotocol). Never passed to children. The token shows in `ps`

@@ -164,6 +164,14 @@ pub enum ApiError {
     /// that sends the spawn to another host.
     #[error("this host is draining and starts no new process; retry on another host")]
     Draining,
+    /// The server is handing over to a new binary in place (issue 43):
+    /// nothing ends; retry in a moment, on the same address.
+    #[error("the server is restarting in place (a handover); retry in a moment")]
+    Restarting,
+    /// A handover was refused (its new binary failed the preflight, or
+    /// one is under way): the server serves on, unchanged.
+    #[error("handover refused: {0}")]
+    UpgradeRefused(String),
     /// The process id names another host of the fleet (`--node`): the
     /// request reached the wrong server, a proxy misroutes.
     #[error("process {0:?} belongs to node {1:?}, not to this one")]
@@ -230,6 +238,8 @@ impl ApiError {
             }
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
+            ApiError::Restarting => (StatusCode::SERVICE_UNAVAILABLE, "restarting"),
+            ApiError::UpgradeRefused(_) => (StatusCode::CONFLICT, "upgrade_refused"),
             ApiError::WrongNode(..) => (StatusCode::MISDIRECTED_REQUEST, "wrong_node"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
@@ -268,7 +278,10 @@ impl IntoResponse for ApiError {
         // or finds room (stdin, connections).
         if matches!(
             self,
-            ApiError::Draining | ApiError::StdinBusy(..) | ApiError::TooManyConnections(_)
+            ApiError::Draining
+                | ApiError::Restarting
+                | ApiError::StdinBusy(..)
+                | ApiError::TooManyConnections(_)
         ) {
             response.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,

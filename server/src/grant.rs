@@ -47,6 +47,8 @@ pub enum Need {
     Write,
     /// Kill it (`kill`, `DELETE ?force=1`) and forget it (DELETE).
     Kill,
+    /// Hand the server over to a new binary (`POST /v1/admin/upgrade`).
+    Upgrade,
 }
 
 impl Need {
@@ -58,6 +60,7 @@ impl Need {
             Need::Read => "read",
             Need::Write => "write",
             Need::Kill => "kill",
+            Need::Upgrade => "upgrade",
         }
     }
 }
@@ -219,7 +222,7 @@ fn decide(holder: &Holder, need: Need, process: Option<&Process>) -> Result<(), 
         Need::Read => claims.rights.read,
         Need::Write => claims.rights.write,
         Need::Kill => claims.rights.kill,
-        Need::Spawn | Need::List | Need::Mint => false,
+        Need::Spawn | Need::List | Need::Mint | Need::Upgrade => false,
     };
     if held {
         Ok(())

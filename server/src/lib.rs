@@ -52,6 +52,7 @@ pub mod contain;
 pub mod datadir;
 pub mod error;
 pub mod grant;
+pub mod handover;
 pub mod http;
 pub mod kube;
 pub mod launch;

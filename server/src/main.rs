@@ -39,6 +39,25 @@ fn start_and_serve() -> anyhow::Result<()> {
     // The flags as parsed: never changed. What the server runs with is
     // built from them once, below.
     let flags = Config::from_arg_matches(&matches)?;
+    if flags.handover_check {
+        println!("{}", tether_server::handover::check_report());
+        return Ok(());
+    }
+    // What a handover executes the next binary with: where this one came
+    // from and its flags, read before the token is scrubbed from them.
+    let lifetime = tether_server::handover::Lifetime {
+        binary: std::env::current_exe().ok(),
+        args: flags_for_next_binary(std::env::args_os().skip(1)),
+        ..Default::default()
+    };
+    // Started by a handover: the old binary's state, read before anything
+    // else starts (its descriptors are made close-on-exec at once).
+    let handed = match flags.handover_fd {
+        Some(fd) => {
+            Some(tether_server::handover::read(fd).context("cannot read the handover state")?)
+        }
+        None => None,
+    };
     let given_token = match &flags.token_file {
         Some(path) => Some(secret::read_token_file(path)?),
         None => flags.given_token().map(str::to_owned),
@@ -61,9 +80,24 @@ fn start_and_serve() -> anyhow::Result<()> {
         )?),
         None => None,
     };
-    let (token, generated) = settle_token(&flags, given_token)?;
+    let (token, generated) = match &handed {
+        // The token, key and generated file in force before the handover.
+        Some((state, _, _)) => (
+            state.operator_token.clone(),
+            state
+                .lifetime
+                .generated_token
+                .clone()
+                .map(|(token, path)| Generated { token, path }),
+        ),
+        None => settle_token(&flags, given_token)?,
+    };
     let capacity = size_to_open_file_limit(&flags, &matches);
-    let config = ServerOptions::new(flags, capacity, token, spawn_identity);
+    let mut config = ServerOptions::new(flags, capacity, token, spawn_identity);
+    if let Some((state, _, _)) = &handed {
+        config.signing_key = tether_server::token::SigningKey::from_bytes(state.signing_key);
+        tether_server::process::input_once::set_fingerprint_key(state.fingerprint_key);
+    }
     if tether_server::contain::reaper::is_init() {
         // PID 1 of a container: orphans are reparented to us, and every
         // child from the guard on must be registered as ours.
@@ -72,15 +106,36 @@ fn start_and_serve() -> anyhow::Result<()> {
     // After the token is scrubbed (the guard inherits our environment) and
     // before anything is spawned: from now on, if this process dies, the
     // guard ends everything it started.
-    let guard_pid =
-        tether_server::contain::start_guard().context("cannot start the guard process")?;
+    let (guard_pid, handed) = match handed {
+        Some((mut state, document, mut fds)) => {
+            let pipe = match state.guard_pipe.take() {
+                Some(fd) => Some(fds.take(fd)?),
+                None => None,
+            };
+            tether_server::contain::carry::adopt(&state.containment, pipe)
+                .context("cannot adopt the containment of the handover")?;
+            let pid = state.containment.guard_pid.unwrap_or(0);
+            (
+                pid,
+                Some(Handed {
+                    state,
+                    document,
+                    fds,
+                }),
+            )
+        }
+        None => (
+            tether_server::contain::start_guard().context("cannot start the guard process")?,
+            None,
+        ),
+    };
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads(config.worker_threads))
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
-    runtime.block_on(serve(config, guard_pid, generated))?;
+    runtime.block_on(serve(config, guard_pid, generated, handed, lifetime))?;
     // Whatever is left (a WebSocket cut at the shutdown deadline, a blocking
     // file read) must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -246,6 +301,38 @@ fn reload_on_hangup(
     })
 }
 
+/// The flags a handover passes to the next binary: these, without the
+/// token (it travels in the state, never on a command line) and without
+/// this start's own `--handover-fd`.
+fn flags_for_next_binary(
+    args: impl Iterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut kept = Vec::new();
+    let mut skip_value = false;
+    for arg in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        let text = arg.to_string_lossy();
+        if text == "--token" || text == "--handover-fd" {
+            skip_value = true;
+            continue;
+        }
+        if text.starts_with("--token=") || text.starts_with("--handover-fd=") {
+            continue;
+        }
+        kept.push(arg);
+    }
+    kept
+}
+
+/// What a handover passed to this binary.
+struct Handed {
+    state: tether_server::handover::State,
+    document: tether_server::handover::DocumentReader,
+    fds: tether_server::handover::TakenFds,
+}
+
 /// A token tetherd generated, and the file it wrote it to.
 struct Generated {
     token: String,
@@ -259,8 +346,11 @@ async fn serve(
     config: ServerOptions,
     guard_pid: u32,
     generated: Option<Generated>,
+    handed: Option<Handed>,
+    lifetime: tether_server::handover::Lifetime,
 ) -> anyhow::Result<()> {
-    let result = serve_until_shutdown(config, guard_pid, generated.as_ref()).await;
+    let result =
+        serve_until_shutdown(config, guard_pid, generated.as_ref(), handed, lifetime).await;
     if let Some(Generated {
         token,
         path: Some(path),
@@ -279,6 +369,8 @@ async fn serve_until_shutdown(
     config: ServerOptions,
     guard_pid: u32,
     generated: Option<&Generated>,
+    mut handed: Option<Handed>,
+    mut lifetime: tether_server::handover::Lifetime,
 ) -> anyhow::Result<()> {
     tokio::spawn(guard::Guard::watch(guard_pid));
     // Before listening: a containment that was asked for and is not
@@ -303,11 +395,24 @@ async fn serve_until_shutdown(
             config.listen
         );
     }
-    let transport = Transport::bind(&config.listen, tls, config.listen_group.as_deref()).await?;
+    let transport = match &mut handed {
+        Some(Handed { state, fds, .. }) => {
+            Transport::adopt(fds.take(state.listener)?, state.unix_socket.clone(), tls)?
+        }
+        None => Transport::bind(&config.listen, tls, config.listen_group.as_deref()).await?,
+    };
     let url = transport.url()?;
     let web_root = config.web_root.clone();
     // Removed when this returns (the server is done), by this server only.
+    let carried_entry = match &mut handed {
+        Some(Handed { state, fds, .. }) => match state.lifetime.runtime_entry.take() {
+            Some((path, fd)) => Some(RuntimeEntry::adopt(path, fds.take(fd)?)?),
+            None => None,
+        },
+        None => None,
+    };
     let entry = match generated {
+        _ if handed.is_some() => carried_entry,
         Some(Generated { token, path: None }) => match runtime_dir() {
             Some(dir) => Some(RuntimeEntry::write(&dir, &url, token).with_context(|| {
                 format!(
@@ -326,7 +431,29 @@ async fn serve_until_shutdown(
     };
     // Every check that can refuse the start (containment, limits, the data
     // directory) before the line that says we serve.
-    let ready = tether_server::Ready::prepare(transport, config)?;
+    let from_version = handed.as_ref().map(|h| h.state.from_version.clone());
+    let ready = match handed {
+        Some(Handed {
+            state,
+            document,
+            mut fds,
+        }) => tether_server::Ready::adopt(transport, config, state, &document, &mut fds)
+            .context("cannot adopt the state of the handover")?,
+        None => tether_server::Ready::prepare(transport, config)?,
+    };
+    if let Some(entry) = &entry {
+        lifetime.runtime_entry = Some(entry.carry()?);
+    }
+    lifetime.generated_token = generated.map(|g| (g.token.clone(), g.path.clone()));
+    if let Some(from) = from_version {
+        // Whoever started the first binary may still read this stdout.
+        let _ = writeln!(
+            std::io::stdout(),
+            "tetherd handed over from {from}: listening on {url}"
+        );
+        tracing::info!(from, "handover complete: serving");
+        return serve_ready(ready, lifetime, entry).await;
+    }
     // Tests and scripts read this line to learn the address. Whoever
     // started us may stop reading stdout after it: a closed pipe is no
     // error.
@@ -364,6 +491,16 @@ async fn serve_until_shutdown(
         );
     }
     let _ = stdout.flush();
+    serve_ready(ready, lifetime, entry).await
+}
+
+/// Serves until SIGTERM or Ctrl-C; SIGUSR2 asks for a handover to the
+/// binary tetherd was started from (as nginx's USR2).
+async fn serve_ready(
+    ready: tether_server::Ready,
+    lifetime: tether_server::handover::Lifetime,
+    entry: Option<RuntimeEntry>,
+) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let shutdown = async move {
         tokio::select! {
@@ -371,7 +508,21 @@ async fn serve_until_shutdown(
             _ = term.recv() => {}
         }
     };
-    ready.serve(shutdown).await?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
+    let requests = ready.handover_requests();
+    tokio::spawn(async move {
+        while usr2.recv().await.is_some() {
+            tracing::info!("SIGUSR2: handing over to the binary tetherd was started from");
+            let request = tether_server::table::HandoverRequest {
+                binary: None,
+                reply: None,
+            };
+            if requests.try_send(request).is_err() {
+                tracing::warn!("SIGUSR2: a handover is already asked for");
+            }
+        }
+    });
+    ready.serve(shutdown, lifetime).await?;
     drop(entry);
     Ok(())
 }

@@ -72,6 +72,11 @@ pub fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
 }
 
 impl PtyMaster {
+    /// The master a handover carried (issue 43), registered again.
+    pub fn adopt(fd: OwnedFd) -> io::Result<PtyMaster> {
+        set_nonblocking(&fd)?;
+        Ok(PtyMaster { fd: register(fd)? })
+    }
     /// The reactor-registered fd, for capture.
     pub fn async_fd(&self) -> &AsyncFd<OwnedFd> {
         &self.fd

@@ -137,7 +137,7 @@ fn scrub_area(mem: &std::fs::File, start: u64, end: u64, token: &[u8]) -> io::Re
 /// The user and group spawned processes run as (`--user`, `--group`, or a
 /// spawn's `user`/`group`), with what the child's environment says of the
 /// user (`HOME`, `USER`, `LOGNAME`, `SHELL`), from the user database.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
     /// The user as given (a name or a uid).
     pub user: String,

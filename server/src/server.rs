@@ -32,8 +32,14 @@ pub async fn run(
     config: ServerOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    Ready::prepare(transport, config)?.serve(shutdown).await
+    Ready::prepare(transport, config)?
+        .serve(shutdown, crate::handover::Lifetime::default())
+        .await
 }
+
+/// How long a handover lets connections finish (attachments their Close,
+/// requests in flight their answer) before it carries the state.
+const HANDOVER_GRACE: Duration = Duration::from_secs(3);
 
 /// A server that has passed every check at start (containment, limits,
 /// the data directory, the processes it recovers) and is about to accept:
@@ -80,11 +86,54 @@ impl Ready {
         })
     }
 
+    /// The server a handover's new binary starts as (issue 43): the
+    /// containment, data directory and table the old binary carried in
+    /// `state`, read before anything is served. The processes run on.
+    pub fn adopt(
+        transport: Transport,
+        config: ServerOptions,
+        state: crate::handover::State,
+        document: &crate::handover::DocumentReader,
+        fds: &mut crate::handover::TakenFds,
+    ) -> std::io::Result<Ready> {
+        let config = Arc::new(config);
+        let containment = crate::contain::current();
+        if crate::contain::reaper::is_init() {
+            crate::contain::reaper::enable();
+            tokio::spawn(crate::contain::reaper::run());
+        }
+        let data_dir = match state.data_dir {
+            Some((carried, lock)) => Some(
+                DataDir::adopt(&carried, fds.take(lock)?, &config)
+                    .map_err(std::io::Error::other)?,
+            ),
+            None => None,
+        };
+        let table = ProcessTable::with_data_dir(config.clone(), data_dir.clone());
+        table.adopt(state.table, &mut |blob| document.take(blob), &mut |fd| {
+            fds.take(fd)
+        })?;
+        Ok(Ready {
+            transport,
+            config,
+            containment,
+            data_dir,
+            table,
+        })
+    }
+
+    /// Where handover requests go (SIGUSR2).
+    pub fn handover_requests(&self) -> tokio::sync::mpsc::Sender<crate::table::HandoverRequest> {
+        self.table.handover_requests()
+    }
+
     /// Accepts and serves until `shutdown` completes, then shuts down
-    /// within the bound.
+    /// within the bound; or hands over to a new binary when asked
+    /// (`lifetime` is what the binary's start-up made, for it).
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
+        lifetime: crate::handover::Lifetime,
     ) -> std::io::Result<()> {
         let Ready {
             transport,
@@ -96,19 +145,77 @@ impl Ready {
         let app = crate::http::router(table.clone());
         let connections = Connections::new(table.metrics.clone());
         let (phase, phase_rx) = watch::channel(Phase::Serving);
-        let accept = tokio::spawn(listen::serve(
+        // Kept for a handover: the new binary accepts on this socket.
+        let listener = transport.carry()?;
+        let mut accept = tokio::spawn(listen::serve(
             transport,
             app,
             Settings::from_config(&config),
             connections.clone(),
             phase_rx,
         ));
-        shutdown.await;
+        let mut requests = table.take_handover_requests();
+        tokio::pin!(shutdown);
+        loop {
+            let request = tokio::select! {
+                () = &mut shutdown => break,
+                Some(request) = async { requests.as_mut()?.recv().await } => request,
+            };
+            let binary = match request.binary.clone().or_else(|| lifetime.binary.clone()) {
+                Some(binary) => binary,
+                None => {
+                    refuse(
+                        request,
+                        "this server was not started from a binary it can name".into(),
+                    );
+                    continue;
+                }
+            };
+            let preflight = match crate::handover::preflight(&binary).await {
+                Ok(preflight) => preflight,
+                Err(why) => {
+                    tracing::error!(why, "handover refused: serving on");
+                    refuse(request, why);
+                    continue;
+                }
+            };
+            if let Some(reply) = request.reply {
+                let _ = reply.send(Ok(tether_protocol::api::UpgradeStarted {
+                    binary: preflight.binary.display().to_string(),
+                    version: preflight.version.clone(),
+                    from_version: env!("CARGO_PKG_VERSION").to_string(),
+                    pid: std::process::id(),
+                    handovers: table.handovers.load(std::sync::atomic::Ordering::SeqCst),
+                }));
+            }
+            tracing::info!(binary = %binary.display(), version = preflight.version, "handover: closing attachments, stopping capture");
+            crate::transport::keep_socket_file();
+            table.begin_handover().await;
+            phase.send_replace(Phase::Draining);
+            let _ = (&mut accept).await;
+            let _ = tokio::time::timeout(HANDOVER_GRACE, connections.all_closed()).await;
+            let (fd, unix) = listener;
+            let error = crate::handover::give(
+                &table,
+                fd,
+                unix,
+                data_dir.as_deref(),
+                &lifetime,
+                &config,
+                &binary,
+            )
+            .await;
+            // Nothing can serve now: every process was stopped for the
+            // exec. Exit; the guard ends them.
+            tracing::error!(%error, "handover failed, and so did executing this binary again: exiting");
+            return Err(error);
+        }
         table.drain(config.drain_grace()).await;
         let deadline = tokio::time::Instant::now() + config.shutdown_timeout();
         tracing::info!("shutting down: killing every process");
         phase.send_replace(Phase::Draining);
         let _ = accept.await;
+        drop(listener);
         let bound = config.kill_grace() + config.drain_timeout() + Duration::from_secs(1);
         let _ = tokio::time::timeout_at(deadline, table.shutdown(bound)).await;
         // Descendants of processes that had already exited.
@@ -129,5 +236,12 @@ impl Ready {
             dir.close();
         }
         Ok(())
+    }
+}
+
+/// Answers a handover request with why it was refused.
+fn refuse(request: crate::table::HandoverRequest, why: String) {
+    if let Some(reply) = request.reply {
+        let _ = reply.send(Err(why));
     }
 }

@@ -135,6 +135,17 @@ impl fmt::Debug for SigningKey {
 }
 
 impl SigningKey {
+    /// The key's bytes, for a handover to carry (issue 43): every scoped
+    /// token keeps working in the new binary.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0
+    }
+
+    /// The key a handover carried.
+    pub fn from_bytes(bytes: [u8; 32]) -> SigningKey {
+        SigningKey(bytes)
+    }
+
     fn mac(&self, claims_b64: &str) -> HmacSha256 {
         // A key of any length is accepted by HMAC.
         let mut mac = <HmacSha256 as Mac>::new_from_slice(&self.0)
@@ -249,6 +260,24 @@ pub struct RuntimeEntry {
 }
 
 impl RuntimeEntry {
+    /// What a handover carries: its path and a second descriptor of its
+    /// locked file (the lock belongs to the open file, which the exec
+    /// keeps).
+    pub fn carry(&self) -> std::io::Result<(PathBuf, std::os::fd::OwnedFd)> {
+        use std::os::fd::AsFd;
+        Ok((self.path.clone(), self._lock.as_fd().try_clone_to_owned()?))
+    }
+
+    /// The entry a handover carried: the same file, the same lock.
+    pub fn adopt(path: PathBuf, fd: std::os::fd::OwnedFd) -> std::io::Result<RuntimeEntry> {
+        let lock = nix::fcntl::Flock::lock(
+            std::fs::File::from(fd),
+            nix::fcntl::FlockArg::LockExclusiveNonblock,
+        )
+        .map_err(|(_, errno)| std::io::Error::from(errno))?;
+        Ok(RuntimeEntry { path, _lock: lock })
+    }
+
     /// Writes the entry of the server at `url` with `token` into `dir`
     /// (created 0700), after removing the entries of servers that are gone.
     pub fn write(dir: &Path, url: &str, token: &str) -> std::io::Result<RuntimeEntry> {

@@ -104,6 +104,47 @@ impl Transport {
         }
     }
 
+    /// A second descriptor of the listening socket, and a Unix socket's
+    /// path, for a handover (issue 43): the new binary accepts on the same
+    /// socket, so no connection is refused meanwhile (the kernel queues
+    /// them).
+    pub fn carry(&self) -> io::Result<(std::os::fd::OwnedFd, Option<PathBuf>)> {
+        use std::os::fd::AsFd;
+        match self {
+            Transport::Tcp { listener, .. } => Ok((listener.as_fd().try_clone_to_owned()?, None)),
+            Transport::Unix { listener, path, .. } => {
+                Ok((listener.as_fd().try_clone_to_owned()?, Some(path.clone())))
+            }
+        }
+    }
+
+    /// The listener a handover carried. Must run inside the runtime.
+    pub fn adopt(
+        fd: std::os::fd::OwnedFd,
+        unix: Option<PathBuf>,
+        tls: Option<TlsAcceptor>,
+    ) -> io::Result<Transport> {
+        match unix {
+            None => {
+                let listener = std::net::TcpListener::from(fd);
+                listener.set_nonblocking(true)?;
+                Ok(Transport::Tcp {
+                    listener: TcpListener::from_std(listener)?,
+                    tls,
+                })
+            }
+            Some(path) => {
+                let listener = std::os::unix::net::UnixListener::from(fd);
+                listener.set_nonblocking(true)?;
+                Ok(Transport::Unix {
+                    listener: UnixListener::from_std(listener)?,
+                    _remove: RemoveOnDrop(path.clone()),
+                    path,
+                })
+            }
+        }
+    }
+
     /// The address as clients name it: `http://IP:PORT`,
     /// `https://IP:PORT` or `unix:PATH`.
     pub fn url(&self) -> io::Result<String> {
@@ -362,8 +403,19 @@ pub struct RemoveOnDrop(PathBuf);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        if !KEEP_SOCKET_FILE.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = std::fs::remove_file(&self.0);
+        }
     }
+}
+
+/// Set when the server hands over (issue 43): the socket file is the new
+/// binary's, and stays.
+static KEEP_SOCKET_FILE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The listening socket's file outlives this binary (a handover).
+pub fn keep_socket_file() {
+    KEEP_SOCKET_FILE.store(true, std::sync::atomic::Ordering::SeqCst);
 }
 
 /// One connection, whatever carries it.

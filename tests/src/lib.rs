@@ -356,6 +356,17 @@ impl TestServer {
             .expect("tetherd printed no further line in time")
     }
 
+    /// [`TestServer::next_stdout_line`] for async tests: the runtime runs
+    /// meanwhile (a connection the server closed is seen closed).
+    pub async fn next_stdout_line_async(&self) -> String {
+        settle(
+            || self.stdout.lock().unwrap().try_recv().ok(),
+            Option::is_some,
+        )
+        .await
+        .expect("tetherd printed no further line in time")
+    }
+
     /// OS pid of the server.
     pub fn pid(&self) -> u32 {
         self.child.id()

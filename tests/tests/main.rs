@@ -27,6 +27,7 @@ mod exec;
 mod faults;
 mod fleet;
 mod flow_control;
+mod handover;
 mod hostile;
 mod hostile_list;
 mod hostile_server;

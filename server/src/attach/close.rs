@@ -26,6 +26,9 @@ pub enum Close {
     Policy(&'static str),
     /// 1009, too big: a message over `--max-frame-bytes`.
     TooBig(&'static str),
+    /// 1012, service restart: the server hands over to a new binary in
+    /// place (issue 43); the client reconnects and resumes.
+    Restart(&'static str),
 }
 
 impl Close {
@@ -57,6 +60,7 @@ impl Close {
             Close::InvalidPayload(_) => 1007,
             Close::Policy(_) => 1008,
             Close::TooBig(_) => 1009,
+            Close::Restart(_) => 1012,
         }
     }
 
@@ -69,7 +73,8 @@ impl Close {
             | Close::Unsupported(reason)
             | Close::InvalidPayload(reason)
             | Close::Policy(reason)
-            | Close::TooBig(reason) => reason,
+            | Close::TooBig(reason)
+            | Close::Restart(reason) => reason,
         }
     }
 

@@ -66,6 +66,8 @@ pub enum ScreenStart {
     IfEvicted,
 }
 
+pub use pump::until_restarting;
+
 /// An attachment slot, taken before the upgrade (so a refusal is an HTTP
 /// error rather than a closed socket) and given back on drop, on every path:
 /// a failed upgrade, a broken socket, or the end of the attachment.
@@ -85,6 +87,11 @@ impl Admission {
     pub fn with_input(mut self, claim: InputClaim) -> Admission {
         self.input = Some(claim);
         self
+    }
+
+    /// Changes to true when the server begins a handover (issue 43).
+    pub fn restarting(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.table.restarting()
     }
 
     /// The attachment sends `hello`, then `error` with this, then
@@ -258,6 +265,7 @@ pub async fn serve_framed(
         acknowledged,
         refusal: admission.refusal.take(),
         ack_due: None,
+        restarting: admission.table.restarting(),
     };
     let keepalive = Keepalive {
         liveness,

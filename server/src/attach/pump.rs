@@ -73,6 +73,7 @@ impl Writer {
     ) -> Result<Close, SocketGone> {
         let mut output = self.process.output().watch();
         let mut exit = self.process.watch_exit();
+        let mut restarting = self.restarting.clone();
         let every = keepalive.ping_every;
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ping.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -108,6 +109,9 @@ impl Writer {
                     }
                     Some(ReaderEvent::Gone) | None => return Err(SocketGone),
                 },
+                true = until_restarting(&mut restarting) => {
+                    return Ok(Close::Restart("restarting"));
+                }
                 Some(()) = changed(&mut self.acknowledged) => {
                     self.ack_due.get_or_insert_with(|| tokio::time::Instant::now() + ACK_DELAY);
                 }
@@ -244,4 +248,10 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
     }
+}
+
+/// Resolves to true when the server begins a handover (false if it never
+/// can: the table is gone).
+pub async fn until_restarting(restarting: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    restarting.wait_for(|r| *r).await.is_ok()
 }

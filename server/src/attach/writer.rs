@@ -57,6 +57,8 @@ pub struct Writer {
     pub refusal: Option<ApiError>,
     /// An `input_ack` is due by then (sent earlier with output).
     pub ack_due: Option<tokio::time::Instant>,
+    /// Changes to true when the server hands over to a new binary.
+    pub restarting: watch::Receiver<bool>,
 }
 
 impl Writer {

@@ -233,6 +233,11 @@ pub struct Entry {
 }
 
 impl Cell {
+    /// The cell of a process a handover carried.
+    pub fn at(kind: CgroupKind, dir: PathBuf) -> Cell {
+        Cell { kind, dir }
+    }
+
     /// Which interface this is.
     pub fn kind(&self) -> CgroupKind {
         self.kind

@@ -76,6 +76,17 @@ impl Guard {
         })
     }
 
+    /// The guard a handover carried (`carry.rs`).
+    pub(super) fn from_parts(pipe: Mutex<std::fs::File>, pid: u32) -> Guard {
+        Guard { pipe, pid }
+    }
+
+    /// A second descriptor of the pipe's write end, for a handover.
+    pub(super) fn pipe_fd(&self) -> io::Result<OwnedFd> {
+        use std::os::fd::AsFd;
+        self.pipe.lock_or_recover().as_fd().try_clone_to_owned()
+    }
+
     /// The guard's pid.
     pub fn pid(&self) -> u32 {
         self.pid

@@ -45,6 +45,11 @@ impl Meter {
         }
     }
 
+    /// Where it reads (for a handover to carry).
+    pub(super) fn dirs(&self) -> &Dirs {
+        &self.dirs
+    }
+
     fn v1(&self, controller: &str) -> Option<&Path> {
         match &self.dirs {
             Dirs::V1 { dirs, .. } => dirs

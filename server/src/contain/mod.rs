@@ -15,6 +15,7 @@
 //! scan of [`unix_session`]: a descendant that calls `setsid` escapes it.
 //! Each process reports which it got (`containment` in the process object).
 
+pub mod carry;
 pub mod cgroup;
 pub mod guard;
 pub mod limits;
@@ -120,7 +121,7 @@ impl Containment {
                     if let Some(guard) = guard() {
                         guard.cgroup(&instance);
                     }
-                    let controllers = controllers_for(&instance);
+                    let controllers = controllers_for(&instance, false);
                     if let (Some(guard), Some(controllers)) = (guard(), &controllers) {
                         for dir in controllers.v1_dirs() {
                             guard.controllers(dir);
@@ -240,7 +241,7 @@ impl Containment {
 
 /// The resource controllers for the process cgroups under `instance`: v2's
 /// in the instance cgroup, else (a hybrid host) v1 hierarchies beside it.
-fn controllers_for(instance: &Instance) -> Option<Controllers> {
+fn controllers_for(instance: &Instance, adopt: bool) -> Option<Controllers> {
     if instance.kind() == CgroupKind::V2 {
         let ours: Vec<u32> = std::iter::once(std::process::id())
             .chain(guard().map(|g| g.pid()))
@@ -250,7 +251,7 @@ fn controllers_for(instance: &Instance) -> Option<Controllers> {
         }
     }
     let name = instance.dir().file_name()?.to_str()?;
-    let controllers = Controllers::create_v1(name);
+    let controllers = Controllers::create_v1(name, adopt);
     if controllers.is_none() {
         tracing::warn!("no memory, cpu and pids cgroup controllers: requests with limits are refused, processes have no usage");
     }

@@ -30,6 +30,19 @@ impl PidFd {
         Ok(PidFd { fd, pid })
     }
 
+    /// The pidfd a handover carried (issue 43): of a child of this process
+    /// still, as an exec keeps every child.
+    pub fn adopt(fd: OwnedFd, pid: u32) -> io::Result<PidFd> {
+        // SAFETY: as in `open`: the AsyncFd owns the descriptor.
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }?;
+        Ok(PidFd { fd, pid })
+    }
+
+    /// A second descriptor of the same pidfd, for a handover to carry.
+    pub fn try_clone_fd(&self) -> io::Result<OwnedFd> {
+        self.fd.get_ref().try_clone()
+    }
+
     /// The process's number, for display only: never signal it.
     pub fn pid(&self) -> u32 {
         self.pid

@@ -36,6 +36,14 @@ pub const CPU_PERIOD_US: u64 = 100_000;
 /// share one, as `cpu,cpuacct` often do).
 const V1_REQUIRED: [&str; 4] = ["memory", "cpu", "cpuacct", "pids"];
 
+/// The v1 controller named `name`, as the static name meters keep.
+pub fn v1_controller(name: &str) -> Option<&'static str> {
+    V1_REQUIRED
+        .into_iter()
+        .chain(["blkio"])
+        .find(|controller| *controller == name)
+}
+
 /// The v2 controllers enabled for process cgroups; `io` is optional.
 const V2_REQUIRED: [&str; 3] = ["memory", "cpu", "pids"];
 
@@ -127,7 +135,9 @@ impl Controllers {
     /// `V1_REQUIRED` and `blkio`, below this server's own cgroup there.
     /// None when a required one is missing or not writable (then nothing
     /// is left behind).
-    pub fn create_v1(name: &str) -> Option<Controllers> {
+    /// A handover adopts them as they are (`adopt`): a directory that
+    /// exists already is the old binary's, and is used.
+    pub fn create_v1(name: &str, adopt: bool) -> Option<Controllers> {
         let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
         let own = fs::read_to_string("/proc/self/cgroup").ok()?;
         let mut instances: Vec<(&'static str, PathBuf)> = Vec::new();
@@ -155,7 +165,11 @@ impl Controllers {
                 return None;
             };
             if !made.contains(&dir) {
-                if let Err(e) = fs::create_dir(&dir) {
+                let made_now = match fs::create_dir(&dir) {
+                    Err(e) if adopt && e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+                    other => other.map(|()| true),
+                };
+                if let Err(e) = made_now {
                     if controller == "blkio" {
                         continue;
                     }
@@ -163,7 +177,9 @@ impl Controllers {
                     undo(&made);
                     return None;
                 }
-                made.push(dir.clone());
+                if made_now.unwrap_or(false) {
+                    made.push(dir.clone());
+                }
             }
             instances.push((controller, dir));
         }

@@ -40,6 +40,21 @@ pub struct DirLock {
 }
 
 impl DirLock {
+    /// A second descriptor of the locked file, for a handover (the lock
+    /// belongs to the open file, which the exec keeps).
+    pub fn carry(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self._file.as_fd().try_clone_to_owned()
+    }
+
+    /// The lock a handover carried: the same open file, so taking it again
+    /// cannot fail on the old binary's hold.
+    pub fn adopt(fd: std::os::fd::OwnedFd) -> io::Result<DirLock> {
+        Flock::lock(File::from(fd), FlockArg::LockExclusiveNonblock)
+            .map(|file| DirLock { _file: file })
+            .map_err(|(_, errno)| io::Error::from(errno))
+    }
+
     /// Takes the lock of `dir` without waiting, and writes who holds it.
     pub fn take(dir: &Dir) -> Result<DirLock, DataDirError> {
         let io = |error: io::Error| DataDirError::Io {

@@ -60,6 +60,13 @@ pub struct DataDir {
     max_ring: u64,
 }
 
+/// The data directory as a handover carries it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct CarriedDataDir {
+    pub path: std::path::PathBuf,
+    pub private: bool,
+}
+
 /// A process of an earlier run, read back.
 pub struct Recovered {
     /// Its process object, exited.
@@ -108,6 +115,51 @@ impl DataDir {
                 1,
             ),
         })))
+    }
+
+    /// A disk log's ring a handover carried, reopened in this directory.
+    pub fn resume_ring(
+        &self,
+        carried: crate::retained::disk::CarriedRing,
+    ) -> std::io::Result<RingFile> {
+        RingFile::resumed(&self.dir, carried, self.keep.clone())
+    }
+
+    /// What a handover carries (issue 43): where it is, whether it is
+    /// private, and its lock.
+    pub fn carry(&self) -> std::io::Result<(CarriedDataDir, std::os::fd::OwnedFd)> {
+        Ok((
+            CarriedDataDir {
+                path: self.path().to_path_buf(),
+                private: self.private,
+            },
+            self._lock.carry()?,
+        ))
+    }
+
+    /// The directory a handover carried, with its lock: the same files,
+    /// nothing read back (the processes come with the state).
+    pub fn adopt(
+        carried: &CarriedDataDir,
+        lock: std::os::fd::OwnedFd,
+        config: &Config,
+    ) -> Result<Arc<DataDir>, DataDirError> {
+        let dir = Dir::open(&carried.path, false)?;
+        let io = |error: std::io::Error| DataDirError::Io {
+            path: carried.path.clone(),
+            error,
+        };
+        Ok(Arc::new(DataDir {
+            dir: Arc::new(dir),
+            _lock: DirLock::adopt(lock).map_err(io)?,
+            private: carried.private,
+            keep: Arc::new(AtomicBool::new(false)),
+            max_ring: RetainedOutput::reservation(
+                usize::try_from(config.max_retain_bytes).unwrap_or(usize::MAX),
+                tether_protocol::Overflow::Block,
+                1,
+            ),
+        }))
     }
 
     /// Where it is.

@@ -49,6 +49,9 @@ pub struct Follower {
     exit_sent: bool,
     /// The attachment slot this follower holds.
     _admission: Option<Admission>,
+    /// A follower holding a slot ends when the server hands over (its
+    /// client reconnects to the new binary and resumes from its offsets).
+    restarting: Option<watch::Receiver<bool>>,
 }
 
 impl Follower {
@@ -71,6 +74,7 @@ impl Follower {
             turn: 0,
             max: max.max(1),
             exit_sent: false,
+            restarting: admission.as_ref().map(Admission::restarting),
             _admission: admission,
         }
     }
@@ -135,7 +139,14 @@ impl Follower {
             if !follow {
                 return None;
             }
+            let restarting = async {
+                match self.restarting.as_mut() {
+                    Some(restarting) => crate::attach::until_restarting(restarting).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
+                true = restarting => return None,
                 changed = self.appended.changed() => if changed.is_err() { return None },
                 changed = self.exit.changed() => if changed.is_err() && !exited {
                     // The supervisor is gone without publishing: nothing

@@ -6,6 +6,7 @@
 //! (`params.rs`), and `follow.rs`, the reader that output and exec share.
 //! Route files import `params` and `follow`, never each other.
 
+pub mod admin;
 pub mod attach;
 pub mod exec;
 pub mod follow;

@@ -47,6 +47,8 @@ pub fn router(table: Arc<ProcessTable>) -> Router {
         .route("/processes/{id}/tokens", post(super::mint::mint))
         .route("/processes/{id}/output", get(super::output::output))
         .route("/exec", post(super::exec::exec))
+        .route("/admin/upgrade", post(super::admin::upgrade))
+        .route("/admin/server", get(super::admin::server))
         .route("/processes/{id}/screen", get(super::screen::screen))
         .route(
             "/processes/{id}/recording",
@@ -131,7 +133,7 @@ async fn method_not_allowed(request: Request) -> Response {
 }
 
 /// The body, or why it could not be read: too large (413), too slow (408).
-fn body_bytes(body: Result<Bytes, BytesRejection>, config: &Config) -> ApiResult<Bytes> {
+pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>, config: &Config) -> ApiResult<Bytes> {
     body.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(e) if crate::listen::is_body_timeout(&e) => {
             ApiError::BodyTimeout(config.body_timeout_ms)
@@ -142,7 +144,7 @@ fn body_bytes(body: Result<Bytes, BytesRejection>, config: &Config) -> ApiResult
 }
 
 /// Parses a JSON body with a message that says what is wrong.
-fn json_body<T: DeserializeOwned>(
+pub(super) fn json_body<T: DeserializeOwned>(
     body: Result<Bytes, BytesRejection>,
     config: &Config,
 ) -> ApiResult<T> {
@@ -353,7 +355,13 @@ async fn wait(
     table.metrics.wait_requests.fetch_add(1, Ordering::Relaxed);
     let process = grant.process(&table, Need::Read, &id)?;
     let mut exit = process.watch_exit();
-    let _ = tokio::time::timeout(Duration::from_millis(ms), exit.wait_for(|e| e.is_some())).await;
+    // A handover answers at once with the process as it stands (running):
+    // the client's next wait reaches the new binary.
+    let mut restarting = table.restarting();
+    tokio::select! {
+        _ = tokio::time::timeout(Duration::from_millis(ms), exit.wait_for(|e| e.is_some())) => {}
+        true = crate::attach::until_restarting(&mut restarting) => {}
+    }
     Ok(Json(process.info()))
 }
 

@@ -79,12 +79,46 @@ pub struct Capture {
     /// A PTY's stdout: after this long without output the screen's
     /// emulator is put to sleep (reduced to its snapshot bytes).
     pub screen_idle: Option<Duration>,
+    /// Set when the server hands over to a new binary (issue 43): capture
+    /// stops between two reads and gives its descriptor up.
+    pub frozen: watch::Receiver<bool>,
+}
+
+/// How one stream's capture ended.
+#[derive(Debug)]
+pub enum CaptureEnd {
+    /// The stream ended: true at end of file, false at the drain bound
+    /// (or a panic).
+    Ended(bool),
+    /// Stopped for a handover: a second descriptor of what it read, for
+    /// the new binary. Every byte read before is in retention.
+    Frozen(StreamName, OwnedFd),
 }
 
 impl Capture {
+    /// Captures until end of file, until the drain bound after the reap,
+    /// or until a handover freezes it.
+    pub async fn run(self) -> CaptureEnd {
+        let mut frozen = self.frozen.clone();
+        tokio::select! {
+            biased;
+            Ok(_) = frozen.wait_for(|f| *f) => {}
+            eof = self.capture() => return CaptureEnd::Ended(eof),
+        }
+        // Dropped between two reads: every byte read is in retention (an
+        // append, disk write included, never waits).
+        match self.source.fd().get_ref().try_clone() {
+            Ok(fd) => CaptureEnd::Frozen(self.stream, fd),
+            Err(error) => {
+                tracing::error!(id = %self.id, %error, "cannot keep an output descriptor for the handover");
+                CaptureEnd::Ended(false)
+            }
+        }
+    }
+
     /// Captures until end of file, or until the drain bound after the reap.
     /// Returns true when it reached end of file.
-    pub async fn run(self) -> bool {
+    async fn capture(&self) -> bool {
         use futures_util::FutureExt;
         let mut deadline: Option<Instant> = None;
         let mut since_yield = 0;
@@ -258,6 +292,7 @@ mod tests {
             drain: Duration::from_secs(1),
             metrics: Arc::default(),
             screen_idle: Some(idle),
+            frozen: watch::channel(false).1,
         };
         let task = tokio::spawn(capture.run());
         for spell in 0..2 {
@@ -273,6 +308,9 @@ mod tests {
             );
         }
         drop(write);
-        assert!(task.await.unwrap(), "capture ends at end of file");
+        assert!(
+            matches!(task.await.unwrap(), CaptureEnd::Ended(true)),
+            "capture ends at end of file"
+        );
     }
 }

@@ -88,9 +88,8 @@ pub struct Fingerprint([u8; 32]);
 impl Fingerprint {
     /// The fingerprint of a request to `route` with `body`.
     pub fn of(route: &str, body: &[u8]) -> Fingerprint {
-        static KEY: OnceLock<[u8; 32]> = OnceLock::new();
-        let key = KEY.get_or_init(crate::token::random_bytes);
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
+        let key = fingerprint_key();
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&key)
             .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
         mac.update(b"tether.idempotency.v1\n");
         mac.update(&(route.len() as u64).to_le_bytes());
@@ -98,6 +97,19 @@ impl Fingerprint {
         mac.update(body);
         Fingerprint(mac.finalize().into_bytes().into())
     }
+}
+
+/// The key of request fingerprints, drawn when first needed.
+static FINGERPRINT_KEY: OnceLock<[u8; 32]> = OnceLock::new();
+
+/// The fingerprint key (a handover carries it, issue 43).
+pub fn fingerprint_key() -> [u8; 32] {
+    *FINGERPRINT_KEY.get_or_init(crate::token::random_bytes)
+}
+
+/// Sets the key a handover carried; before any request is fingerprinted.
+pub fn set_fingerprint_key(key: [u8; 32]) {
+    let _ = FINGERPRINT_KEY.set(key);
 }
 
 /// The idempotency records of one process's HTTP input requests.

@@ -169,6 +169,79 @@ impl InputStreams {
     }
 }
 
+/// An input stream as a handover carries it (issue 43): its owner, id,
+/// position and how long it has been without an attachment.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct CarriedInput {
+    pub owner: String,
+    pub id: String,
+    pub next: u64,
+    pub idle_ms: u64,
+}
+
+/// How long a handover waits for an action under way on a stream.
+const CARRY_WAIT: Duration = Duration::from_secs(1);
+
+impl InputStreams {
+    /// Every stream as carried. Each stream's order is taken and never
+    /// given back, so nothing more is applied in this binary after its
+    /// position was read: a resume in the new binary applies each unit
+    /// once. A stream busy past [`CARRY_WAIT`] is not carried (its resume
+    /// is `input_expired`, never applied twice).
+    pub async fn carried(&self) -> Vec<CarriedInput> {
+        let streams: Vec<_> = self
+            .lock()
+            .iter()
+            .map(|(key, stream)| (key.clone(), stream.clone()))
+            .collect();
+        let mut carried = Vec::with_capacity(streams.len());
+        for ((owner, id), stream) in streams {
+            let Ok(order) = tokio::time::timeout(CARRY_WAIT, stream.next.lock()).await else {
+                tracing::warn!(id, "an input stream was busy at the handover: not carried");
+                continue;
+            };
+            let next = *order;
+            std::mem::forget(order);
+            let (count, since) = *stream.holders();
+            let idle_ms = if count > 0 {
+                0
+            } else {
+                since.elapsed().as_millis() as u64
+            };
+            carried.push(CarriedInput {
+                owner,
+                id,
+                next,
+                idle_ms,
+            });
+        }
+        carried
+    }
+
+    /// The streams a handover carried.
+    pub fn adopted(carried: Vec<CarriedInput>) -> InputStreams {
+        let streams = InputStreams::default();
+        let now = Instant::now();
+        {
+            let mut map = streams.lock();
+            for input in carried {
+                let since = now
+                    .checked_sub(Duration::from_millis(input.idle_ms))
+                    .unwrap_or(now);
+                map.insert(
+                    (input.owner, input.id),
+                    Arc::new(InputStream {
+                        next: tokio::sync::Mutex::new(input.next),
+                        applied: watch::Sender::new(input.next),
+                        holders: Mutex::new((0, since)),
+                    }),
+                );
+            }
+        }
+        streams
+    }
+}
+
 impl InputStream {
     fn holders(&self) -> MutexGuard<'_, (usize, Instant)> {
         self.holders.lock_or_recover()

@@ -10,6 +10,7 @@
 //! serves signals and kills, and publishes the exit.
 
 pub mod capture;
+pub mod carry;
 pub mod input_once;
 pub mod input_streams;
 pub mod recovered;

@@ -57,7 +57,7 @@ impl Process {
                         let _ = reply.send(());
                     }
                     // Dropping the reply reports `not_running`.
-                    Control::Signal(..) | Control::SetUnattached(..) => {}
+                    Control::Signal(..) | Control::SetUnattached(..) | Control::HandOver(..) => {}
                 }
             }
         });

@@ -12,7 +12,7 @@ use futures_util::FutureExt;
 use tether_protocol::{KubernetesNames, Overflow, StreamName, TermSize};
 use tokio::sync::{mpsc, watch};
 
-use super::capture::{Capture, Source};
+use super::capture::{Capture, CaptureEnd, Source};
 use super::reservation::Reservation;
 use super::stdin::StdinQueue;
 use super::supervise::{CaptureRun, Supervisor, Unattached};
@@ -226,8 +226,58 @@ pub fn spawn(
     });
 
     output.record(&process.birth_info());
+    start_supervisor(
+        &process,
+        Supervised {
+            sources,
+            pidfd,
+            contained,
+            started,
+            timeout: plan.timeout,
+            unattached: plan.unattached_timeout,
+            killing: None,
+            screen_idle: plan.tty.is_some(),
+            control: control_rx,
+            exit: exit_tx,
+        },
+        config,
+        metrics,
+    );
+    Ok(process)
+}
+
+/// What a process's supervisor is started with: at the spawn, or when a
+/// handover's new binary adopts it (`carry.rs`).
+pub(super) struct Supervised {
+    pub sources: Vec<(StreamName, Source)>,
+    pub pidfd: crate::contain::pidfd::PidFd,
+    pub contained: Arc<crate::contain::Contained>,
+    /// When the OS process was created.
+    pub started: tokio::time::Instant,
+    pub timeout: Option<Duration>,
+    pub unattached: Option<Duration>,
+    /// A kill under way, carried by a handover.
+    pub killing: Option<(tether_protocol::ExitReason, Option<tokio::time::Instant>)>,
+    /// A PTY: its screen rests when its output is quiet.
+    pub screen_idle: bool,
+    /// The process's requests.
+    pub control: mpsc::Receiver<super::supervise::Control>,
+    /// Where its exit is published.
+    pub exit: watch::Sender<Option<super::supervise::Exited>>,
+}
+
+/// Starts the task that supervises `process` and runs its capture.
+pub(super) fn start_supervisor(
+    process: &Arc<Process>,
+    parts: Supervised,
+    config: &ServerOptions,
+    metrics: Arc<Metrics>,
+) {
+    let output = process.output.clone();
     let (reaped, reaped_rx) = watch::channel(None);
-    let captures = sources
+    let (frozen, frozen_rx) = watch::channel(false);
+    let captures = parts
+        .sources
         .into_iter()
         .map(|(stream, source)| {
             let capture = Capture {
@@ -238,40 +288,42 @@ pub fn spawn(
                 reaped: reaped_rx.clone(),
                 drain: config.drain_timeout(),
                 metrics: metrics.clone(),
-                screen_idle: (plan.tty.is_some() && stream == StreamName::Stdout)
+                screen_idle: (parts.screen_idle && stream == StreamName::Stdout)
                     .then(|| config.screen_idle()),
+                frozen: frozen_rx.clone(),
             };
             // Polled inside the supervisor's future, not a task of its
             // own: no wake-up of another task per read.
             let run = std::panic::AssertUnwindSafe(capture.run())
                 .catch_unwind()
-                .map(|ended| ended.unwrap_or(false));
+                .map(|ended| ended.unwrap_or(CaptureEnd::Ended(false)));
             Box::pin(run) as CaptureRun
         })
         .collect();
     let supervisor = Supervisor {
-        pidfd,
-        contained,
+        pidfd: parts.pidfd,
+        contained: parts.contained,
         birth: process.birth_info(),
-        started,
-        timeout: plan.timeout,
+        started: parts.started,
+        timeout: parts.timeout,
         kill_grace: config.kill_grace(),
-        unattached: plan
-            .unattached_timeout
+        unattached: parts
+            .unattached
             .map(|timeout| Unattached::new(timeout, process.attachment_slots.watch())),
         attachments: process.attachment_slots.watch(),
-        control: control_rx,
+        control: parts.control,
         reaped,
         captures,
         output,
         reservation: process.reservation.clone(),
-        exit: exit_tx,
+        exit: parts.exit,
         metrics,
+        frozen,
+        killing: parts.killing,
     };
     // No span around the supervisor: one would be entered and left at
     // every poll (every read of output); its events carry the id instead.
     tokio::spawn(supervisor.run());
-    Ok(process)
 }
 
 /// What capture reads, the stdin queue and the PTY master.

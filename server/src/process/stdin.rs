@@ -156,6 +156,18 @@ impl StdinQueue {
         }
     }
 
+    /// Nothing is queued for the writer task.
+    pub fn is_idle(&self) -> bool {
+        self.queued.load(Ordering::Acquire) == 0
+    }
+
+    /// A second descriptor of the open stdin, for a handover to carry
+    /// (issue 43); `None` once closed (or never opened).
+    pub fn carry_fd(&self) -> Option<io::Result<std::os::fd::OwnedFd>> {
+        let open = self.lock();
+        open.as_ref().map(|open| open.fd.fd().try_clone_to_owned())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Option<Open>> {
         self.open.lock_or_recover()
     }

@@ -15,7 +15,7 @@ use tether_protocol::{ExitReason, ProcessInfo, ProcessStatus};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::capture::wait_deadline;
+use super::capture::{wait_deadline, CaptureEnd};
 use super::reservation::Reservation;
 use crate::contain::pidfd::PidFd;
 use crate::contain::unix_session::signal_group;
@@ -35,6 +35,34 @@ pub enum Control {
     /// Replace the unattached timeout (`None`: never); a new one counts
     /// from now while nobody is attached.
     SetUnattached(Option<Duration>, oneshot::Sender<()>),
+    /// Stop for a handover (issue 43): capture stops between two reads,
+    /// nothing is reaped, and the descriptors and timers come back in the
+    /// reply; the supervisor then stays parked until the exec.
+    HandOver(oneshot::Sender<Frozen>),
+}
+
+/// A supervised process stopped for a handover: second descriptors of its
+/// pidfd and of each output it still read, and its timers.
+#[derive(Debug)]
+pub struct Frozen {
+    pub pidfd: std::os::fd::OwnedFd,
+    pub outputs: Vec<(tether_protocol::StreamName, std::os::fd::OwnedFd)>,
+    pub timers: Timers,
+}
+
+/// A process's timers as a handover carries them.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Timers {
+    /// Since the OS process was created (`duration_ms` counts from there).
+    pub elapsed_ms: u64,
+    /// `timeout_ms`: its deadline is `elapsed_ms` later than... the same
+    /// moment, counted from the creation.
+    pub timeout_ms: Option<u64>,
+    /// `unattached_timeout_ms`; it counts afresh in the new binary (every
+    /// attachment was closed for the handover).
+    pub unattached_ms: Option<u64>,
+    /// A kill under way: its reason, and how long until its KILL round.
+    pub killing: Option<(ExitReason, Option<u64>)>,
 }
 
 /// `unattached_timeout_ms`: fires once the process has had no attachment
@@ -93,7 +121,7 @@ async fn unattached(timer: &mut Option<Unattached>) {
 }
 
 /// One stream's capture as the supervisor runs it.
-pub type CaptureRun = std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send>>;
+pub type CaptureRun = std::pin::Pin<Box<dyn std::future::Future<Output = CaptureEnd> + Send>>;
 
 /// The published exit: the final process object, and when it counted as
 /// exited (reaped and capture complete).
@@ -140,6 +168,25 @@ pub struct Supervisor {
     pub exit: watch::Sender<Option<Exited>>,
     /// Counts exits.
     pub metrics: Arc<Metrics>,
+    /// Tells capture to stop for a handover.
+    pub frozen: watch::Sender<bool>,
+    /// A kill under way when a handover carried the process: its reason
+    /// and when its KILL round is due.
+    pub killing: Option<(ExitReason, Option<Instant>)>,
+}
+
+/// How the supervisor's watch over the child ended.
+enum Life {
+    /// Reaped: status, the reason the server killed it, duration, bill.
+    Reaped(io::Result<ExitStatus>, Option<ExitReason>, u64, Bill),
+    /// Stopped for a handover.
+    HandedOver(oneshot::Sender<Frozen>, Timers),
+}
+
+/// What `until_reaped` ends with.
+enum Watch {
+    Reaped(io::Result<ExitStatus>, Option<ExitReason>, Option<Instant>),
+    HandedOver(oneshot::Sender<Frozen>, Timers),
 }
 
 impl Supervisor {
@@ -150,8 +197,14 @@ impl Supervisor {
     /// (a wake-up of an idle vCPU costs tens to hundreds of microseconds).
     pub async fn run(mut self) {
         let captures = futures_util::future::join_all(std::mem::take(&mut self.captures));
-        let (ends, (status, killed, duration_ms, bill)) = tokio::join!(captures, self.life());
-        let complete = ends.into_iter().all(|end| end);
+        let (ends, life) = tokio::join!(captures, self.life());
+        let (status, killed, duration_ms, bill) = match life {
+            Life::Reaped(status, killed, duration_ms, bill) => (status, killed, duration_ms, bill),
+            Life::HandedOver(reply, timers) => return self.hand_over(ends, reply, timers).await,
+        };
+        let complete = ends
+            .into_iter()
+            .all(|end| matches!(end, CaptureEnd::Ended(true)));
         let [stdout_bytes, stderr_bytes] = self.output.complete();
         // Before the exit is published: whoever sees the exit (a wait, then
         // a spawn) finds the budget counting what this process holds now.
@@ -186,8 +239,11 @@ impl Supervisor {
     /// leftovers handed to containment, queued requests answered, capture
     /// told (its drain bound starts). Returns the status, the reason the
     /// server killed it, if it did, its duration and its bill.
-    async fn life(&mut self) -> (io::Result<ExitStatus>, Option<ExitReason>, u64, Bill) {
-        let (status, killed, leftovers_until) = self.until_reaped().await;
+    async fn life(&mut self) -> Life {
+        let (status, killed, leftovers_until) = match self.until_reaped().await {
+            Watch::Reaped(status, killed, until) => (status, killed, until),
+            Watch::HandedOver(reply, timers) => return Life::HandedOver(reply, timers),
+        };
         let duration_ms = self.started.elapsed().as_millis() as u64;
         // Read before containment may remove the cgroups, which hold the
         // counts: what the leader and its descendants used until its reap.
@@ -208,21 +264,53 @@ impl Supervisor {
         self.control.close();
         while self.control.try_recv().is_ok() {}
         self.reaped.send_replace(Some(Instant::now()));
-        (status, killed, duration_ms, bill)
+        Life::Reaped(status, killed, duration_ms, bill)
+    }
+
+    /// Capture has stopped: hands the descriptors and timers over, then
+    /// stays parked holding everything else (the exit's sender, the control
+    /// channel), so that nothing reads this process as exited or forgotten
+    /// before the exec ends this binary.
+    async fn hand_over(
+        self,
+        ends: Vec<CaptureEnd>,
+        reply: oneshot::Sender<Frozen>,
+        timers: Timers,
+    ) {
+        let outputs = ends
+            .into_iter()
+            .filter_map(|end| match end {
+                CaptureEnd::Frozen(stream, fd) => Some((stream, fd)),
+                CaptureEnd::Ended(_) => None,
+            })
+            .collect();
+        match self.pidfd.try_clone_fd() {
+            Ok(pidfd) => {
+                let _ = reply.send(Frozen {
+                    pidfd,
+                    outputs,
+                    timers,
+                });
+            }
+            Err(error) => {
+                tracing::error!(id = %self.birth.id, %error, "cannot keep the pidfd for the handover")
+            }
+        }
+        std::future::pending::<()>().await;
     }
 
     /// Serves requests and the deadline until the child is reaped. Returns
     /// its status, the reason the server killed it, if it did, and when
     /// what is left of it (descendants) must end: at the pending KILL
     /// round, at once if that round already ran, else at the deadline.
-    async fn until_reaped(
-        &mut self,
-    ) -> (io::Result<ExitStatus>, Option<ExitReason>, Option<Instant>) {
+    async fn until_reaped(&mut self) -> Watch {
         let deadline = self.timeout.map(|t| self.started + t);
         let pid = self.birth.pid;
-        let mut killed: Option<ExitReason> = None;
-        // When the KILL round of a kill is due (TERM went first).
-        let mut kill_at: Option<Instant> = None;
+        let (mut killed, mut kill_at) = match self.killing.take() {
+            Some((reason, at)) => (Some(reason), at),
+            // When the KILL round of a kill is due (TERM went first).
+            None => (None, None),
+        };
         loop {
             tokio::select! {
                 status = self.pidfd.wait() => {
@@ -231,7 +319,7 @@ impl Supervisor {
                         (None, Some(_)) => Some(Instant::now()),
                         (None, None) => deadline,
                     };
-                    return (status, killed, until);
+                    return Watch::Reaped(status, killed, until);
                 }
                 _ = wait_deadline(deadline), if killed.is_none() => {
                     tracing::info!(id = %self.birth.id, "deadline reached; killing every descendant");
@@ -275,6 +363,20 @@ impl Supervisor {
                         self.unattached =
                             timeout.map(|t| Unattached::new(t, self.attachments.clone()));
                         let _ = reply.send(());
+                    }
+                    Control::HandOver(reply) => {
+                        self.frozen.send_replace(true);
+                        let now = Instant::now();
+                        let ms = |d: Duration| d.as_millis() as u64;
+                        let timers = Timers {
+                            elapsed_ms: ms(self.started.elapsed()),
+                            timeout_ms: self.timeout.map(ms),
+                            unattached_ms: self.unattached.as_ref().map(|u| ms(u.timeout)),
+                            killing: killed.map(|reason| {
+                                (reason, kill_at.map(|at| ms(at.saturating_duration_since(now))))
+                            }),
+                        };
+                        return Watch::HandedOver(reply, timers);
                     }
                 },
             }

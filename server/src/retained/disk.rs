@@ -28,6 +28,20 @@ pub const HEADER: u64 = 40;
 /// its spawn and at its exit), each a few KiB.
 pub const MAX_RECORD_BYTES: u64 = 2 << 20;
 
+/// A ring file as a handover carries it (see [`RingFile::carried`]).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct CarriedRing {
+    pub name: String,
+    pub capacity: u64,
+    pub durable: bool,
+    /// The header's `start` and `end` as last written.
+    pub header: [u64; 2],
+    /// The file was made and is open for writing.
+    pub open: bool,
+    /// Its device and inode, when it exists.
+    pub identity: Option<(u64, u64)>,
+}
+
 /// One stream's ring file.
 #[derive(Debug)]
 pub struct RingFile {
@@ -241,6 +255,61 @@ impl RingFile {
             keep,
         };
         Ok((ring, start, end))
+    }
+
+    /// What a handover carries of this ring (issue 43): its name, size,
+    /// header and whether its file was made, with the file's identity so
+    /// that the new binary reopens this very file or refuses.
+    pub fn carried(&self) -> io::Result<CarriedRing> {
+        let identity = match (self.file.get(), self.existing) {
+            (Some(file), _) => Some(Dir::identity(file)?),
+            (None, existing) => existing,
+        };
+        Ok(CarriedRing {
+            name: self.name.clone(),
+            capacity: self.capacity,
+            durable: self.durable,
+            header: [
+                self.header[0].load(Ordering::SeqCst),
+                self.header[1].load(Ordering::SeqCst),
+            ],
+            open: self.file.get().is_some(),
+            identity,
+        })
+    }
+
+    /// The ring a handover carried, in the same directory: a file that was
+    /// open is opened again for writing (no link followed, `Dir`), and must
+    /// be the same file; one of an earlier run stays closed until read.
+    pub fn resumed(
+        dir: &Arc<Dir>,
+        carried: CarriedRing,
+        keep: Arc<AtomicBool>,
+    ) -> io::Result<RingFile> {
+        let file = OnceLock::new();
+        if carried.open {
+            let reopened = dir.open_existing(&carried.name, true)?;
+            if Some(Dir::identity(&reopened)?) != carried.identity {
+                return Err(invalid(format!(
+                    "{} was replaced during the handover",
+                    carried.name
+                )));
+            }
+            let _ = file.set(reopened);
+        }
+        Ok(RingFile {
+            file,
+            dir: dir.clone(),
+            name: carried.name,
+            capacity: carried.capacity.max(1),
+            durable: carried.durable,
+            header: [
+                AtomicU64::new(carried.header[0]),
+                AtomicU64::new(carried.header[1]),
+            ],
+            existing: if carried.open { None } else { carried.identity },
+            keep,
+        })
     }
 
     /// Bytes the file takes on disk once `written` data bytes went to it

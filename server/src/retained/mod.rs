@@ -12,6 +12,7 @@
 //! the "Block mode" section below; disk writes and reads happen outside
 //! its lock.
 
+pub mod carry;
 pub mod dir;
 pub mod disk;
 pub mod log;

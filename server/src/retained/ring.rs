@@ -76,6 +76,11 @@ impl StreamBuffer {
         self.complete = true;
     }
 
+    /// True once capture finished.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
     /// Appends captured bytes, evicting the oldest beyond capacity.
     pub fn push(&mut self, data: &[u8]) {
         if data.len() >= self.capacity {

@@ -131,6 +131,19 @@ impl Screen {
         self.skipped_at_erases == Some(self.modes.erases)
     }
 
+    /// A screen rebuilt from its snapshot by the binary a handover execs
+    /// (issue 43): the snapshot's bytes fed to a blank screen of its size,
+    /// which then stands at the snapshot's offset, stale if it was.
+    pub fn restored(snapshot: &Snapshot, limits: ScreenLimits, stale: bool) -> Screen {
+        let mut screen = Screen::new(snapshot.cols, snapshot.rows, limits);
+        screen.feed(&snapshot.data);
+        screen.offset = snapshot.offset;
+        if stale {
+            screen.skipped_at_erases = Some(screen.modes.erases);
+        }
+        screen
+    }
+
     /// The bytes before `offset` will never come (they were evicted): the
     /// screen moves there as it is, and is stale.
     pub fn skip_to(&mut self, offset: u64) {

@@ -139,6 +139,9 @@ impl ProcessTable {
         if self.draining.load(Ordering::SeqCst) {
             return Err(ApiError::Draining);
         }
+        if self.handing_over.load(Ordering::SeqCst) {
+            return Err(ApiError::Restarting);
+        }
         if let Some(key) = key {
             if let Some((body, id)) = entries.idempotency.get(key) {
                 if body != canonical {

@@ -27,6 +27,8 @@ use crate::sync::LockExt;
 use forgotten::Why;
 
 mod admit;
+mod carry;
+pub use carry::{CarriedTable, HandoverRequest};
 mod forgotten;
 pub use admit::MemoryReservation;
 
@@ -81,6 +83,18 @@ pub struct ProcessTable {
     shutting_down: AtomicBool,
     /// Set by SIGTERM before the shutdown: no new spawns.
     draining: AtomicBool,
+    /// Set for a handover (issue 43): no new spawns, 503 `restarting`.
+    handing_over: AtomicBool,
+    /// Told when a handover begins: attachments close with 1012, waits
+    /// and followers answer so that their clients retry.
+    restarting: tokio::sync::watch::Sender<bool>,
+    /// Handovers since the first binary started (carried).
+    pub handovers: std::sync::atomic::AtomicU64,
+    /// Handover requests, and the server's end of them until taken.
+    handover_channel: (
+        tokio::sync::mpsc::Sender<carry::HandoverRequest>,
+        Mutex<Option<tokio::sync::mpsc::Receiver<carry::HandoverRequest>>>,
+    ),
     /// Woken whenever a spawn under way has finished (or failed).
     spawned: Notify,
     /// Where the disk logs go; memory only without.
@@ -113,6 +127,13 @@ impl ProcessTable {
             metrics: Arc::new(Metrics::default()),
             shutting_down: AtomicBool::new(false),
             draining: AtomicBool::new(false),
+            handing_over: AtomicBool::new(false),
+            restarting: tokio::sync::watch::Sender::new(false),
+            handovers: std::sync::atomic::AtomicU64::new(0),
+            handover_channel: {
+                let (sender, receiver) = tokio::sync::mpsc::channel(1);
+                (sender, Mutex::new(Some(receiver)))
+            },
             spawned: Notify::new(),
             budget: Arc::new(Budget::default()),
         })

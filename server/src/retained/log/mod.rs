@@ -462,5 +462,8 @@ impl StreamLog {
     }
 }
 
+mod carry;
+pub use carry::{CarriedDisk, CarriedLog};
+
 #[cfg(test)]
 mod tests;
