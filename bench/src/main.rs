@@ -16,6 +16,7 @@ mod echo_report;
 mod fairness;
 mod fanout;
 mod floors;
+mod handover;
 mod latency;
 mod limits;
 mod peers;
@@ -134,6 +135,7 @@ enum What {
     Waits,
     Ttyd,
     Command,
+    Handover,
 }
 
 fn main() -> Result<()> {
@@ -230,6 +232,7 @@ async fn run() -> Result<()> {
             What::Command,
             "13. one command: exec and the CLI beside the floor",
         ),
+        (What::Handover, "14. the handover's pause"),
     ];
     let mut failed = Vec::new();
     for (what, title) in sections {
@@ -252,6 +255,7 @@ async fn run() -> Result<()> {
             What::Waits => waits::waits(&mut ctx).await,
             What::Ttyd => ttyd::ttyd(&mut ctx).await,
             What::Command => command::command(&mut ctx).await,
+            What::Handover => handover::handover(&mut ctx).await,
             What::All => Ok(()),
         };
         match result {

@@ -16,6 +16,7 @@ use anyhow::{anyhow, bail, Context, Result};
 /// (PR_SET_PDEATHSIG) if the harness is killed.
 pub struct Tetherd {
     child: Child,
+    log: PathBuf,
     pub pid: u32,
     /// `http://127.0.0.1:PORT`
     pub base: String,
@@ -87,9 +88,15 @@ impl Tetherd {
         eprintln!("   tetherd pid {pid} on {base} (log {})", log.display());
         Ok(Tetherd {
             base: base.to_string(),
+            log: log.clone(),
             child,
             pid,
         })
+    }
+
+    /// Its log (stderr, appended to by every server the harness starts).
+    pub fn log_path(&self) -> &Path {
+        &self.log
     }
 
     pub fn rss_kib(&self) -> u64 {

@@ -71,7 +71,50 @@ fn reason_index(reason: ExitReason) -> usize {
     }
 }
 
+/// The counters a handover carries, so that rates do not jump (the open
+/// connections are a gauge, counted anew).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct CarriedMetrics {
+    pub counters: Vec<u64>,
+}
+
 impl Metrics {
+    fn counters(&self) -> Vec<&AtomicU64> {
+        let mut all = vec![
+            &self.spawns,
+            &self.spawn_failures,
+            &self.wait_requests,
+            &self.attaches,
+            &self.connections_refused,
+            &self.connections_displaced,
+        ];
+        all.extend(self.captured.iter());
+        all.extend(self.sent.iter());
+        all.extend(self.dropped.iter());
+        all.extend(self.exits.iter());
+        all.extend(self.refusals.iter());
+        all
+    }
+
+    /// The counters as carried.
+    pub fn carried(&self) -> CarriedMetrics {
+        CarriedMetrics {
+            counters: self
+                .counters()
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed))
+                .collect(),
+        }
+    }
+
+    /// Sets the counters a handover carried (in the same order; a binary
+    /// with more counters starts the new ones at zero).
+    pub fn adopt(&self, carried: &CarriedMetrics) {
+        for (counter, value) in self.counters().iter().zip(&carried.counters) {
+            counter.store(*value, Ordering::Relaxed);
+        }
+    }
+
     /// Counts one refused request by its error code.
     pub fn refused(&self, code: &str) {
         if let Some(i) = REFUSAL_REASONS.iter().position(|r| *r == code) {

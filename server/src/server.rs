@@ -171,7 +171,12 @@ impl Ready {
                     continue;
                 }
             };
-            let preflight = match crate::handover::preflight(&binary).await {
+            let running = table.list().iter().filter(|p| p.is_running()).count();
+            let checked = match crate::handover::check_descriptors(running) {
+                Ok(()) => crate::handover::preflight(&binary).await,
+                Err(why) => Err(why),
+            };
+            let preflight = match checked {
                 Ok(preflight) => preflight,
                 Err(why) => {
                     tracing::error!(why, "handover refused: serving on");

@@ -379,3 +379,53 @@ fn a_terminal_session_in_tether_survives_tether_admin_upgrade_untouched() {
     tmux.type_line("exit 5");
     assert_eq!(tether_tests::cli::wait_file(&dir.join("rc")), "5\n");
 }
+
+#[tokio::test]
+async fn a_handover_near_the_open_file_limit_is_refused_before_anything_stops() {
+    // Room for the processes themselves, not for a second copy of each
+    // one's descriptors.
+    let server = TestServer::start_with_fd_limit(&["--max-processes", "100"], 256, 256);
+    let mut running = Vec::new();
+    for _ in 0..50 {
+        running.push(server.sh("exec sleep 600", json!({})).await);
+    }
+    let (status, answer) = server.post("/v1/admin/upgrade", json!({})).await;
+    assert_eq!(status, 409, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("more descriptors"), "{message}");
+    // Nothing stopped: each is still running and can be killed.
+    for process in &running {
+        assert_eq!(
+            server.status(&process.id).await.status,
+            tether_protocol::ProcessStatus::Running
+        );
+    }
+    let last = running.last().map(|p| p.id.clone()).unwrap_or_default();
+    let (status, _) = server
+        .post(&format!("/v1/processes/{last}/kill?grace_ms=0"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn a_deadline_keeps_counting_from_the_spawn_across_a_handover() {
+    let server = TestServer::start();
+    let process = server
+        .sh(
+            "sleep 2; echo half; exec sleep 600",
+            json!({"timeout_ms": 4000}),
+        )
+        .await;
+    let mut attachment = server.attach(&process.id, "").await;
+    let mut received = Default::default();
+    attachment
+        .until_stdout_contains("half", &mut received)
+        .await;
+    hand_over(&server).await;
+    let exited = server.wait_exit(&process.id).await;
+    assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Timeout));
+    assert_eq!(exited.exit_code, Some(124));
+    // Counted afresh from the handover it would have run 6 s at least.
+    let ms = exited.duration_ms.unwrap_or(0);
+    assert!((4000..5500).contains(&ms), "ran {ms} ms");
+}

@@ -106,3 +106,100 @@ fn every_file_that_makes_bounded_state_is_named_by_a_row() {
         "these files make bounded state but no row of docs/STATE.md names them: {unnamed:?}"
     );
 }
+
+/// The fields of `struct NAME` in `code`: each line of its body that
+/// declares one (`name: Type`, `pub name: Type`), comments and attributes
+/// skipped.
+fn fields_of(code: &str, name: &str) -> Option<Vec<String>> {
+    let start = code
+        .find(&format!("pub struct {name} {{"))
+        .or_else(|| code.find(&format!("\nstruct {name} {{")))?;
+    let body = &code[start..];
+    let body = &body[body.find('{')? + 1..body.find("\n}")?];
+    Some(
+        body.lines()
+            .map(str::trim)
+            .filter(|l| !l.starts_with("//") && !l.starts_with('#') && l.contains(':'))
+            .filter_map(|l| {
+                let l = l
+                    .strip_prefix("pub(crate) ")
+                    .or_else(|| l.strip_prefix("pub "))
+                    .unwrap_or(l);
+                let (field, rest) = l.split_once(':')?;
+                // `name: Type`, not a path (`tokio::sync::...`).
+                if !rest.starts_with(' ') {
+                    return None;
+                }
+                let field = field.trim();
+                field
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    .then(|| field.to_string())
+            })
+            .collect(),
+    )
+}
+
+/// The names in backquotes of a cell, each field once.
+fn backquoted(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_field_of_a_carried_type_is_carried_by_a_handover_or_said_why_not() {
+    let text = std::fs::read_to_string(root().join("docs/STATE.md")).expect("docs/STATE.md");
+    let section = text
+        .split("## What a handover carries, field by field")
+        .nth(1)
+        .expect("a section on the handover's fields");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.trim()
+                .trim_matches('|')
+                .split(" | ")
+                .map(str::trim)
+                .collect()
+        })
+        .collect();
+    assert!(rows.len() >= 10, "{} types", rows.len());
+    let mut wrong = Vec::new();
+    for row in rows {
+        let (name, file) = (backquoted(row[0])[0].clone(), backquoted(row[1])[0].clone());
+        let code = std::fs::read_to_string(root().join(&file)).unwrap_or_default();
+        let Some(fields) = fields_of(&code, &name) else {
+            wrong.push(format!("{name}: no such struct in {file}"));
+            continue;
+        };
+        let said: Vec<String> = backquoted(row[2])
+            .into_iter()
+            .chain(backquoted(row.get(3).copied().unwrap_or("")))
+            .collect();
+        for field in &fields {
+            if !said.contains(field) {
+                wrong.push(format!(
+                    "{name}.{field} ({file}): neither carried nor said why not"
+                ));
+            }
+        }
+        for field in backquoted(row[2]) {
+            if !fields.contains(&field) {
+                wrong.push(format!(
+                    "{name}.{field}: carried, but {name} has no such field"
+                ));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/STATE.md, the handover's fields:\n{}",
+        wrong.join("\n")
+    );
+}

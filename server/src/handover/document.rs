@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 
-use crate::retained::carry::Blob;
+use crate::retained::log::Blob;
 
 const MAGIC: &[u8; 16] = b"tether-handover\n";
 const HEADER: u64 = 24;

@@ -80,6 +80,28 @@ pub async fn preflight(binary: &Path) -> Result<Preflight, String> {
     })
 }
 
+/// Descriptors a handover adds for each running process (second copies of
+/// its pidfd, outputs and stdin), and for the server (the listener, the
+/// guard's pipe, the locks, the document), with room to spare.
+const FDS_PER_PROCESS: u64 = 4;
+const FDS_FOR_SERVER: u64 = 16;
+
+/// Whether the open-file limit leaves room for the handover's second
+/// descriptors: checked before anything stops, so that a server near its
+/// limit refuses the handover instead of failing half way.
+pub fn check_descriptors(running: usize) -> Result<(), String> {
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count()) as u64;
+    let limit = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(u64::MAX, |(soft, _)| soft);
+    let need = running as u64 * FDS_PER_PROCESS + FDS_FOR_SERVER;
+    if open.saturating_add(need) > limit {
+        return Err(format!(
+            "a handover of {running} running processes needs {need} more descriptors, and {open} of the open-file limit {limit} are in use"
+        ));
+    }
+    Ok(())
+}
+
 /// Carries the state into the document and executes `binary` with it.
 /// Returns only if that fails and so does executing the running binary
 /// again with the same state: then the error.

@@ -31,7 +31,7 @@ mod state;
 mod take;
 
 pub use document::{DocumentReader, DocumentWriter};
-pub use give::{give, preflight, Preflight};
+pub use give::{check_descriptors, give, preflight, Preflight};
 pub use state::{Lifetime, State};
 pub use take::{read, TakenFds};
 

@@ -23,11 +23,11 @@ pub async fn upgrade(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<(StatusCode, Json<UpgradeStarted>), ApiError> {
     grant.require(&table, Need::Upgrade)?;
-    let bytes = super::routes::body_bytes(body, table.config())?;
+    let bytes = super::params::body_bytes(body, table.config())?;
     let request: UpgradeRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
         UpgradeRequest::default()
     } else {
-        super::routes::json_body(Ok(bytes), table.config())?
+        super::params::json_body(Ok(bytes), table.config())?
     };
     grant.audit("upgrade", "-");
     let outcome = table.request_handover(request.binary.map(Into::into))?;

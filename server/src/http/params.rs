@@ -5,8 +5,12 @@
 
 use std::collections::HashMap;
 
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::http::HeaderMap;
+use serde::de::DeserializeOwned;
 
+use crate::config::Config;
 use crate::error::ApiError;
 use crate::process::input_once::{IdempotencyKey, MAX_KEY_BYTES};
 
@@ -85,4 +89,25 @@ pub fn query_time(query: &HashMap<String, String>, key: &str) -> Result<Option<u
                 "{key} must be an RFC 3339 time (2026-12-06T07:00:00Z) or milliseconds since the epoch, got {text:?}"
             ))
         })
+}
+
+/// The body, or why it could not be read: too large (413), too slow (408).
+pub fn body_bytes(body: Result<Bytes, BytesRejection>, config: &Config) -> ApiResult<Bytes> {
+    body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(e) if crate::listen::is_body_timeout(&e) => {
+            ApiError::BodyTimeout(config.body_timeout_ms)
+        }
+        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(config.max_body_bytes),
+        other => ApiError::InvalidRequest(other.body_text()),
+    })
+}
+
+/// Parses a JSON body with a message that says what is wrong.
+pub fn json_body<T: DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+    config: &Config,
+) -> ApiResult<T> {
+    let body = body_bytes(body, config)?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))
 }

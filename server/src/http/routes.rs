@@ -15,12 +15,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::de::DeserializeOwned;
 use tether_protocol::api::{ProcessUpdate, ResizeRequest, SignalRequest, SpawnRequest};
 use tether_protocol::{ExitReason, ProcessInfo, Signal};
 
-use super::params::{idempotency_key, query_u64};
-use crate::config::Config;
+use super::params::{body_bytes, idempotency_key, json_body, query_u64};
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
 use crate::process::input_once::{Fingerprint, FirstAttempt, IdempotencyKey, Once};
@@ -130,27 +128,6 @@ async fn no_route(request: Request) -> ApiError {
 async fn method_not_allowed(request: Request) -> Response {
     ApiError::MethodNotAllowed(format!("{} {}", request.method(), full_path(&request)))
         .into_response()
-}
-
-/// The body, or why it could not be read: too large (413), too slow (408).
-pub(super) fn body_bytes(body: Result<Bytes, BytesRejection>, config: &Config) -> ApiResult<Bytes> {
-    body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(e) if crate::listen::is_body_timeout(&e) => {
-            ApiError::BodyTimeout(config.body_timeout_ms)
-        }
-        BytesRejection::FailedToBufferBody(_) => ApiError::BodyTooLarge(config.max_body_bytes),
-        other => ApiError::InvalidRequest(other.body_text()),
-    })
-}
-
-/// Parses a JSON body with a message that says what is wrong.
-pub(super) fn json_body<T: DeserializeOwned>(
-    body: Result<Bytes, BytesRejection>,
-    config: &Config,
-) -> ApiResult<T> {
-    let body = body_bytes(body, config)?;
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::InvalidRequest(format!("invalid JSON body: {e}")))
 }
 
 async fn spawn(

@@ -62,6 +62,8 @@ pub struct CarriedProcess {
     pub running: Option<CarriedRunning>,
     /// Its numbered input streams.
     pub inputs: Vec<super::input_streams::CarriedInput>,
+    /// The carried-out idempotency records of its HTTP input.
+    pub http_records: Vec<super::input_once::carry::CarriedRecord>,
 }
 
 /// The running part of a [`CarriedProcess`].
@@ -114,7 +116,7 @@ impl Process {
         frozen: Option<Frozen>,
         inputs: Vec<super::input_streams::CarriedInput>,
         keep: &mut dyn FnMut(OwnedFd) -> RawFd,
-        put: &mut dyn FnMut(&[&[u8]]) -> std::io::Result<crate::retained::carry::Blob>,
+        put: &mut dyn FnMut(&[&[u8]]) -> std::io::Result<crate::retained::log::Blob>,
     ) -> std::io::Result<CarriedProcess> {
         let exited = self.exit.borrow().clone();
         let running = match frozen {
@@ -159,6 +161,7 @@ impl Process {
             screen_bytes: self.reservation.screen.held().memory,
             running,
             inputs,
+            http_records: self.inputs.http.carried(),
         })
     }
 
@@ -170,6 +173,7 @@ impl Process {
         output: RetainedOutput,
         reservation: Reservation,
         take: &mut dyn FnMut(RawFd) -> std::io::Result<OwnedFd>,
+        records_quota: &Arc<crate::budget::Quota>,
         config: &ServerOptions,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<Arc<Process>> {
@@ -230,7 +234,10 @@ impl Process {
             attachment_slots: Slots::new(config.max_attachments_per_process),
             metrics: metrics.clone(),
             kubernetes: carried.kubernetes,
-            inputs: super::input_streams::InputStreams::adopted(carried.inputs),
+            inputs: super::input_streams::InputStreams::adopted(
+                carried.inputs,
+                super::input_once::OnceKeys::adopted(carried.http_records, records_quota),
+            ),
             identity: carried.identity,
             start_dir: carried.start_dir,
             recovered: carried.recovered,

@@ -38,6 +38,8 @@ use sha2::Sha256;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::budget::{Charge, Quota};
+
+pub mod carry;
 use crate::error::ApiError;
 use crate::sync::LockExt;
 
@@ -64,7 +66,7 @@ pub fn record_bytes(key: &str) -> u64 {
 
 /// An `Idempotency-Key` as its holder's: the same key from two holders is
 /// two keys. Spawns (`POST /v1/processes`, `GET /v1/run`) use it too.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct IdempotencyKey {
     /// Who sent it: the grant's identity, `operator` or `token:ID`.
     pub owner: String,

@@ -218,9 +218,12 @@ impl InputStreams {
         carried
     }
 
-    /// The streams a handover carried.
-    pub fn adopted(carried: Vec<CarriedInput>) -> InputStreams {
-        let streams = InputStreams::default();
+    /// The streams a handover carried, with the records of HTTP input.
+    pub fn adopted(carried: Vec<CarriedInput>, http: super::input_once::OnceKeys) -> InputStreams {
+        let streams = InputStreams {
+            http,
+            ..InputStreams::default()
+        };
         let now = Instant::now();
         {
             let mut map = streams.lock();

@@ -282,4 +282,7 @@ async fn write_queued(fd: StdinFd, mut rx: mpsc::Receiver<StdinCommand>, queued:
         }
         queued.fetch_sub(1, Ordering::AcqRel);
     }
+    // Nothing queued will be written any more: the queue is idle (a later
+    // write finds stdin closed, as it does with nothing queued).
+    queued.store(0, Ordering::Release);
 }

@@ -10,19 +10,11 @@ use std::time::{Duration, Instant};
 use tether_protocol::{Overflow, StreamName};
 
 use super::disk::{CarriedRing, Record, RingFile};
-use super::log::{CarriedLog, StreamLog};
+use super::log::{Blob, CarriedLog, StreamLog};
 use super::screen_slot::PendingResize;
 use super::times::{SavedTimes, TimeIndex};
 use super::RetainedOutput;
 use crate::screen::{Screen, ScreenLimits, Snapshot};
-
-/// Bytes kept apart from the state's description (a window, a snapshot):
-/// where in the state document they are.
-#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
-pub struct Blob {
-    pub at: u64,
-    pub len: u64,
-}
 
 /// How long a handover lets a screen catch up with its output before it
 /// is carried as it stands (and marked stale).

@@ -11,8 +11,8 @@ use super::ProcessTable;
 use crate::budget::Bytes;
 use crate::process::carry::CarriedProcess;
 use crate::process::{Process, Reservation};
-use crate::retained::carry::Blob;
 use crate::retained::disk::CarriedRing;
+use crate::retained::log::Blob;
 use crate::retained::RetainedOutput;
 use crate::screen::ScreenLimits;
 use crate::sync::LockExt;
@@ -34,6 +34,12 @@ pub struct HandoverRequest {
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct CarriedTable {
     pub processes: Vec<CarriedProcess>,
+    /// Spawn idempotency keys: the key, the canonical request, the id of
+    /// the process it started.
+    pub spawn_keys: Vec<(crate::process::input_once::IdempotencyKey, String, String)>,
+    /// Why the last forgotten processes are gone.
+    pub forgotten: Vec<super::forgotten::Gone>,
+    pub metrics: crate::metrics::CarriedMetrics,
     /// Handovers before this one.
     pub handovers: u64,
 }
@@ -113,7 +119,7 @@ impl ProcessTable {
         let all = self.list();
         // Input accepted before the handover reaches the process first.
         let deadline = tokio::time::Instant::now() + STDIN_DRAIN;
-        for process in &all {
+        for process in all.iter().filter(|p| p.is_running()) {
             while !process.stdin_idle() && tokio::time::Instant::now() < deadline {
                 tokio::task::yield_now().await;
             }
@@ -127,10 +133,19 @@ impl ProcessTable {
             let inputs = process.inputs.carried().await;
             processes.push(process.carry(frozen, inputs, keep, put)?);
         }
-        Ok(CarriedTable {
+        let entries = self.entries();
+        let carried = CarriedTable {
             processes,
+            forgotten: entries.forgotten.carried(),
+            spawn_keys: entries
+                .idempotency
+                .iter()
+                .map(|(key, (body, id))| ((**key).clone(), body.clone(), id.clone()))
+                .collect(),
+            metrics: self.metrics.carried(),
             handovers: self.handovers.load(Ordering::SeqCst),
-        })
+        };
+        Ok(carried)
     }
 
     /// Adopts what [`ProcessTable::carry`] gave, in the new binary: before
@@ -147,6 +162,9 @@ impl ProcessTable {
         });
         self.handovers
             .store(carried.handovers + 1, Ordering::SeqCst);
+        self.metrics.adopt(&carried.metrics);
+        self.entries().forgotten = super::forgotten::Forgotten::adopted(carried.forgotten);
+        let spawn_keys = carried.spawn_keys;
         for mut carried in carried.processes {
             let id = carried.id.clone();
             let data_dir = self.data_dir.clone();
@@ -173,6 +191,7 @@ impl ProcessTable {
                 output,
                 reservation,
                 take_fd,
+                &self.idempotency_records,
                 &self.config,
                 self.metrics.clone(),
             )?;
@@ -185,6 +204,14 @@ impl ProcessTable {
                 entries.processes.insert(id, process.clone());
             }
             tokio::spawn(self.clone().retire(process));
+        }
+        let mut entries = self.entries();
+        for (key, body, id) in spawn_keys {
+            if entries.processes.contains_key(&id) {
+                let key = Arc::new(key);
+                entries.keys.insert(id.clone(), key.clone());
+                entries.idempotency.insert(key, (body, id));
+            }
         }
         Ok(())
     }

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 pub const KEPT: usize = 1024;
 
 /// Why a process was forgotten.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Why {
     /// `DELETE` (`tether rm`).
     Removed,
@@ -33,8 +33,9 @@ impl Why {
     }
 }
 
-/// One forgotten process.
-struct Gone {
+/// One forgotten process (a handover carries the list as it is).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Gone {
     id: String,
     name: Option<String>,
     why: Why,
@@ -46,6 +47,17 @@ struct Gone {
 pub struct Forgotten(VecDeque<Gone>);
 
 impl Forgotten {
+    /// The list, for a handover to carry.
+    pub fn carried(&self) -> Vec<Gone> {
+        self.0.iter().cloned().collect()
+    }
+
+    /// The list a handover carried (at most [`KEPT`]).
+    pub fn adopted(gone: Vec<Gone>) -> Forgotten {
+        let skip = gone.len().saturating_sub(KEPT);
+        Forgotten(gone.into_iter().skip(skip).collect())
+    }
+
     /// Notes that `id` (named `name`) was forgotten, and why.
     pub fn note(&mut self, id: &str, name: Option<&str>, why: Why) {
         if self.0.len() >= KEPT {

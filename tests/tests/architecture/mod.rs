@@ -22,6 +22,7 @@ use rules::Layers;
 const SERVER: Layers = Layers {
     layers: &[
         &["server"],
+        &["handover"],
         &["http"],
         &["kube"],
         &["access"],
@@ -53,7 +54,7 @@ const SERVER: Layers = Layers {
 /// `tether-client`'s.
 const CLIENT: Layers = Layers {
     layers: &[
-        &["exec", "utf8", "recording", "tokens"],
+        &["admin", "exec", "utf8", "recording", "tokens"],
         &["attach"],
         &["client"],
         &["local_token", "retry", "tls", "spec", "base_url", "answer"],

@@ -251,3 +251,54 @@ fn kubectl_reads_only_truthful_minimal_documents() {
         "{version}"
     );
 }
+
+/// A handover (issue 43) closes kubectl's exec stream with 1012, which
+/// kubectl's protocol cannot resume: kubectl ends with an error, the
+/// process it started runs on, and `kubectl exec` again reaches the new
+/// binary.
+#[test]
+fn kubectl_exec_ends_with_an_error_at_a_handover_and_its_process_runs_on() {
+    use std::io::{BufRead, BufReader};
+    use tether_tests::cli::{block_on, wait_output};
+    let server = TestServer::start();
+    let kube = Kubeconfig::new(&server.base, None, None);
+    let mut child = kube
+        .kubectl(&[
+            "exec",
+            "p",
+            "--",
+            "sh",
+            "-c",
+            "echo started; exec sleep 600",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("a line");
+    assert_eq!(line, "started\n");
+    let (status, answer) = block_on(server.post("/v1/admin/upgrade", serde_json::json!({})));
+    assert_eq!(status, 202, "{answer}");
+    let out = wait_output(child);
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "kubectl cannot resume: {}",
+        text(&out.stderr)
+    );
+    // What its user reads: "websocket: close 1012: restarting".
+    assert!(
+        text(&out.stderr).contains("close 1012: restarting"),
+        "{}",
+        text(&out.stderr)
+    );
+    let listed = block_on(server.get("/v1/processes")).1;
+    let sleeping = listed
+        .as_array()
+        .map(|all| all.iter().filter(|p| p["status"] == "running").count());
+    assert_eq!(sleeping, Some(1), "{listed}");
+    let again = kube.run(&["exec", "p", "--", "echo", "again"], b"");
+    assert_eq!(text(&again.stdout), "again\n", "{}", text(&again.stderr));
+}

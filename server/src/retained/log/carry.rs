@@ -5,10 +5,17 @@
 
 use std::sync::Arc;
 
-use super::super::carry::Blob;
 use super::super::disk::{CarriedRing, RingFile};
 use super::super::ring::{Next, StreamBuffer};
 use super::{Disk, StreamLog};
+
+/// Bytes kept apart from the state's description (a window, a snapshot):
+/// where in the state document they are.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct Blob {
+    pub at: u64,
+    pub len: u64,
+}
 
 /// A [`StreamLog`] in the state document.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]

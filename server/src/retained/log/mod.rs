@@ -463,7 +463,7 @@ impl StreamLog {
 }
 
 mod carry;
-pub use carry::{CarriedDisk, CarriedLog};
+pub use carry::{Blob, CarriedDisk, CarriedLog};
 
 #[cfg(test)]
 mod tests;
