@@ -85,6 +85,8 @@ async fn measure(server: &Tetherd, n: usize) -> Result<((u64, usize), f64, f64)>
                 let mut req =
                     shell("exec bash -c 'i=0; while :; do echo $i; i=$((i+1)); read -t 0.1; done'");
                 req.stdin = true;
+                // A small log each: a thousand fit the disk budget.
+                req.retain_bytes = Some(1 << 20);
                 req.tty = i % 2 == 1;
                 api.spawn(&req).await
             }

@@ -147,9 +147,15 @@ async fn carry(
         number
     };
     let mut writer = DocumentWriter::new(FORMAT)?;
+    let started = std::time::Instant::now();
     let carried = table
         .carry(&mut keep, &mut |parts| writer.put(parts))
         .await?;
+    tracing::info!(
+        processes = carried.processes.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "handover: the table is carried"
+    );
     let (containment, guard_pipe) = crate::contain::carry::carry()?;
     let data_dir = match data_dir {
         Some(dir) => {
