@@ -468,3 +468,32 @@ test("replay: #replay=ID plays a finished session from its recording, starts at 
   await screenshot(page, "replay");
   await page.close();
 });
+
+test("replay follows a running session: what it writes after the page opened the replay comes on, and its exit ends the replay", { timeout: 60_000 }, async () => {
+  const spawned = await fetch(`${baseUrl}/v1/processes`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ command: 'echo follow-before; read line; echo "follow-after-$line"; read line', tty: true }),
+  }).then((r) => r.json());
+  const stdin = async (text) => {
+    const response = await fetch(`${baseUrl}/v1/processes/${spawned.id}/stdin`, { method: "POST", body: text });
+    assert.equal(response.status, 204);
+  };
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  await page.goto(`${baseUrl}/#replay=${spawned.id}`);
+  await waitForText(page, /^follow-before\r?$/);
+  // Played to the end of what was written, the recording still open.
+  await page.waitForFunction(() => window.tether.replay.live && window.tether.replay.playing, null, { timeout: TIMEOUT });
+  assert.match(await page.textContent("#replay-time"), /live/);
+  assert.ok(!/follow-after/.test(await page.evaluate(() => window.tether.text())), "the line before it was written");
+  // Written after the page opened the replay: it comes on.
+  await stdin("late\n");
+  await waitForText(page, /^follow-after-late\r?$/);
+  // The exit ends the recording, and the replay stops at its end.
+  await stdin("bye\n");
+  await page.waitForFunction(() => !window.tether.replay.live && !window.tether.replay.playing, null, { timeout: TIMEOUT });
+  const state = await page.evaluate(() => ({ ...window.tether.replay }));
+  assert.ok(Math.abs(state.position - state.duration) < 0.01, `${state.position} of ${state.duration}`);
+  assert.doesNotMatch(await page.textContent("#replay-time"), /live/);
+  await page.close();
+});
