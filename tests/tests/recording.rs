@@ -118,12 +118,12 @@ async fn asciinema_plays_the_v2_recording() {
 }
 
 #[tokio::test]
-async fn a_pty_recording_has_its_size_and_resizes() {
+async fn a_pty_recording_has_its_size_resizes_and_title() {
     let server = TestServer::start();
     let process = server
         .sh(
-            "read go; stty size; sleep 0.1",
-            json!({"tty": true, "cols": 90, "rows": 20}),
+            "printf '\\033]2;sizes\\007'; read go; stty size; sleep 0.1",
+            json!({"tty": true, "cols": 90, "rows": 20, "name": "named"}),
         )
         .await;
     let (status, body) = server
@@ -137,6 +137,8 @@ async fn a_pty_recording_has_its_size_and_resizes() {
     server.wait_exit(&process.id).await;
     let (header, events) = recording(&server, &process.id, "").await;
     assert_eq!(header["term"], json!({"cols": 90, "rows": 20}), "{header}");
+    // The terminal's title (OSC 2), before the process's name.
+    assert_eq!(header["title"], "sizes", "{header}");
     let resize = events
         .iter()
         .position(|e| e[1] == "r")
