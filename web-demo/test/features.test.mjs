@@ -497,3 +497,22 @@ test("replay follows a running session: what it writes after the page opened the
   assert.doesNotMatch(await page.textContent("#replay-time"), /live/);
   await page.close();
 });
+
+test("static files: the page's script and styles come brotli-compressed (Vary: Accept-Encoding), and the page runs from them", { timeout: 60_000 }, async () => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  const served = new Map();
+  page.on("response", (response) => {
+    const headers = response.headers();
+    served.set(new URL(response.url()).pathname, { encoding: headers["content-encoding"], vary: headers.vary });
+  });
+  await page.goto(`${baseUrl}/#cmd=${encodeURIComponent(SHELL)}`);
+  // The script ran from the bytes the browser decoded: a shell's prompt.
+  await waitForText(page, /[#$] ?$/);
+  for (const file of ["/app.js", "/style.css", "/xterm.css"]) {
+    assert.deepEqual(served.get(file), { encoding: "br", vary: "accept-encoding" }, file);
+  }
+  // What was sent is the build's copy, far smaller than the script.
+  const script = await page.evaluate(() => performance.getEntriesByName(new URL("/app.js", location.href).href)[0]?.toJSON());
+  assert.ok(script && script.encodedBodySize * 3 < script.decodedBodySize, JSON.stringify(script));
+  await page.close();
+});
