@@ -4,7 +4,8 @@
 // (once, from its lockfile) and builds the library before bundling it.
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 
 const here = (p) => new URL(p, import.meta.url).pathname;
 
@@ -80,4 +81,24 @@ cpSync(here("style.css"), `${dist}/style.css`);
 cpSync(here("favicon.svg"), `${dist}/favicon.svg`);
 writeFileSync(`${dist}/favicon.ico`, favicon());
 cpSync(here("node_modules/@xterm/xterm/css/xterm.css"), `${dist}/xterm.css`);
-console.log(`built ${dist}`);
+
+// Compressed copies beside each file (FILE.br, FILE.gz), made once here:
+// tetherd serves one instead of the file to a browser that takes it
+// (server/src/http/web.rs). Only where a copy is smaller.
+let [plain, brotli, gzip] = [0, 0, 0];
+for (const name of readdirSync(dist)) {
+  const bytes = readFileSync(`${dist}/${name}`);
+  const br = brotliCompressSync(bytes, {
+    params: { [constants.BROTLI_PARAM_QUALITY]: constants.BROTLI_MAX_QUALITY, [constants.BROTLI_PARAM_SIZE_HINT]: bytes.length },
+  });
+  const gz = gzipSync(bytes, { level: constants.Z_BEST_COMPRESSION });
+  if (br.length < bytes.length) writeFileSync(`${dist}/${name}.br`, br);
+  if (gz.length < bytes.length) writeFileSync(`${dist}/${name}.gz`, gz);
+  if (!name.endsWith(".map")) {
+    plain += bytes.length;
+    brotli += Math.min(br.length, bytes.length);
+    gzip += Math.min(gz.length, bytes.length);
+  }
+}
+const kb = (n) => `${Math.round(n / 1024)} KiB`;
+console.log(`built ${dist}: ${kb(plain)} (source maps aside), ${kb(gzip)} gzipped, ${kb(brotli)} with brotli`);

@@ -256,6 +256,8 @@ fn empty_info() -> ProcessInfo {
         stdout_bytes: 0,
         stderr_bytes: 0,
         output_incomplete: false,
+        first_retained_at: None,
+        last_retained_at: None,
         kubernetes: None,
         node: None,
         containment: None,

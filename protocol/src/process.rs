@@ -111,6 +111,17 @@ pub struct ProcessInfo {
     /// True when a descendant kept an output open past the drain bound and
     /// capture stopped before end of file.
     pub output_incomplete: bool,
+    /// RFC 3339 UTC with milliseconds: when the oldest byte still retained
+    /// (either stream) was written, from the server's time index (at most
+    /// one mark's spacing early: 10 ms at first, coarser for long
+    /// outputs). Absent with nothing retained or no time known (a process
+    /// lost in a crash, or from a server that predates the field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_retained_at: Option<String>,
+    /// RFC 3339 UTC with milliseconds: when the newest retained byte was
+    /// written, as `first_retained_at` is told. Absent when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_retained_at: Option<String>,
     /// Why some of its output is not retained on disk (`disk full`, or the
     /// OS error), when that happened; absent otherwise. Output that left
     /// memory unwritten is reported to readers as `dropped`.

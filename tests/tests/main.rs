@@ -57,3 +57,4 @@ mod state_ledger;
 mod storage;
 mod tls;
 mod tls_clients;
+mod web_files;

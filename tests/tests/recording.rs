@@ -118,12 +118,12 @@ async fn asciinema_plays_the_v2_recording() {
 }
 
 #[tokio::test]
-async fn a_pty_recording_has_its_size_and_resizes() {
+async fn a_pty_recording_has_its_size_resizes_and_title() {
     let server = TestServer::start();
     let process = server
         .sh(
-            "read go; stty size; sleep 0.1",
-            json!({"tty": true, "cols": 90, "rows": 20}),
+            "printf '\\033]2;sizes\\007'; read go; stty size; sleep 0.1",
+            json!({"tty": true, "cols": 90, "rows": 20, "name": "named"}),
         )
         .await;
     let (status, body) = server
@@ -137,6 +137,8 @@ async fn a_pty_recording_has_its_size_and_resizes() {
     server.wait_exit(&process.id).await;
     let (header, events) = recording(&server, &process.id, "").await;
     assert_eq!(header["term"], json!({"cols": 90, "rows": 20}), "{header}");
+    // The terminal's title (OSC 2), before the process's name.
+    assert_eq!(header["title"], "sizes", "{header}");
     let resize = events
         .iter()
         .position(|e| e[1] == "r")
@@ -393,4 +395,60 @@ async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
     assert!(after[0].as_f64().unwrap() >= 0.4, "{events:?}");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The process object says when its oldest and newest retained bytes were
+/// written (`first_retained_at`, `last_retained_at`), from the same index:
+/// absent before any output, apart by the sleep between two writes, and
+/// the first moving on when the oldest output is evicted.
+#[tokio::test]
+async fn the_process_object_says_when_its_first_and_last_retained_bytes_were_written() {
+    let ms = |time: &Option<String>| {
+        let time = time.as_deref().expect("a time");
+        let time = humantime::parse_rfc3339(time).unwrap();
+        time.duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    let server = TestServer::start_with(&["--memory-only"]);
+    let silent = server.sh("read line", json!({})).await;
+    let info = server.status(&silent.id).await;
+    assert_eq!(
+        (info.first_retained_at, info.last_retained_at),
+        (None, None)
+    );
+
+    let process = server
+        .sh("echo one; sleep 0.5; echo two >&2", json!({}))
+        .await;
+    let info = server.wait_exit(&process.id).await;
+    let (started, finished) = (ms(&Some(info.started_at.clone())), ms(&info.finished_at));
+    let (first, last) = (ms(&info.first_retained_at), ms(&info.last_retained_at));
+    // Each at most one spacing (10 ms at first) early.
+    assert!(first >= started - 10 && first < started + 400, "{info:?}");
+    assert!(last - first >= 450 && last <= finished, "{info:?}");
+    // As the list says it too.
+    let (_, list) = server.get("/v1/processes").await;
+    let listed = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == process.id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(listed["first_retained_at"], json!(info.first_retained_at));
+
+    // The first line evicted: the first retained byte is one written later.
+    let evicted = server
+        .sh(
+            "echo early; sleep 0.5; head -c 300000 /dev/zero | tr '\\0' x",
+            json!({"retain_bytes": 65536}),
+        )
+        .await;
+    let info = server.wait_exit(&evicted.id).await;
+    let started = ms(&Some(info.started_at.clone()));
+    assert!(
+        ms(&info.first_retained_at) >= started + 450,
+        "the first retained byte is after the sleep: {info:?}"
+    );
 }

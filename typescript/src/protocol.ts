@@ -91,6 +91,14 @@ export interface ProcessInfo {
   stderr_bytes: number;
   /** A descendant held an output open past the server's drain bound. */
   output_incomplete: boolean;
+  /**
+   * RFC 3339 UTC with milliseconds: when the oldest retained byte (either
+   * stream) was written, from the server's time index (at most one mark's
+   * spacing early). Absent with nothing retained or no time known.
+   */
+  first_retained_at?: string;
+  /** When the newest retained byte was written; absent as `first_retained_at` is. */
+  last_retained_at?: string;
   /** The resource limits applied; absent when none. */
   limits?: Limits;
   /** What it used; absent where the server cannot account (session containment). */
@@ -357,6 +365,8 @@ export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
     stdout_bytes: u64(kind, "stdout_bytes", p.stdout_bytes),
     stderr_bytes: u64(kind, "stderr_bytes", p.stderr_bytes),
     output_incomplete: bool(kind, "output_incomplete", p.output_incomplete),
+    ...(p.first_retained_at === undefined ? {} : { first_retained_at: str(kind, "first_retained_at", p.first_retained_at) }),
+    ...(p.last_retained_at === undefined ? {} : { last_retained_at: str(kind, "last_retained_at", p.last_retained_at) }),
     ...(p.limits === undefined ? {} : { limits: parseLimits(kind, p.limits) }),
     ...(p.usage === undefined ? {} : { usage: parseUsage(kind, p.usage) }),
     ...(p.pids_limit_hit === undefined ? {} : { pids_limit_hit: bool(kind, "pids_limit_hit", p.pids_limit_hit) }),
@@ -522,6 +532,8 @@ function orderedProcess(p: ProcessInfo): ProcessInfo {
     stdout_bytes: p.stdout_bytes,
     stderr_bytes: p.stderr_bytes,
     output_incomplete: p.output_incomplete,
+    ...(p.first_retained_at === undefined ? {} : { first_retained_at: p.first_retained_at }),
+    ...(p.last_retained_at === undefined ? {} : { last_retained_at: p.last_retained_at }),
     ...(p.limits === undefined ? {} : { limits: parseLimits("process", p.limits) }),
     ...(p.usage === undefined ? {} : { usage: parseUsage("process", p.usage) }),
     ...(p.pids_limit_hit ? { pids_limit_hit: true } : {}),

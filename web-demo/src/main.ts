@@ -590,7 +590,7 @@ const initial = scope?.process ?? fragment.get("session");
 const replayId = fragment.get("replay");
 if (replayId) {
   // A replay reads the session's recording; it attaches to nothing.
-  const state: ReplayState = { id: replayId, duration: 0, position: 0, playing: false, speed: 1, markers: [], error: "" };
+  const state: ReplayState = { id: replayId, duration: 0, position: 0, playing: false, speed: 1, markers: [], live: false, error: "" };
   view.replay = state;
   const start = fragment.has("t") ? Number(fragment.get("t")) || 0 : undefined;
   const speed = Number(fragment.get("speed")) || undefined;

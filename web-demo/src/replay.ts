@@ -4,8 +4,9 @@
 // the speed, a position slider (a seek redraws from the start up to that
 // time at once), the next marker (a range of output that was lost), and a
 // link that opens the replay at the moment shown (`&t=SECONDS`). A
-// running session is replayed as far as its recording went when the page
-// loaded. Nothing is typed into the session: a replay only reads it.
+// running session's recording is followed: what it writes while the page
+// replays it comes on, and a replay at its end shows it as it comes.
+// Nothing is typed into the session: a replay only reads it.
 
 import type { Terminal } from "@xterm/xterm";
 
@@ -22,6 +23,8 @@ export interface ReplayState {
   speed: number;
   /** Times of the markers (lost output), in seconds. */
   markers: number[];
+  /** True while the recording is still coming (a running session). */
+  live: boolean;
   error: string;
 }
 
@@ -81,8 +84,33 @@ function clock(seconds: number): string {
 }
 
 /**
- * Loads the recording of `id` and plays it into `term`, starting paused at
- * `start` seconds (or playing from 0 when `start` is undefined).
+ * Reads `body` as lines, giving `each` the lines that are whole after
+ * every read (the last one may lack its newline at the end).
+ */
+async function readLines(body: ReadableStream<Uint8Array>, each: (lines: string[]) => void): Promise<void> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let rest = "";
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    rest += decoder.decode(value, { stream: true });
+    const cut = rest.lastIndexOf("\n");
+    if (cut < 0) continue;
+    each(rest.slice(0, cut).split("\n").filter((l) => l.length > 0));
+    rest = rest.slice(cut + 1);
+  }
+  rest += decoder.decode();
+  if (rest.trim()) each([rest]);
+}
+
+/**
+ * Plays the recording of `id` into `term`, starting paused at `start`
+ * seconds (or playing from 0 when `start` is undefined). The recording is
+ * read as it streams (`follow=1`): a running session's comes on until its
+ * exit, so a replay that reaches the end of what was written stays there
+ * and shows what the session writes next, as it comes (`state.live` while
+ * the recording is open). Resolves when the recording has ended.
  */
 export async function startReplay(
   term: Terminal,
@@ -93,25 +121,15 @@ export async function startReplay(
   start: number | undefined,
   speed: number | undefined,
 ): Promise<void> {
-  const response = await fetch(`/v1/processes/${encodeURIComponent(id)}/recording?version=2`, {
+  const response = await fetch(`/v1/processes/${encodeURIComponent(id)}/recording?version=2&follow=1`, {
     headers: token ? { Authorization: `Bearer ${token}` } : {},
   });
-  if (!response.ok) {
+  if (!response.ok || !response.body) {
     state.error = `the recording of ${id} could not be read: ${response.status}`;
     throw new Error(state.error);
   }
-  const lines = (await response.text()).split("\n").filter((l) => l.length > 0);
-  const header = JSON.parse(lines[0] ?? "{}") as { width?: number; height?: number };
+  let header: { width?: number; height?: number } | undefined;
   const events: Event[] = [];
-  for (const line of lines.slice(1)) {
-    const event = JSON.parse(line) as unknown;
-    if (Array.isArray(event) && typeof event[0] === "number" && typeof event[1] === "string" && typeof event[2] === "string") {
-      events.push([event[0], event[1], event[2]]);
-    }
-  }
-  state.duration = events.at(-1)?.[0] ?? 0;
-  state.markers = events.filter((e) => e[1] === "m").map((e) => e[0]);
-  ui.slider.max = String(state.duration);
   if (speed && speed > 0) {
     state.speed = speed;
     ui.speed.value = String(speed);
@@ -119,6 +137,12 @@ export async function startReplay(
 
   // The index of the next event to write.
   let next = 0;
+  const show = () => {
+    ui.slider.max = String(Math.max(state.duration, state.position));
+    ui.slider.value = String(state.position);
+    const live = state.live ? " (live)" : "";
+    ui.time.textContent = `${clock(state.position)} / ${clock(state.duration)}${live}`;
+  };
   const write = (until: number) => {
     let text = "";
     for (let event = events[next]; event !== undefined && event[0] <= until; event = events[++next]) {
@@ -133,26 +157,31 @@ export async function startReplay(
     }
     if (text) term.write(text);
     state.position = until;
-    ui.slider.value = String(until);
-    ui.time.textContent = `${clock(until)} / ${clock(state.duration)}`;
+    show();
   };
   const seek = (to: number) => {
     term.reset();
-    if (header.width && header.height) term.resize(header.width, header.height);
+    if (header?.width && header.height) term.resize(header.width, header.height);
     next = 0;
-    write(Math.max(0, Math.min(to, state.duration)));
+    // While the recording comes, a moment past its end so far is shown
+    // when it arrives.
+    write(Math.max(0, state.live ? to : Math.min(to, state.duration)));
   };
 
   let timer: number | undefined;
   let last = 0;
+  // True once playing reached the end of a recording that is still
+  // coming: what arrives then is shown at once.
+  let atEdge = false;
   const pause = () => {
     if (timer !== undefined) clearInterval(timer);
     timer = undefined;
+    atEdge = false;
     state.playing = false;
     ui.play.textContent = "play";
   };
   const play = () => {
-    if (state.position >= state.duration) seek(0);
+    if (state.position >= state.duration && !state.live) seek(0);
     state.playing = true;
     ui.play.textContent = "pause";
     last = performance.now();
@@ -161,8 +190,35 @@ export async function startReplay(
       const to = state.position + ((now - last) / 1000) * state.speed;
       last = now;
       write(Math.min(to, state.duration));
-      if (state.position >= state.duration) pause();
+      if (state.position < state.duration) return;
+      if (state.live) atEdge = true;
+      else pause();
     }, 50);
+  };
+
+  // Lines as they arrive: the header first, then events.
+  const arrived = (lines: string[]) => {
+    for (const line of lines) {
+      if (header === undefined) {
+        header = JSON.parse(line) as { width?: number; height?: number };
+        if (start === undefined) {
+          seek(0);
+          play();
+        } else {
+          seek(start);
+        }
+        continue;
+      }
+      const event = JSON.parse(line) as unknown;
+      if (Array.isArray(event) && typeof event[0] === "number" && typeof event[1] === "string" && typeof event[2] === "string") {
+        events.push([event[0], event[1], event[2]]);
+        if (event[1] === "m") state.markers.push(event[0]);
+        state.duration = Math.max(state.duration, event[0]);
+      }
+    }
+    // At the live edge, what came is shown now; otherwise what came up to
+    // the moment shown (a start past what had arrived) is written.
+    write(atEdge ? state.duration : state.position);
   };
 
   ui.play.addEventListener("click", () => (state.playing ? pause() : play()));
@@ -187,10 +243,14 @@ export async function startReplay(
     void navigator.clipboard?.writeText(url).catch(() => {});
   });
 
-  if (start === undefined) {
-    seek(0);
-    play();
-  } else {
-    seek(start);
+  state.live = true;
+  try {
+    await readLines(response.body, arrived);
+  } finally {
+    state.live = false;
+    // The end: a start past it shows the end; playing at it stops.
+    if (state.position > state.duration) write(state.duration);
+    else show();
+    if (state.playing && state.position >= state.duration) pause();
   }
 }

@@ -452,12 +452,13 @@ test("replay: #replay=ID plays a finished session from its recording, starts at 
   await page.click("#replay-play");
   await waitForText(page, /^replay-two\r?$/);
   await page.waitForFunction(() => window.tether.replay.playing === false, null, { timeout: TIMEOUT });
-  // The slider back to the start: the terminal redrawn from nothing.
+  // The slider back to the start: the terminal redrawn from nothing (the
+  // first line may have been written in the first millisecond, time 0).
   await page.$eval("#replay-position", (slider) => {
     slider.value = "0";
     slider.dispatchEvent(new Event("input"));
   });
-  await page.waitForFunction(() => !/replay-one/.test(window.tether.text()), null, { timeout: TIMEOUT });
+  await page.waitForFunction(() => !/replay-two/.test(window.tether.text()), null, { timeout: TIMEOUT });
   // A link to this moment.
   await page.$eval("#replay-position", (slider) => {
     slider.value = "0.5";
@@ -466,5 +467,53 @@ test("replay: #replay=ID plays a finished session from its recording, starts at 
   await page.click("#replay-link");
   assert.match(page.url(), /[#&]t=0\.50/);
   await screenshot(page, "replay");
+  await page.close();
+});
+
+test("replay follows a running session: what it writes after the page opened the replay comes on, and its exit ends the replay", { timeout: 60_000 }, async () => {
+  const spawned = await fetch(`${baseUrl}/v1/processes`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ command: 'echo follow-before; read line; echo "follow-after-$line"; read line', tty: true }),
+  }).then((r) => r.json());
+  const stdin = async (text) => {
+    const response = await fetch(`${baseUrl}/v1/processes/${spawned.id}/stdin`, { method: "POST", body: text });
+    assert.equal(response.status, 204);
+  };
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  await page.goto(`${baseUrl}/#replay=${spawned.id}`);
+  await waitForText(page, /^follow-before\r?$/);
+  // Played to the end of what was written, the recording still open.
+  await page.waitForFunction(() => window.tether.replay.live && window.tether.replay.playing, null, { timeout: TIMEOUT });
+  assert.match(await page.textContent("#replay-time"), /live/);
+  assert.ok(!/follow-after/.test(await page.evaluate(() => window.tether.text())), "the line before it was written");
+  // Written after the page opened the replay: it comes on.
+  await stdin("late\n");
+  await waitForText(page, /^follow-after-late\r?$/);
+  // The exit ends the recording, and the replay stops at its end.
+  await stdin("bye\n");
+  await page.waitForFunction(() => !window.tether.replay.live && !window.tether.replay.playing, null, { timeout: TIMEOUT });
+  const state = await page.evaluate(() => ({ ...window.tether.replay }));
+  assert.ok(Math.abs(state.position - state.duration) < 0.01, `${state.position} of ${state.duration}`);
+  assert.doesNotMatch(await page.textContent("#replay-time"), /live/);
+  await page.close();
+});
+
+test("static files: the page's script and styles come brotli-compressed (Vary: Accept-Encoding), and the page runs from them", { timeout: 60_000 }, async () => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  const served = new Map();
+  page.on("response", (response) => {
+    const headers = response.headers();
+    served.set(new URL(response.url()).pathname, { encoding: headers["content-encoding"], vary: headers.vary });
+  });
+  await page.goto(`${baseUrl}/#cmd=${encodeURIComponent(SHELL)}`);
+  // The script ran from the bytes the browser decoded: a shell's prompt.
+  await waitForText(page, /[#$] ?$/);
+  for (const file of ["/app.js", "/style.css", "/xterm.css"]) {
+    assert.deepEqual(served.get(file), { encoding: "br", vary: "accept-encoding" }, file);
+  }
+  // What was sent is the build's copy, far smaller than the script.
+  const script = await page.evaluate(() => performance.getEntriesByName(new URL("/app.js", location.href).href)[0]?.toJSON());
+  assert.ok(script && script.encodedBodySize * 3 < script.decodedBodySize, JSON.stringify(script));
   await page.close();
 });

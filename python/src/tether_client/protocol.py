@@ -175,6 +175,10 @@ class ProcessInfo:
     stdout_bytes: int
     stderr_bytes: int
     output_incomplete: bool
+    first_retained_at: str | None = None
+    """RFC 3339 UTC with milliseconds: when the oldest retained byte (either stream) was written, from the server's time index (at most one mark's spacing early); ``None`` with nothing retained or no time known."""
+    last_retained_at: str | None = None
+    """When the newest retained byte was written; ``None`` as ``first_retained_at`` is."""
     limits: Limits | None = None
     """The resource limits applied; ``None`` when it has none."""
     usage: Usage | None = None
@@ -212,6 +216,8 @@ class ProcessInfo:
             stdout_bytes=_uint(v, "stdout_bytes"),
             stderr_bytes=_uint(v, "stderr_bytes"),
             output_incomplete=_field(v, "output_incomplete", bool),
+            first_retained_at=_optional(v, "first_retained_at", str),
+            last_retained_at=_optional(v, "last_retained_at", str),
             limits=None if v.get("limits") is None else Limits.from_wire(v["limits"]),
             usage=None if v.get("usage") is None else Usage.from_wire(v["usage"]),
             pids_limit_hit=bool(_optional(v, "pids_limit_hit", bool)),
@@ -235,6 +241,8 @@ class ProcessInfo:
             "stdout_bytes": self.stdout_bytes,
             "stderr_bytes": self.stderr_bytes,
             "output_incomplete": self.output_incomplete,
+            **({} if self.first_retained_at is None else {"first_retained_at": self.first_retained_at}),
+            **({} if self.last_retained_at is None else {"last_retained_at": self.last_retained_at}),
             **({} if self.limits is None else {"limits": self.limits.to_wire()}),
             **({} if self.usage is None else {"usage": self.usage.to_wire()}),
             **({"pids_limit_hit": True} if self.pids_limit_hit else {}),

@@ -6,7 +6,9 @@
 //! stderr are both output (`o`), merged in the order they were written, as
 //! a terminal shows them; a PTY's resizes are `r` events; bytes evicted or
 //! lost before they were read are a marker (`m`) that names the range; the
-//! exit is an `x` event (v3). With `follow=1` it streams a running process
+//! exit is an `x` event (v3). The header's title is the terminal's (the
+//! last OSC 0/2 the server's screen saw when the recording began), else
+//! the process's name. With `follow=1` it streams a running process
 //! until its exit, as the output endpoint does. Needs the `read` right and
 //! takes an attachment slot while it streams.
 //!
@@ -81,7 +83,19 @@ pub async fn recording(
             }
         })
         .collect();
-    let recorder = Recorder::new(process, lanes, version, follow);
+    // The terminal's title, once its emulator has caught up with the
+    // output (at most 100 ms of parsing): off the async workers.
+    let title = if process.output().has_screen() {
+        let output = process.output().clone();
+        tokio::task::spawn_blocking(move || output.screen_title())
+            .await
+            .ok()
+            .flatten()
+    } else {
+        None
+    };
+    let mut recorder = Recorder::new(process, lanes, version, follow);
+    recorder.title = title;
     let lines = futures_util::stream::unfold(recorder, |mut recorder| async move {
         let line = recorder.next_line().await?;
         Some((Ok::<Bytes, Infallible>(line), recorder))
@@ -141,6 +155,8 @@ struct Recorder {
     /// Sizes not written yet, oldest first.
     sizes: VecDeque<SizeChange>,
     header_sent: bool,
+    /// The terminal's title for the header, if it has one.
+    title: Option<String>,
     exit: Option<ProcessInfo>,
     ended: bool,
 }
@@ -162,6 +178,7 @@ impl Recorder {
             last_ms: start_ms,
             sizes,
             header_sent: false,
+            title: None,
             exit: None,
             ended: false,
         }
@@ -334,7 +351,7 @@ impl Recorder {
             height: (self.version == 2).then_some(rows),
             timestamp: self.start_ms / 1000,
             command: info.argv.join(" "),
-            title: info.name,
+            title: self.title.clone().or(info.name),
         };
         line(&header)
     }

@@ -5,11 +5,19 @@
 //! the root keep working. (A link swapped between the check and the open
 //! could still escape: the root is the operator's directory, and whoever
 //! can change links in it can change the files too.)
+//!
+//! Compressed copies made beside a file (`app.js.br`, `app.js.gz`: the web
+//! demo's build writes them) are served instead of it to a client whose
+//! `Accept-Encoding` takes them, brotli first, with `Content-Encoding`
+//! saying which; every answer says `Vary: Accept-Encoding`, so a cache in
+//! between keeps the copies apart. Nothing is compressed per request. A
+//! copy is checked as its file is: a link out of the root is a 404.
 
 use std::path::{Component, Path, PathBuf};
 
 use axum::body::Body;
 use axum::extract::Request;
+use axum::http::header::{HeaderValue, VARY};
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 use tower::ServiceExt;
@@ -29,7 +37,7 @@ impl StaticFiles {
     pub fn new(root: &Path) -> StaticFiles {
         StaticFiles {
             root: root.to_path_buf(),
-            files: ServeDir::new(root),
+            files: ServeDir::new(root).precompressed_br().precompressed_gzip(),
         }
     }
 
@@ -39,10 +47,14 @@ impl StaticFiles {
             return ApiError::NoRoute(format!("{} {}", request.method(), request.uri().path()))
                 .into_response();
         }
-        match self.files.oneshot(request).await {
+        let mut response = match self.files.oneshot(request).await {
             Ok(response) => response.map(Body::new),
             Err(never) => match never {},
-        }
+        };
+        response
+            .headers_mut()
+            .insert(VARY, HeaderValue::from_static("accept-encoding"));
+        response
     }
 
     /// Whether the path, resolved as ServeDir resolves it and with every
@@ -63,12 +75,19 @@ impl StaticFiles {
         if tokio::fs::metadata(&file).await.is_ok_and(|m| m.is_dir()) {
             file.push("index.html");
         }
-        let (Ok(root), Ok(real)) = (
-            tokio::fs::canonicalize(&self.root).await,
-            tokio::fs::canonicalize(&file).await,
-        ) else {
+        let Ok(root) = tokio::fs::canonicalize(&self.root).await else {
             return true;
         };
-        real.starts_with(root)
+        // The file and the compressed copies that may be served for it.
+        for suffix in ["", ".br", ".gz"] {
+            let mut variant = file.clone().into_os_string();
+            variant.push(suffix);
+            if let Ok(real) = tokio::fs::canonicalize(&variant).await {
+                if !real.starts_with(&root) {
+                    return false;
+                }
+            }
+        }
+        true
     }
 }

@@ -114,15 +114,24 @@ impl Process {
     /// published, so every view carries the same final totals.
     pub fn info(&self) -> ProcessInfo {
         let exited = self.exit.borrow().as_ref().map(|e| e.info.clone());
-        if let Some(mut info) = exited {
-            // A log found unreadable after the exit (a recovered one) is
-            // said here too.
-            if info.retention_error.is_none() {
-                info.retention_error = self.output.retention_error();
+        let mut info = match exited {
+            Some(mut info) => {
+                // A log found unreadable after the exit (a recovered one)
+                // is said here too.
+                if info.retention_error.is_none() {
+                    info.retention_error = self.output.retention_error();
+                }
+                info
             }
-            return info;
-        }
-        self.running_info(true)
+            None => self.running_info(true),
+        };
+        // What retention holds now: eviction moves the first, even after
+        // the exit.
+        [info.first_retained_at, info.last_retained_at] = self
+            .output
+            .retained_times()
+            .map(|ms| ms.map(|ms| timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))));
+        info
     }
 
     /// The process object at spawn, for what is kept of it and for the
@@ -152,6 +161,8 @@ impl Process {
             stdout_bytes,
             stderr_bytes,
             output_incomplete: false,
+            first_retained_at: None,
+            last_retained_at: None,
             kubernetes: self.kubernetes.clone(),
             node: node_of(&self.id).map(str::to_string),
             containment: Some(self.contained.kind()),

@@ -262,6 +262,14 @@ impl RetainedOutput {
         read(&self.lock().times)
     }
 
+    /// When the oldest and the newest retained bytes were written (ms
+    /// since the epoch; `TimeIndex::span`), for the process object.
+    pub fn retained_times(&self) -> [Option<u64>; 2] {
+        let state = self.lock();
+        let ranges = state.buffers.each_ref().map(|b| (b.start(), b.end()));
+        state.times.span(ranges)
+    }
+
     /// Where each stream's output written from `ms` (since the epoch) on
     /// starts: the first time mark at or after it, else the stream's end.
     pub fn offsets_since(&self, ms: u64) -> [u64; 2] {

@@ -140,6 +140,12 @@ impl RetainedOutput {
         })
     }
 
+    /// The window title the program set last (OSC 0/2), caught up as for
+    /// [`RetainedOutput::screen_snapshot`]; None for pipes and before any.
+    pub fn screen_title(&self) -> Option<String> {
+        self.caught_up_screen()?.title().map(str::to_string)
+    }
+
     /// A PTY's screen and a reader registered at exactly its offset, in one
     /// step, so that not a byte falls between the two. The emulator may lag
     /// the end (after the bounded catch-up): the reader then starts there.

@@ -211,6 +211,26 @@ impl TimeIndex {
         self.streams.get(stream)?.offset_since(ms)
     }
 
+    /// When the first and the last bytes of `ranges` (each stream's
+    /// retained `[start, end)`) were written, as far as the marks tell: the
+    /// earliest and the latest over the streams that hold a byte, `None`
+    /// without one or without a mark.
+    pub fn span(&self, ranges: [(u64, u64); 2]) -> [Option<u64>; 2] {
+        let (mut first, mut last) = (None::<u64>, None::<u64>);
+        for (stream, (start, end)) in ranges.into_iter().enumerate() {
+            if start >= end {
+                continue;
+            }
+            if let Some(ms) = self.time_of(stream, start) {
+                first = Some(first.map_or(ms, |f| f.min(ms)));
+            }
+            if let Some(ms) = self.time_of(stream, end - 1) {
+                last = Some(last.map_or(ms, |l| l.max(ms)));
+            }
+        }
+        [first, last]
+    }
+
     /// Every mark of each stream, `[stdout, stderr]`.
     pub fn marks(&self) -> [Vec<(u64, u64)>; 2] {
         [self.streams[0].all(), self.streams[1].all()]
@@ -308,6 +328,22 @@ mod tests {
         assert_eq!(marks.offset_since(1_500), Some(50));
         assert_eq!(marks.offset_since(3_000), Some(90));
         assert_eq!(marks.offset_since(3_001), None);
+    }
+
+    #[test]
+    fn the_span_is_the_first_and_last_retained_bytes_times_over_both_streams() {
+        let mut index = TimeIndex::default();
+        assert_eq!(index.span([(0, 10), (0, 0)]), [None, None]);
+        index.mark(0, 0, 1_000);
+        index.mark(0, 100, 2_000);
+        index.mark(1, 0, 1_500);
+        index.mark(1, 40, 3_000);
+        // Both streams whole: stdout's first byte, stderr's last.
+        assert_eq!(index.span([(0, 150), (0, 50)]), [Some(1_000), Some(3_000)]);
+        // Stdout's first 100 bytes evicted, stderr empty: stdout alone.
+        assert_eq!(index.span([(100, 150), (0, 0)]), [Some(2_000), Some(2_000)]);
+        // Nothing retained.
+        assert_eq!(index.span([(150, 150), (50, 50)]), [None, None]);
     }
 
     #[test]

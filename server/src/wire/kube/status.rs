@@ -241,6 +241,8 @@ mod tests {
             stdout_bytes: 0,
             stderr_bytes: 0,
             output_incomplete: false,
+            first_retained_at: None,
+            last_retained_at: None,
             retention_error: None,
             kubernetes: None,
             node: None,
