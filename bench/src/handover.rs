@@ -44,6 +44,8 @@ pub async fn handover(ctx: &mut Ctx) -> Result<()> {
         let server = ctx.start_server(&[
             format!("--max-processes={}", n + 64),
             format!("--max-known-processes={}", n + 64),
+            // Each PTY session reserves its windows and its screen.
+            format!("--retain-total={}", (n as u64 + 64) * (4 << 20)),
         ])?;
         let result = measure(&server, n).await;
         let (rss, fds) = (server.rss_kib(), server.fds());

@@ -258,7 +258,15 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
         Command::Admin {
             command: AdminCommand::Upgrade { binary },
         } => {
-            let (started, run) = client.upgrade_and_wait(binary.as_deref()).await?;
+            let (started, run) = match client.upgrade_and_wait(binary.as_deref()).await {
+                Ok(done) => done,
+                // Refused: the server serves on, unchanged; say why.
+                Err(error @ Error::Http { status: 409, .. }) => {
+                    eprintln!("tether: {}", stdout::visible(&error.to_string()));
+                    return Ok(1);
+                }
+                Err(error) => return Err(error),
+            };
             print_line(&format!(
                 "tetherd (pid {}) handed over from {} to {} ({}): every process carried on",
                 run.pid,

@@ -199,7 +199,10 @@ impl Ready {
             phase.send_replace(Phase::Draining);
             let _ = (&mut accept).await;
             let _ = tokio::time::timeout(HANDOVER_GRACE, connections.all_closed()).await;
-            tracing::info!(open = connections.len(), "handover: connections closed or out of time");
+            tracing::info!(
+                open = connections.len(),
+                "handover: connections closed or out of time"
+            );
             let (fd, unix) = listener;
             let error = crate::handover::give(
                 &table,

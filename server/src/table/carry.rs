@@ -129,7 +129,10 @@ impl ProcessTable {
         }
         let started = std::time::Instant::now();
         let frozen = futures_util::future::join_all(all.iter().map(|p| p.freeze())).await;
-        tracing::info!(ms = started.elapsed().as_millis() as u64, "handover: every process frozen");
+        tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            "handover: every process frozen"
+        );
         let mut processes = Vec::with_capacity(all.len());
         for (process, frozen) in all.iter().zip(frozen) {
             let inputs = process.inputs.carried().await;

@@ -100,6 +100,7 @@ const BENCH: Layers = Layers {
             "storm",
             "screen",
             "svg",
+            "handover",
         ],
         &["scale", "peers", "throughput", "tokio_echo", "echo_report"],
         &["latency", "ttyd_protocol"],
