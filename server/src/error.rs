@@ -168,6 +168,11 @@ pub enum ApiError {
     /// nothing ends; retry in a moment, on the same address.
     #[error("the server is restarting in place (a handover); retry in a moment")]
     Restarting,
+    /// A `POST /v1/exec` whose process was still running when a handover
+    /// began: the message says whether it was killed (`kill_on_disconnect`)
+    /// or runs on, and where to wait for it.
+    #[error("{0}")]
+    ExecInterrupted(String),
     /// A handover was refused (its new binary failed the preflight, or
     /// one is under way): the server serves on, unchanged.
     #[error("handover refused: {0}")]
@@ -238,7 +243,9 @@ impl ApiError {
             }
             ApiError::ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
             ApiError::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
-            ApiError::Restarting => (StatusCode::SERVICE_UNAVAILABLE, "restarting"),
+            ApiError::Restarting | ApiError::ExecInterrupted(_) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "restarting")
+            }
             ApiError::UpgradeRefused(_) => (StatusCode::CONFLICT, "upgrade_refused"),
             ApiError::WrongNode(..) => (StatusCode::MISDIRECTED_REQUEST, "wrong_node"),
             ApiError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
@@ -280,6 +287,7 @@ impl IntoResponse for ApiError {
             self,
             ApiError::Draining
                 | ApiError::Restarting
+                | ApiError::ExecInterrupted(_)
                 | ApiError::StdinBusy(..)
                 | ApiError::TooManyConnections(_)
         ) {

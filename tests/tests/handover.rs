@@ -429,3 +429,57 @@ async fn a_deadline_keeps_counting_from_the_spawn_across_a_handover() {
     let ms = exited.duration_ms.unwrap_or(0);
     assert!((4000..5500).contains(&ms), "ran {ms} ms");
 }
+
+#[tokio::test]
+async fn an_exec_in_flight_is_answered_restarting_and_its_process_killed_or_kept_as_it_asked() {
+    let server = TestServer::start();
+    for kill_on_disconnect in [false, true] {
+        let url = server.url("/v1/exec");
+        let body = json!({"command": "echo started; exec sleep 600", "kill_on_disconnect": kill_on_disconnect});
+        let exec = tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            let response = http.post(url).json(&body).send().await.expect("an answer");
+            let status = response.status().as_u16();
+            let retry = response.headers().get("retry-after").is_some();
+            (
+                status,
+                retry,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        });
+        // The exec's process is running before the handover begins.
+        let listed = settle_async(
+            || async { server.get("/v1/processes").await.1 },
+            |l: &Value| {
+                l.as_array().is_some_and(|all| {
+                    all.iter()
+                        .any(|p| p["status"] == "running" && p["stdout_bytes"] == 8)
+                })
+            },
+        )
+        .await;
+        let id = listed
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["status"] == "running"))
+            .and_then(|p| p["id"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        hand_over(&server).await;
+        let (status, retry, answer) = bounded("the exec's answer", exec).await.unwrap();
+        assert_eq!((status, retry), (503, true), "{answer}");
+        assert_eq!(answer["error"]["code"], "restarting");
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(&id), "{message}");
+        if kill_on_disconnect {
+            let exited = server.wait_exit(&id).await;
+            assert_eq!(exited.reason, Some(tether_protocol::ExitReason::Killed));
+        } else {
+            assert!(message.contains("runs on"), "{message}");
+            assert!(!server.status(&id).await.is_exited());
+            let (status, _) = server
+                .post(&format!("/v1/processes/{id}/kill?grace_ms=0"), json!({}))
+                .await;
+            assert_eq!(status, 200);
+        }
+    }
+}

@@ -136,6 +136,7 @@ pub async fn exec(
     }
     let budget = table.reserve_memory(cap.saturating_mul(3 * StreamName::ALL.len() as u64))?;
     let (process, _) = table.spawn(request, None).await?;
+    let process_id = process.id.clone();
     grant.audit("spawn", &process.id);
     if let Some(input) = input {
         // Beside the reading below: a command that prints before it reads
@@ -173,6 +174,19 @@ pub async fn exec(
             None => {}
         }
     });
+    // A handover interrupts the wait: answered at once, never cut.
+    let interrupted = ApiError::ExecInterrupted(if kill_on_disconnect {
+        format!(
+            "the server is restarting in place (a handover): process {} was killed, as kill_on_disconnect asks; run the command again in a moment",
+            process_id
+        )
+    } else {
+        format!(
+            "the server is restarting in place (a handover): process {id} runs on; wait for it with GET /v1/processes/{id}/wait and read GET /v1/processes/{id}/output",
+            id = process_id
+        )
+    });
+    let mut restarting = table.restarting();
     let mut ping = table.config().ping_interval();
     let mut client = client.map(|Extension(finished)| finished);
     let finished = async {
@@ -191,10 +205,14 @@ pub async fn exec(
         // it closed altogether, which only the answer's writes can tell,
         // so they start now and come often.
         () = finished => ping = ping.min(HALF_CLOSED_PROBE),
+        true = crate::attach::until_restarting(&mut restarting) => return Err(interrupted),
     }
     let mut ticks = tokio::time::interval(ping);
     ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let body = futures_util::stream::unfold(Some((answer_rx, ticks)), keep_busy);
+    let body = futures_util::stream::unfold(
+        Some((answer_rx, ticks, restarting, interrupted.body())),
+        keep_busy,
+    );
     Ok((
         [(CONTENT_TYPE, "application/json")],
         Body::from_stream(body),
@@ -202,16 +220,26 @@ pub async fn exec(
         .into_response())
 }
 
+/// What the body of an answer that started keeps: the answer to come, the
+/// ticks, the handover's news and what to say then.
+type Busy = (
+    oneshot::Receiver<ExecResponse>,
+    Interval,
+    tokio::sync::watch::Receiver<bool>,
+    tether_protocol::api::ErrorBody,
+);
+
 /// The body of an answer that started before the exit: a space every tick
-/// (the interval's first at once), then the document, then the end.
-async fn keep_busy(
-    state: Option<(oneshot::Receiver<ExecResponse>, Interval)>,
-) -> Option<(
-    std::io::Result<Bytes>,
-    Option<(oneshot::Receiver<ExecResponse>, Interval)>,
-)> {
-    let (mut answer, mut ticks) = state?;
+/// (the interval's first at once), then the document, then the end. At a
+/// handover the document is the error body instead (the status went out
+/// with the first space).
+async fn keep_busy(state: Option<Busy>) -> Option<(std::io::Result<Bytes>, Option<Busy>)> {
+    let (mut answer, mut ticks, mut restarting, interrupted) = state?;
     tokio::select! {
+        true = crate::attach::until_restarting(&mut restarting) => {
+            let document = serde_json::to_vec(&interrupted).map_err(std::io::Error::other).map(Bytes::from);
+            Some((document, None))
+        }
         done = &mut answer => {
             let document = done
                 .map_err(|_| std::io::Error::other("exec ended without an answer"))
@@ -219,7 +247,7 @@ async fn keep_busy(
                 .map(Bytes::from);
             Some((document, None))
         }
-        _ = ticks.tick() => Some((Ok(Bytes::from_static(b" ")), Some((answer, ticks)))),
+        _ = ticks.tick() => Some((Ok(Bytes::from_static(b" ")), Some((answer, ticks, restarting, interrupted)))),
     }
 }
 
