@@ -382,6 +382,35 @@ async fn after_kill_9_of_tetherd_nothing_it_started_is_alive_5_s_later() {
     }
 }
 
+/// A crash is still a crash after a handover (issue 43): the new binary
+/// holds the guard's pipe the old one carried, so `kill -9` of it ends
+/// what either binary started, and a session started after the handover
+/// is registered with the same guard.
+#[tokio::test]
+async fn after_a_handover_kill_9_of_tetherd_still_ends_everything_either_binary_started() {
+    for mode in ["cgroup2", "session"] {
+        let server = TestServer::start_with(&["--containment", mode]);
+        let [before, after] = [mark(), mark()];
+        server.sh(&format!("exec sleep {before}"), json!({})).await;
+        wait_alive(std::slice::from_ref(&before)).await;
+        let (status, answer) = server.post("/v1/admin/upgrade", json!({})).await;
+        assert_eq!(status, 202, "{answer}");
+        assert!(server
+            .next_stdout_line_async()
+            .await
+            .starts_with("tetherd handed over"));
+        server.sh(&format!("exec sleep {after}"), json!({})).await;
+        let marks = vec![before, after];
+        wait_alive(&marks).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(server.pid() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        assert_all_gone(&marks, Duration::from_secs(5), mode).await;
+    }
+}
+
 // --- As PID 1 ------------------------------------------------------------
 
 /// tetherd as PID 1 of a pid namespace, as a container entrypoint.

@@ -60,7 +60,7 @@ fn counting(n: usize, pause: &str) -> String {
 }
 
 #[tokio::test]
-async fn processes_keep_running_and_every_byte_arrives_once_across_three_handovers() {
+async fn processes_keep_running_and_every_byte_arrives_once_across_five_handovers() {
     for flags in [&[][..], &["--memory-only"][..]] {
         let server = TestServer::start_with(flags);
         let pipe = server.sh(&counting(400, "0.005"), json!({})).await;
@@ -79,13 +79,20 @@ async fn processes_keep_running_and_every_byte_arrives_once_across_three_handove
                 (text, attachment.exit.await.unwrap())
             }));
         }
-        for _ in 0..3 {
+        let cpu =
+            |info: &tether_protocol::ProcessInfo| info.usage.map(|u| u.cpu_user_s + u.cpu_system_s);
+        let mut used = cpu(&server.status(&pipe.id).await);
+        for _ in 0..5 {
             hand_over(&server).await;
-            // Same pids, still running.
+            // Same pids, still running; the bill read from the same cgroup
+            // never goes back.
             for before in [&pipe, &pty] {
                 let now = server.status(&before.id).await;
                 assert_eq!(now.pid, before.pid);
             }
+            let now = cpu(&server.status(&pipe.id).await);
+            assert!(now >= used, "usage went back from {used:?} to {now:?}");
+            used = now;
         }
         for (process, reader) in [&pipe, &pty].into_iter().zip(readers) {
             let (text, exit) = bounded("the client's read", reader).await.unwrap();
