@@ -203,3 +203,43 @@ fn every_field_of_a_carried_type_is_carried_by_a_handover_or_said_why_not() {
         wrong.join("\n")
     );
 }
+
+#[test]
+fn the_handover_format_names_every_field_it_carries_and_is_the_one_the_server_writes() {
+    let text = std::fs::read_to_string(root().join("docs/STATE.md")).expect("docs/STATE.md");
+    let section = text
+        .split("## The handover's format")
+        .nth(1)
+        .expect("a section on the handover's format");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let code = std::fs::read_to_string(root().join("server/src/handover/mod.rs")).unwrap_or_default();
+    let format = code
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("pub const FORMAT: u32 = "))
+        .map(|n| n.trim_end_matches(';').to_string())
+        .expect("FORMAT in server/src/handover/mod.rs");
+    assert!(
+        section.contains(&format!("**format {format}**")),
+        "docs/STATE.md names another format than FORMAT = {format}"
+    );
+    let rows: Vec<Vec<&str>> = section
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| l.trim().trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect();
+    assert!(rows.len() >= 15, "{} types", rows.len());
+    let mut wrong = Vec::new();
+    for row in rows {
+        let (name, file) = (backquoted(row[0])[0].clone(), backquoted(row[1])[0].clone());
+        let code = std::fs::read_to_string(root().join(&file)).unwrap_or_default();
+        match fields_of(&code, &name) {
+            Some(fields) if fields == backquoted(row[2]) => {}
+            Some(fields) => wrong.push(format!(
+                "{name} ({file}) has {fields:?}: raise FORMAT and list the new format's fields"
+            )),
+            None => wrong.push(format!("{name}: no such struct in {file}")),
+        }
+    }
+    assert!(wrong.is_empty(), "docs/STATE.md, the handover's format:\n{}", wrong.join("\n"));
+}
