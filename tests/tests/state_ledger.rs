@@ -212,7 +212,8 @@ fn the_handover_format_names_every_field_it_carries_and_is_the_one_the_server_wr
         .nth(1)
         .expect("a section on the handover's format");
     let section = section.split("\n## ").next().unwrap_or(section);
-    let code = std::fs::read_to_string(root().join("server/src/handover/mod.rs")).unwrap_or_default();
+    let code =
+        std::fs::read_to_string(root().join("server/src/handover/mod.rs")).unwrap_or_default();
     let format = code
         .lines()
         .find_map(|l| l.trim().strip_prefix("pub const FORMAT: u32 = "))
@@ -226,7 +227,13 @@ fn the_handover_format_names_every_field_it_carries_and_is_the_one_the_server_wr
         .lines()
         .filter(|l| l.starts_with('|'))
         .skip(2)
-        .map(|l| l.trim().trim_matches('|').split(" | ").map(str::trim).collect())
+        .map(|l| {
+            l.trim()
+                .trim_matches('|')
+                .split(" | ")
+                .map(str::trim)
+                .collect()
+        })
         .collect();
     assert!(rows.len() >= 15, "{} types", rows.len());
     let mut wrong = Vec::new();
@@ -241,5 +248,9 @@ fn the_handover_format_names_every_field_it_carries_and_is_the_one_the_server_wr
             None => wrong.push(format!("{name}: no such struct in {file}")),
         }
     }
-    assert!(wrong.is_empty(), "docs/STATE.md, the handover's format:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "docs/STATE.md, the handover's format:\n{}",
+        wrong.join("\n")
+    );
 }

@@ -162,6 +162,11 @@ impl DataDir {
         }))
     }
 
+    /// Made by this run, never read back (no records, no `ID.times`).
+    pub fn is_private(&self) -> bool {
+        self.private
+    }
+
     /// Where it is.
     pub fn path(&self) -> &Path {
         self.dir.path()
@@ -338,14 +343,17 @@ impl DataDir {
             info.retention_error = Some(fault);
         }
         // Written at the exit: a process lost in a crash has none.
-        let times = self
+        let times_file = self
             .dir
             .read_bounded(
                 &format!("{id}.times"),
                 crate::retained::times::MAX_SAVED_BYTES,
             )
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+            .ok();
+        let times_bytes = times_file.as_ref().map_or(0, |b| b.len() as u64);
+        record.note_times_bytes(times_bytes);
+        disk_bytes += times_bytes;
+        let times = times_file.and_then(|bytes| serde_json::from_slice(&bytes).ok());
         Ok(Recovered {
             info,
             logs,

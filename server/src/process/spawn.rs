@@ -116,9 +116,11 @@ impl SpawnPlan {
 
     /// Disk this process reserves against `--retain-disk-total`.
     pub fn reserved_disk_bytes(&self) -> u64 {
-        match self.data_dir {
-            Some(_) => {
+        match &self.data_dir {
+            Some(dir) => {
                 RetainedOutput::reservation(self.retain_bytes, self.overflow, self.streams())
+                    // `ID.times` at the exit, where a restart reads it.
+                    + if dir.is_private() { 0 } else { crate::retained::times::MAX_SAVED_BYTES }
             }
             None => 0,
         }

@@ -206,9 +206,6 @@ impl Supervisor {
             .into_iter()
             .all(|end| matches!(end, CaptureEnd::Ended(true)));
         let [stdout_bytes, stderr_bytes] = self.output.complete();
-        // Before the exit is published: whoever sees the exit (a wait, then
-        // a spawn) finds the budget counting what this process holds now.
-        self.reservation.settle(&self.output);
         if let Err(e) = &status {
             tracing::error!(id = %self.birth.id, error = %e, "wait failed");
         }
@@ -232,6 +229,10 @@ impl Supervisor {
             ..self.birth
         };
         self.output.record_exit(&info);
+        // Before the exit is published: whoever sees the exit (a wait, then
+        // a spawn) finds the budget counting what this process holds now,
+        // its time index on disk included (written just above).
+        self.reservation.settle(&self.output);
         self.exit.send_replace(Some(Exited { info, finished_at }));
     }
 

@@ -439,6 +439,9 @@ pub struct Record {
     dir: Arc<Dir>,
     id: String,
     keep: Arc<AtomicBool>,
+    /// Bytes of `ID.times` as last written (or read back): counted in the
+    /// process's disk share once it has exited.
+    times_bytes: AtomicU64,
 }
 
 impl Record {
@@ -449,6 +452,7 @@ impl Record {
             dir: dir.clone(),
             id: id.to_string(),
             keep,
+            times_bytes: AtomicU64::new(0),
         }
     }
 
@@ -496,10 +500,24 @@ impl Record {
     pub fn write_times(&self, saved: &super::times::SavedTimes) {
         let written = serde_json::to_vec(saved)
             .map_err(io::Error::other)
-            .and_then(|body| self.dir.replace(&format!("{}.times", self.id), &body));
-        if let Err(e) = written {
-            tracing::warn!(id = %self.id, error = %e, "time index not written");
+            .and_then(|body| {
+                self.dir.replace(&format!("{}.times", self.id), &body)?;
+                Ok(body.len() as u64)
+            });
+        match written {
+            Ok(bytes) => self.times_bytes.store(bytes, Ordering::Relaxed),
+            Err(e) => tracing::warn!(id = %self.id, error = %e, "time index not written"),
         }
+    }
+
+    /// What `ID.times` takes on disk (0 until written).
+    pub fn times_bytes(&self) -> u64 {
+        self.times_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The size of an `ID.times` read back after a restart.
+    pub fn note_times_bytes(&self, bytes: u64) {
+        self.times_bytes.store(bytes, Ordering::Relaxed);
     }
 }
 

@@ -308,11 +308,14 @@ impl RetainedOutput {
     /// instead of what was reserved for a running process.
     pub fn settle(&self) -> (u64, u64) {
         let mut state = self.lock();
-        state
+        let (memory, disk) = state
             .buffers
             .iter_mut()
             .map(StreamLog::settle)
-            .fold((0, 0), |(m, d), (memory, disk)| (m + memory, d + disk))
+            .fold((0, 0), |(m, d), (memory, disk)| (m + memory, d + disk));
+        // The time index beside the logs (`ID.times`, written at the exit).
+        let times = self.record.as_ref().map_or(0, Record::times_bytes);
+        (memory, disk + times)
     }
 
     /// Frees the retained bytes of both streams now: their process is
