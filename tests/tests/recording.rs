@@ -397,6 +397,50 @@ async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A running process's time index is written beside its logs now and then
+/// (every 5 s, when output came), so a crash loses at most that much: after
+/// `kill -9` and a restart, the recording of the `lost` process has the
+/// times its output was written at.
+#[tokio::test]
+async fn a_running_process_keeps_its_times_across_a_crash_with_a_data_dir() {
+    let dir = fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let args = ["--data-dir", dir.to_str().unwrap()];
+    let mut server = TestServer::start_with(&args);
+    let process = server
+        .sh(
+            "echo before; sleep 0.5; echo after; exec sleep 600",
+            json!({}),
+        )
+        .await;
+    let times = dir.join(format!("{}.times", process.id));
+    let saved = tether_tests::settle_within(
+        std::time::Duration::from_secs(15),
+        || std::fs::read_to_string(&times).unwrap_or_default(),
+        |text| text.matches('[').count() >= 3,
+    )
+    .await;
+    assert!(!saved.is_empty(), "no {}", times.display());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(server.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    server.exited().await;
+    drop(server);
+
+    let server = TestServer::start_with(&args);
+    let lost = server.status(&process.id).await;
+    assert_eq!(lost.reason, Some(tether_protocol::ExitReason::Lost));
+    let (_, events) = recording(&server, &process.id, "").await;
+    assert_eq!(output_of(&events), "before\nafter\n", "{events:?}");
+    let after = events.iter().find(|e| e[2] == "after\n").unwrap();
+    assert!(after[0].as_f64().unwrap() >= 0.4, "{events:?}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The process object says when its oldest and newest retained bytes were
 /// written (`first_retained_at`, `last_retained_at`), from the same index:
 /// absent before any output, apart by the sleep between two writes, and

@@ -65,6 +65,10 @@ pub struct Timers {
     pub killing: Option<(ExitReason, Option<u64>)>,
 }
 
+/// How often a running process's time index is written beside its logs
+/// (only when output came since, and only with `--data-dir`).
+const SAVE_TIMES: Duration = Duration::from_secs(5);
+
 /// `unattached_timeout_ms`: fires once the process has had no attachment
 /// for `timeout`, counted from the spawn and afresh from each time the
 /// last attachment goes. Never while one is attached.
@@ -306,6 +310,10 @@ impl Supervisor {
     /// round, at once if that round already ran, else at the deadline.
     async fn until_reaped(&mut self) -> Watch {
         let deadline = self.timeout.map(|t| self.started + t);
+        // The time index goes to disk now and then while the process runs
+        // (with `--data-dir`): a crash loses at most this much of it.
+        let mut save_times = tokio::time::interval_at(Instant::now() + SAVE_TIMES, SAVE_TIMES);
+        save_times.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let pid = self.birth.pid;
         let (mut killed, mut kill_at) = match self.killing.take() {
             Some((reason, at)) => (Some(reason), at),
@@ -328,6 +336,7 @@ impl Supervisor {
                     self.contained.terminate().await;
                     kill_at = Some(Instant::now() + self.kill_grace);
                 }
+                _ = save_times.tick() => self.output.save_times(),
                 _ = wait_deadline(kill_at) => {
                     self.contained.kill().await;
                     kill_at = None;

@@ -442,6 +442,8 @@ pub struct Record {
     /// Bytes of `ID.times` as last written (or read back): counted in the
     /// process's disk share once it has exited.
     times_bytes: AtomicU64,
+    /// The output (bytes written and sizes) the last `ID.times` covered.
+    times_saved_at: AtomicU64,
 }
 
 impl Record {
@@ -453,6 +455,7 @@ impl Record {
             id: id.to_string(),
             keep,
             times_bytes: AtomicU64::new(0),
+            times_saved_at: AtomicU64::new(0),
         }
     }
 
@@ -513,6 +516,16 @@ impl Record {
     /// What `ID.times` takes on disk (0 until written).
     pub fn times_bytes(&self) -> u64 {
         self.times_bytes.load(Ordering::Relaxed)
+    }
+
+    /// What the last `ID.times` covered (see `RetainedOutput::save_times`).
+    pub fn times_saved_at(&self) -> u64 {
+        self.times_saved_at.load(Ordering::Relaxed)
+    }
+
+    /// Notes what the `ID.times` just written covered.
+    pub fn note_times_saved_at(&self, written: u64) {
+        self.times_saved_at.store(written, Ordering::Relaxed);
     }
 
     /// The size of an `ID.times` read back after a restart.

@@ -161,6 +161,24 @@ impl RetainedOutput {
         }
     }
 
+    /// While the process runs, writes its time index beside the logs
+    /// (`ID.times`) if output came since the last time, so that a crash
+    /// loses at most the marks since (a restart's recording of a `lost`
+    /// process has its times). Only with `--data-dir` (a record).
+    pub fn save_times(&self) {
+        let Some(record) = &self.record else { return };
+        let (written, saved) = {
+            let state = self.lock();
+            let written = state.buffers.iter().map(StreamLog::end).sum::<u64>()
+                + state.times.sizes().len() as u64;
+            (written, state.times.saved())
+        };
+        if record.times_saved_at() != written {
+            record.write_times(&saved);
+            record.note_times_saved_at(written);
+        }
+    }
+
     /// The time index of an earlier run, read back (`ID.times`).
     pub fn restore_times(&self, saved: times::SavedTimes) {
         self.lock().times = times::TimeIndex::restored(saved);
