@@ -69,11 +69,7 @@ impl Ready {
                 "--default-* and --max-* limits: {why}"
             )));
         }
-        if crate::contain::reaper::is_init() {
-            // PID 1 of a container: orphans are reparented to us.
-            crate::contain::reaper::enable();
-            tokio::spawn(crate::contain::reaper::run());
-        }
+        reap_orphans_as_init();
         let data_dir = DataDir::open(&config).map_err(std::io::Error::other)?;
         let table = ProcessTable::with_data_dir(config.clone(), data_dir.clone());
         table.recover();
@@ -98,10 +94,7 @@ impl Ready {
     ) -> std::io::Result<Ready> {
         let config = Arc::new(config);
         let containment = crate::contain::current();
-        if crate::contain::reaper::is_init() {
-            crate::contain::reaper::enable();
-            tokio::spawn(crate::contain::reaper::run());
-        }
+        reap_orphans_as_init();
         let data_dir = match state.data_dir {
             Some((carried, lock)) => Some(
                 DataDir::adopt(&carried, fds.take(lock)?, &config)
@@ -252,5 +245,13 @@ impl Ready {
 fn refuse(request: crate::table::HandoverRequest, why: String) {
     if let Some(reply) = request.reply {
         let _ = reply.send(Err(why));
+    }
+}
+
+/// PID 1 of a container: orphans are reparented to us, and reaped.
+fn reap_orphans_as_init() {
+    if crate::contain::reaper::is_init() {
+        crate::contain::reaper::enable();
+        tokio::spawn(crate::contain::reaper::run());
     }
 }

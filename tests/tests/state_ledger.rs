@@ -107,6 +107,29 @@ fn every_file_that_makes_bounded_state_is_named_by_a_row() {
     );
 }
 
+/// The table rows of the section of docs/STATE.md titled `title`, each
+/// split into its cells.
+fn section_rows(title: &str) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(root().join("docs/STATE.md")).expect("docs/STATE.md");
+    let section = text
+        .split(&format!("## {title}"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("a section '{title}'"));
+    let section = section.split("\n## ").next().unwrap_or(section);
+    section
+        .lines()
+        .filter(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.trim()
+                .trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
 /// The fields of `struct NAME` in `code`: each line of its body that
 /// declares one (`name: Type`, `pub name: Type`), comments and attributes
 /// skipped.
@@ -151,36 +174,22 @@ fn backquoted(cell: &str) -> Vec<String> {
 
 #[test]
 fn every_field_of_a_carried_type_is_carried_by_a_handover_or_said_why_not() {
-    let text = std::fs::read_to_string(root().join("docs/STATE.md")).expect("docs/STATE.md");
-    let section = text
-        .split("## What a handover carries, field by field")
-        .nth(1)
-        .expect("a section on the handover's fields");
-    let section = section.split("\n## ").next().unwrap_or(section);
-    let rows: Vec<Vec<&str>> = section
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|l| {
-            l.trim()
-                .trim_matches('|')
-                .split(" | ")
-                .map(str::trim)
-                .collect()
-        })
-        .collect();
+    let rows = section_rows("What a handover carries, field by field");
     assert!(rows.len() >= 10, "{} types", rows.len());
     let mut wrong = Vec::new();
     for row in rows {
-        let (name, file) = (backquoted(row[0])[0].clone(), backquoted(row[1])[0].clone());
+        let (name, file) = (
+            backquoted(&row[0])[0].clone(),
+            backquoted(&row[1])[0].clone(),
+        );
         let code = std::fs::read_to_string(root().join(&file)).unwrap_or_default();
         let Some(fields) = fields_of(&code, &name) else {
             wrong.push(format!("{name}: no such struct in {file}"));
             continue;
         };
-        let said: Vec<String> = backquoted(row[2])
+        let said: Vec<String> = backquoted(&row[2])
             .into_iter()
-            .chain(backquoted(row.get(3).copied().unwrap_or("")))
+            .chain(backquoted(row.get(3).map_or("", String::as_str)))
             .collect();
         for field in &fields {
             if !said.contains(field) {
@@ -189,7 +198,7 @@ fn every_field_of_a_carried_type_is_carried_by_a_handover_or_said_why_not() {
                 ));
             }
         }
-        for field in backquoted(row[2]) {
+        for field in backquoted(&row[2]) {
             if !fields.contains(&field) {
                 wrong.push(format!(
                     "{name}.{field}: carried, but {name} has no such field"
@@ -223,25 +232,17 @@ fn the_handover_format_names_every_field_it_carries_and_is_the_one_the_server_wr
         section.contains(&format!("**format {format}**")),
         "docs/STATE.md names another format than FORMAT = {format}"
     );
-    let rows: Vec<Vec<&str>> = section
-        .lines()
-        .filter(|l| l.starts_with('|'))
-        .skip(2)
-        .map(|l| {
-            l.trim()
-                .trim_matches('|')
-                .split(" | ")
-                .map(str::trim)
-                .collect()
-        })
-        .collect();
+    let rows = section_rows("The handover's format");
     assert!(rows.len() >= 15, "{} types", rows.len());
     let mut wrong = Vec::new();
     for row in rows {
-        let (name, file) = (backquoted(row[0])[0].clone(), backquoted(row[1])[0].clone());
+        let (name, file) = (
+            backquoted(&row[0])[0].clone(),
+            backquoted(&row[1])[0].clone(),
+        );
         let code = std::fs::read_to_string(root().join(&file)).unwrap_or_default();
         match fields_of(&code, &name) {
-            Some(fields) if fields == backquoted(row[2]) => {}
+            Some(fields) if fields == backquoted(&row[2]) => {}
             Some(fields) => wrong.push(format!(
                 "{name} ({file}) has {fields:?}: raise FORMAT and list the new format's fields"
             )),

@@ -34,8 +34,9 @@ use std::time::SystemTime;
 use tether_protocol::{ExitReason, ProcessInfo, ProcessStatus, StreamName};
 
 use crate::config::Config;
-use crate::retained::disk::{read_record, Record, RingFile, MAX_RECORD_BYTES};
+use crate::retained::disk::RingFile;
 use crate::retained::log::StreamLog;
+use crate::retained::record::{read_record, Record, MAX_RECORD_BYTES};
 use crate::retained::RetainedOutput;
 
 mod lock;

@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 
 use tether_protocol::{Overflow, StreamName};
 
-use super::disk::{CarriedRing, Record, RingFile};
+use super::disk::{CarriedRing, RingFile};
 use super::log::{Blob, CarriedLog, StreamLog};
+use super::record::Record;
 use super::screen_slot::PendingResize;
 use super::times::{SavedTimes, TimeIndex};
 use super::RetainedOutput;

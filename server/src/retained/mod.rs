@@ -16,6 +16,7 @@ pub mod carry;
 pub mod dir;
 pub mod disk;
 pub mod log;
+pub mod record;
 mod ring;
 mod screen_feed;
 mod screen_slot;
@@ -28,8 +29,8 @@ use tokio::sync::{watch, Notify};
 
 use crate::screen::Screen;
 use crate::sync::LockExt;
-use disk::Record;
 use log::{Read, StreamLog};
+use record::Record;
 pub use ring::Next;
 use ring::ReaderId;
 pub use screen_slot::SnapshotSlot;
