@@ -90,7 +90,7 @@ impl Process {
     /// Stops a running process's capture and supervision for a handover.
     /// `None` when it is not running (any more): it is carried as exited,
     /// once its exit is published (a process reaped just before may still
-    /// be draining its output; bounded by [`EXIT_WAIT`]).
+    /// be draining its output; bounded by `EXIT_WAIT`).
     pub async fn freeze(&self) -> Option<Frozen> {
         let (reply, frozen) = oneshot::channel();
         if self.control.send(Control::HandOver(reply)).await.is_ok() {

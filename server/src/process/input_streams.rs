@@ -186,7 +186,7 @@ impl InputStreams {
     /// Every stream as carried. Each stream's order is taken and never
     /// given back, so nothing more is applied in this binary after its
     /// position was read: a resume in the new binary applies each unit
-    /// once. A stream busy past [`CARRY_WAIT`] is not carried (its resume
+    /// once. A stream busy past `CARRY_WAIT` is not carried (its resume
     /// is `input_expired`, never applied twice).
     pub async fn carried(&self) -> Vec<CarriedInput> {
         let streams: Vec<_> = self

@@ -1,5 +1,5 @@
 //! What a handover carries of one process's retained output (issue 43):
-//! each stream's log ([`log::CarriedLog`]: every byte of the window and its
+//! each stream's log ([`super::log::CarriedLog`]: every byte of the window and its
 //! offsets, the disk log by name), the time index, the resizes the screen
 //! has not reached, and a PTY's screen as a snapshot. The new binary builds
 //! the same [`RetainedOutput`] from it: the same offsets, nothing lost or
