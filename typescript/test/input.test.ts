@@ -4,7 +4,7 @@
 // the input stream ends the attachment with `input_expired`.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -86,7 +86,9 @@ test("a resume after the input stream expired ends the attachment with input_exp
   const client = new TetherClient({ baseUrl: proxy.url });
   const a = await client.attach(p.id, { reconnect: { budgetMs: 30_000, initialBackoffMs: 2, maxBackoffMs: 40 } });
   await a.write("once\n");
-  await within(10_000, (async () => { while (!readFileSync(file, "utf8").includes("once")) await new Promise((r) => setTimeout(r, 20)); })(), "first line");
+  // The shell makes the file as it starts, which may come after the spawn's answer.
+  const got = () => (existsSync(file) ? readFileSync(file, "utf8") : "");
+  await within(10_000, (async () => { while (!got().includes("once")) await new Promise((r) => setTimeout(r, 20)); })(), "first line");
   // Away for longer than the stream's TTL (300 ms): only time passing shows it.
   proxy.refuse();
   proxy.cut();
