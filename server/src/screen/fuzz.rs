@@ -112,11 +112,13 @@ proptest! {
         let mut shadow = avt::Parser::new();
         let mut region = corrections::Region::default();
         let mut charsets = charsets::SavedCharsets::default();
+        let mut pen = fill::PenMirror::default();
         repeat::Guarded {
             terminal: &mut raw,
             shadow: &mut shadow,
             region: &mut region,
             charsets: &mut charsets,
+            pen: &mut pen,
             cut_repeats: false,
             limits,
         }

@@ -23,9 +23,11 @@
 mod bounds;
 mod charsets;
 mod corrections;
+mod fill;
 mod modes;
 mod render;
 mod repeat;
+mod style;
 
 use std::borrow::Cow;
 
@@ -75,6 +77,8 @@ pub struct Screen {
     region: corrections::Region,
     /// The character sets saved with the cursor (`charsets.rs`).
     charsets: charsets::SavedCharsets,
+    /// avt's pen, mirrored (`fill.rs`).
+    pen: fill::PenMirror,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
@@ -119,6 +123,7 @@ impl Screen {
             shadow: avt::Parser::new(),
             region: corrections::Region::default(),
             charsets: charsets::SavedCharsets::default(),
+            pen: fill::PenMirror::default(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -167,6 +172,7 @@ impl Screen {
             shadow: &mut self.shadow,
             region: &mut self.region,
             charsets: &mut self.charsets,
+            pen: &mut self.pen,
             cut_repeats: true,
             limits: self.limits,
         };
@@ -256,6 +262,19 @@ impl Screen {
             Emulator::Asleep(dump) => {
                 let terminal = rebuild(self.cols, self.rows, self.limits, dump);
                 render::plain_text(terminal.screen().visible_lines())
+            }
+        }
+    }
+
+    /// The attributes of every visible cell of the active screen, row by
+    /// row, as canonical SGR parameters (`style.rs`): what a judge compares
+    /// with another terminal's cells.
+    pub fn styles(&self) -> Vec<Vec<String>> {
+        match &self.emulator {
+            Emulator::Live(terminal) => style::visible_styles(terminal.screen().visible_lines()),
+            Emulator::Asleep(dump) => {
+                let terminal = rebuild(self.cols, self.rows, self.limits, dump);
+                style::visible_styles(terminal.screen().visible_lines())
             }
         }
     }

@@ -18,6 +18,7 @@ use avt::Terminal;
 use super::bounds::{repeat_count, ScreenLimits};
 use super::charsets::{self, SavedCharsets};
 use super::corrections::{correct, needs_state, Correction, Region};
+use super::fill::PenMirror;
 
 /// The emulator with the shadow parser that stays in step with its own.
 pub(super) struct Guarded<'a> {
@@ -25,6 +26,7 @@ pub(super) struct Guarded<'a> {
     pub shadow: &'a mut avt::Parser,
     pub region: &'a mut Region,
     pub charsets: &'a mut SavedCharsets,
+    pub pen: &'a mut PenMirror,
     /// False only for the fuzz test's reference, which repeats in full.
     pub cut_repeats: bool,
     pub limits: ScreenLimits,
@@ -76,6 +78,17 @@ impl Guarded<'_> {
             if let (Some(operations), Correction::Pass) = (restore, &correction) {
                 correction = Correction::After(operations);
             }
+            if self.pen.must_wrap(&function) {
+                let operations = match correction {
+                    Correction::Pass => vec![function.clone()],
+                    Correction::After(after) => {
+                        std::iter::once(function.clone()).chain(after).collect()
+                    }
+                    Correction::Instead(instead) => instead,
+                };
+                correction = Correction::Instead(self.pen.wrap(operations));
+            }
+            self.pen.track(&function, active);
             match correction {
                 Correction::Pass => {}
                 Correction::Instead(operations) => {

@@ -15,6 +15,7 @@
 //! count. The counts are in docs/BENCHMARKS.md.
 
 mod alacritty_own;
+mod attributes;
 mod candidates;
 mod corpus;
 mod judge;
@@ -56,6 +57,17 @@ fn alacritty_recordings_show_as_real_xterm_shows_them() {
         &cases,
     );
     assert_at_least(&judged, TETHER_ALACRITTY_REF, 40);
+}
+
+#[test]
+fn colours_and_attributes_show_as_real_xterm_shows_them() {
+    let cases = attributes::cases();
+    let judged = judge(
+        "colours and attributes (streams written here), judged by real xterm",
+        "xterm_attributes",
+        &cases,
+    );
+    assert_at_least(&judged, 0, cases.len());
 }
 
 #[test]
