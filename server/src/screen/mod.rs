@@ -340,6 +340,7 @@ fn emulator_dump(terminal: &Terminal, limits: ScreenLimits) -> String {
     let first = lines.len().saturating_sub(rows) - history;
     render::scrollback(&lines[first..first + history], rows, &mut out);
     let dump = terminal.dump();
+    let dump = style::absolute_intensity(&dump);
     match dump.char_indices().find(|(_, c)| is_c1_introducer(*c)) {
         Some((at, c)) => {
             out.push_str(&dump[..at]);

@@ -56,3 +56,50 @@ pub fn visible_styles<'a>(lines: impl Iterator<Item = &'a avt::Line>) -> Vec<Vec
         })
         .collect()
 }
+
+/// avt's dump with each SGR's intensity made absolute: avt keeps one
+/// intensity, so its `1` (bold) and `2` (faint) each replace the other,
+/// where in xterm (and most terminals) they add up; a dump that went from
+/// a bold cell to a faint one wrote `2` alone, and a fresh xterm showed
+/// that cell bold and faint. Each becomes `22;1` or `22;2`, which means
+/// the same to avt. avt writes its colours as single colon-separated
+/// parameters (`38:5:N`), so no other parameter is a `1` or a `2`; a
+/// sequence with a semicolon-separated colour is left as it is.
+pub fn absolute_intensity(dump: &str) -> std::borrow::Cow<'_, str> {
+    if !dump.contains("\x1b[") {
+        return std::borrow::Cow::Borrowed(dump);
+    }
+    let mut out = String::with_capacity(dump.len() + 64);
+    let mut rest = dump;
+    while let Some(at) = rest.find("\x1b[") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let len = after
+            .find(|c: char| !(c.is_ascii_digit() || c == ';' || c == ':'))
+            .unwrap_or(after.len());
+        let params = &after[..len];
+        let plain = !params.split(';').any(|p| p == "38" || p == "48");
+        if after[len..].starts_with('m') && plain {
+            out.push_str("\x1b[");
+            let mut first = true;
+            for param in params.split(';') {
+                if !first {
+                    out.push(';');
+                }
+                first = false;
+                match param {
+                    "1" => out.push_str("22;1"),
+                    "2" => out.push_str("22;2"),
+                    other => out.push_str(other),
+                }
+            }
+            out.push('m');
+            rest = &after[len + 1..];
+        } else {
+            out.push_str("\x1b[");
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}

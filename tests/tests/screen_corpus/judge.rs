@@ -5,7 +5,11 @@
 //! case's size (it obeys DECCOLM by resizing its window, while the PTY,
 //! and so the program's idea of the size, stays as it was). Every candidate is scored
 //! on the rest: a case passes when its visible text and its cursor are
-//! xterm's. The cases, xterm's screens and the Rust candidates' results
+//! xterm's. The server's emulator is also judged on every cell's
+//! attributes (xterm's `XTREPORTSGR` answers against `Screen::styles`, both
+//! in one canonical SGR form), and its snapshot of each case is written to
+//! a fresh xterm, which must show the server's text, cursor and
+//! attributes. The cases, xterm's screens and the Rust candidates' results
 //! are written to `target/screen-judge/corpus/<file>.json` for the xterm.js
 //! judge in `tests/screen/`.
 
