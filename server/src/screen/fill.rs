@@ -2,7 +2,8 @@
 //! with the colours of the pen only (its foreground and background; bold,
 //! underline, inverse and the rest are left off), whatever erases them:
 //! ED, EL, ECH, ICH, DCH, IL, DL, SU, SD, a line feed or reverse index
-//! that scrolls, the alternate screen when it is entered. avt 0.19 fills
+//! that scrolls, the alternate screen when it is entered (and DECALN's
+//! `E`s get the same). avt 0.19 fills
 //! them with the whole pen, so an inverse status line erased to its end
 //! showed an inverse bar xterm does not show (measured by the screen judge,
 //! `tests/tests/screen_corpus/`, which compares every cell's attributes
@@ -118,6 +119,7 @@ fn fills(function: &Function) -> bool {
             | Function::Lf
             | Function::Nel
             | Function::Ri
+            | Function::Decaln
             | Function::Decset(_)
     )
 }
@@ -147,10 +149,11 @@ impl PenMirror {
                             DecMode::AltScreenBuffer => {
                                 out.extend([colours.clone(), one(*mode), whole.clone()]);
                             }
+                            // avt's `?1049h` is `?1048h` then `?1047h`.
                             DecMode::SaveCursorAltScreenBuffer => out.extend([
                                 one(DecMode::SaveCursor),
                                 colours.clone(),
-                                one(*mode),
+                                one(DecMode::AltScreenBuffer),
                                 whole.clone(),
                             ]),
                             _ => out.push(one(*mode)),

@@ -52,8 +52,8 @@ fn sgr(pen: &Pen, out: &mut String) {
 
 /// Writes one line's cells with their attributes, trailing default blanks
 /// left out (a fresh terminal has them already) unless the line wraps, where
-/// every cell is needed to reach the wrap.
-fn line_cells(line: &Line, out: &mut String) {
+/// every cell is needed to reach the wrap. False when it wrote no cell.
+fn line_cells(line: &Line, out: &mut String) -> bool {
     let cells = line.cells();
     let default = Pen::default();
     let used = if line.is_wrapped() {
@@ -78,6 +78,7 @@ fn line_cells(line: &Line, out: &mut String) {
     if pen != default {
         out.push_str("\x1b[0m");
     }
+    used > 0
 }
 
 /// Escape sequences that, written to a fresh terminal of `rows` rows, leave
@@ -86,19 +87,30 @@ pub fn scrollback(lines: &[&Line], rows: usize, out: &mut String) {
     if lines.is_empty() {
         return;
     }
+    let mut wrap_pending = false;
     for line in lines {
-        line_cells(line, out);
-        if !line.is_wrapped() {
+        // The line before wrapped: only a character printed here makes the
+        // wrap happen (and marks that line as wrapped); a blank line gets
+        // one blank, which is what its first cell holds.
+        if !line_cells(line, out) && wrap_pending {
+            out.push(' ');
+        }
+        wrap_pending = line.is_wrapped();
+        if !wrap_pending {
             out.push_str("\r\n");
         }
     }
     // Each of these scrolls one written line off the top (see the module
     // tests): whether the lines filled the screen or not, rows-1 more line
     // feeds push all of them into the scrollback. A last line that wrapped
-    // (its continuation was scrolled or erased away since) left the cursor
-    // on its own row: one feed more.
-    let last_wrapped = lines.last().is_some_and(|line| line.is_wrapped());
-    for _ in 1..rows + usize::from(last_wrapped) {
+    // (its continuation was scrolled or erased away since) left a wrap
+    // pending: a blank, like the erased cell it lands on, makes the wrap
+    // happen, which is what marks the line as wrapped, and the cursor is
+    // on the next row as after the others.
+    if lines.last().is_some_and(|line| line.is_wrapped()) {
+        out.push(' ');
+    }
+    for _ in 1..rows {
         out.push('\n');
     }
     out.push_str("\r\x1b[H");

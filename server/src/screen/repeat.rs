@@ -93,7 +93,15 @@ impl Guarded<'_> {
                 Correction::Pass => {}
                 Correction::Instead(operations) => {
                     self.terminal.feed(&text[start..at]);
-                    self.terminal.feed('\u{18}');
+                    // A C0 control (LF, HT) is run in whatever state the
+                    // parser is, even inside a sequence, and leaves it
+                    // there: left out, it needs no CAN, and a CAN would end
+                    // the sequence the shadow still holds. The last
+                    // character of a sequence (or a C1 control, which ends
+                    // one) does need one.
+                    if ch >= ' ' {
+                        self.terminal.feed('\u{18}');
+                    }
                     self.terminal.execute(operations);
                     start = end;
                 }
