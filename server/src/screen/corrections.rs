@@ -43,7 +43,7 @@ impl Region {
         }
     }
 
-    fn rows(self, rows: usize) -> (usize, usize) {
+    pub(super) fn rows(self, rows: usize) -> (usize, usize) {
         self.0.unwrap_or((0, rows.saturating_sub(1)))
     }
 }

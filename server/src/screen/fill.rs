@@ -2,8 +2,8 @@
 //! with the colours of the pen only (its foreground and background; bold,
 //! underline, inverse and the rest are left off), whatever erases them:
 //! ED, EL, ECH, ICH, DCH, IL, DL, SU, SD, a line feed or reverse index
-//! that scrolls, the alternate screen when it is entered (and DECALN's
-//! `E`s get the same). avt 0.19 fills
+//! that scrolls, the alternate screen when it is entered. DECALN writes
+//! its `E`s with the default pen and leaves the pen its colours only. avt 0.19 fills
 //! them with the whole pen, so an inverse status line erased to its end
 //! showed an inverse bar xterm does not show (measured by the screen judge,
 //! `tests/tests/screen_corpus/`, which compares every cell's attributes
@@ -119,7 +119,6 @@ fn fills(function: &Function) -> bool {
             | Function::Lf
             | Function::Nel
             | Function::Ri
-            | Function::Decaln
             | Function::Decset(_)
     )
 }
@@ -129,6 +128,9 @@ impl PenMirror {
     /// colours: [`PenMirror::wrap`] must be given what runs for it. Asked
     /// before [`PenMirror::track`].
     pub fn must_wrap(&self, function: &Function) -> bool {
+        if *function == Function::Decaln {
+            return self.current != Pen::default();
+        }
         self.current != self.current.colours() && fills(function)
     }
 
@@ -159,6 +161,13 @@ impl PenMirror {
                             _ => out.push(one(*mode)),
                         }
                     }
+                }
+                Function::Decaln => {
+                    out.extend([
+                        Pen::default().operation(),
+                        Function::Decaln,
+                        colours.clone(),
+                    ]);
                 }
                 operation if fills(&operation) => {
                     out.extend([colours.clone(), operation, whole.clone()]);
@@ -213,6 +222,7 @@ impl PenMirror {
                 self.saved[slot(active)] = Pen::default();
             }
             Function::Ris => *self = PenMirror::default(),
+            Function::Decaln => self.current = self.current.colours(),
             _ => {}
         }
     }

@@ -38,7 +38,8 @@ fn terminal_bytes() -> impl Strategy<Value = Vec<u8>> {
             Just(&b"\x1b[0m"[..]), Just(&b"\x1b[22;3;9m"[..]), Just("\u{4e16}".as_bytes()),
             Just(&b"\x1bc"[..]), Just(&b"\x1b7"[..]), Just(&b"\x1b8"[..]),
             Just(&b"\x1b#8"[..]), Just(&b"\x1b)0\x0e"[..]), Just(&b"\x0f\x1b[s"[..]),
-            Just(&b"\x1b[u"[..]), Just(&b"\x1b[?1048h"[..]), Just(&b"\x1b[?1048l"[..]), Just(&b"\x1b[3;4r\x1b[3;1H\x1b[2L"[..]),
+            Just(&b"\x1b[u"[..]), Just(&b"\x1b[2 @"[..]), Just(&b"\x1b[ A"[..]),
+            Just(&b"\x1b[3'}"[..]), Just(&b"\x1b['~"[..]), Just(&b"\x1b[?1048h"[..]), Just(&b"\x1b[?1048l"[..]), Just(&b"\x1b[3;4r\x1b[3;1H\x1b[2L"[..]),
         ].prop_map(<[u8]>::to_vec),
     ];
     proptest::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
@@ -117,12 +118,14 @@ proptest! {
         let mut region = corrections::Region::default();
         let mut charsets = charsets::SavedCharsets::default();
         let mut pen = fill::PenMirror::default();
+        let mut unparsed = unparsed::Unparsed::default();
         repeat::Guarded {
             terminal: &mut raw,
             shadow: &mut shadow,
             region: &mut region,
             charsets: &mut charsets,
             pen: &mut pen,
+            unparsed: &mut unparsed,
             cut_repeats: false,
             limits,
         }

@@ -28,6 +28,7 @@ mod modes;
 mod render;
 mod repeat;
 mod style;
+mod unparsed;
 
 use std::borrow::Cow;
 
@@ -79,6 +80,8 @@ pub struct Screen {
     charsets: charsets::SavedCharsets,
     /// avt's pen, mirrored (`fill.rs`).
     pen: fill::PenMirror,
+    /// The CSI sequence the shadow parser is in (`unparsed.rs`).
+    unparsed: unparsed::Unparsed,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
@@ -124,6 +127,7 @@ impl Screen {
             region: corrections::Region::default(),
             charsets: charsets::SavedCharsets::default(),
             pen: fill::PenMirror::default(),
+            unparsed: unparsed::Unparsed::default(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -173,6 +177,7 @@ impl Screen {
             region: &mut self.region,
             charsets: &mut self.charsets,
             pen: &mut self.pen,
+            unparsed: &mut self.unparsed,
             cut_repeats: true,
             limits: self.limits,
         };
@@ -244,6 +249,7 @@ impl Screen {
             // Written from a String by `sleep`.
             Emulator::Asleep(dump) => String::from_utf8_lossy(dump),
         };
+        let dump = self.unparsed.complete(self.shadow.state, dump);
         data.extend_from_slice(self.charsets.inject(&dump).as_bytes());
         data.extend_from_slice(self.utf8.pending());
         Snapshot {

@@ -52,8 +52,8 @@ fn sgr(pen: &Pen, out: &mut String) {
 
 /// Writes one line's cells with their attributes, trailing default blanks
 /// left out (a fresh terminal has them already) unless the line wraps, where
-/// every cell is needed to reach the wrap. False when it wrote no cell.
-fn line_cells(line: &Line, out: &mut String) -> bool {
+/// every cell is needed to reach the wrap.
+fn line_cells(line: &Line, out: &mut String) {
     let cells = line.cells();
     let default = Pen::default();
     let used = if line.is_wrapped() {
@@ -78,7 +78,6 @@ fn line_cells(line: &Line, out: &mut String) -> bool {
     if pen != default {
         out.push_str("\x1b[0m");
     }
-    used > 0
 }
 
 /// Escape sequences that, written to a fresh terminal of `rows` rows, leave
@@ -90,11 +89,18 @@ pub fn scrollback(lines: &[&Line], rows: usize, out: &mut String) {
     let mut wrap_pending = false;
     for line in lines {
         // The line before wrapped: only a character printed here makes the
-        // wrap happen (and marks that line as wrapped); a blank line gets
-        // one blank, which is what its first cell holds.
-        if !line_cells(line, out) && wrap_pending {
+        // wrap happen (and marks that line as wrapped). A blank under the
+        // default pen does it, so that the line the wrap may scroll in is
+        // filled with that pen, not with the pen of this line's first cell;
+        // then back to the first column (on a screen one column wide the
+        // line is its first cell, whose own pen is right).
+        if wrap_pending {
             out.push(' ');
+            if line.cells().len() > 1 {
+                out.push('\x08');
+            }
         }
+        line_cells(line, out);
         wrap_pending = line.is_wrapped();
         if !wrap_pending {
             out.push_str("\r\n");

@@ -9,8 +9,9 @@
 //! the sequence its parser holds and does nothing else), then the shorter
 //! repeat. Both parsers are back in their ground state after it, so they
 //! stay in step. The same way, the functions where avt differs from real
-//! xterm are given as xterm does them (`corrections.rs`). Everything else
-//! passes unchanged, in runs.
+//! xterm are given as xterm does them (`corrections.rs`, `fill.rs`), and so
+//! are the sequences avt drops that xterm acts on (`unparsed.rs`).
+//! Everything else passes unchanged, in runs.
 
 use avt::parser::{Function, State};
 use avt::Terminal;
@@ -19,6 +20,7 @@ use super::bounds::{repeat_count, ScreenLimits};
 use super::charsets::{self, SavedCharsets};
 use super::corrections::{correct, needs_state, Correction, Region};
 use super::fill::PenMirror;
+use super::unparsed::{self, Unparsed};
 
 /// The emulator with the shadow parser that stays in step with its own.
 pub(super) struct Guarded<'a> {
@@ -27,6 +29,7 @@ pub(super) struct Guarded<'a> {
     pub region: &'a mut Region,
     pub charsets: &'a mut SavedCharsets,
     pub pen: &'a mut PenMirror,
+    pub unparsed: &'a mut Unparsed,
     /// False only for the fuzz test's reference, which repeats in full.
     pub cut_repeats: bool,
     pub limits: ScreenLimits,
@@ -50,10 +53,30 @@ impl Guarded<'_> {
                 }
                 continue;
             }
-            let Some(function) = self.shadow.feed(ch) else {
+            let before = self.shadow.state;
+            let function = self.shadow.feed(ch);
+            let end = at + ch.len_utf8();
+            if let Some(extra) = self.unparsed.observe(before, self.shadow.state, ch) {
+                // A sequence avt drops (`unparsed.rs`): the emulator is
+                // given everything before its last character, which a CAN
+                // then ends, and what xterm does.
+                self.terminal.feed(&text[start..at]);
+                let (top, bottom) = self.region.rows(self.terminal.size().1);
+                let mut operations = unparsed::operations(extra, self.terminal, top, bottom);
+                if !operations.is_empty() && self.pen.must_wrap(&Function::Dch(1)) {
+                    operations = self.pen.wrap(operations);
+                }
+                self.terminal.feed('\u{18}');
+                self.terminal.execute(operations);
+                start = end;
+                continue;
+            }
+            let Some(function) = function else {
                 continue;
             };
-            let end = at + ch.len_utf8();
+            if function == Function::Ris {
+                self.unparsed.reset();
+            }
             if let (Function::Rep(count), true) = (&function, self.cut_repeats) {
                 let count = *count;
                 // What the emulator has been given so far: the repeated

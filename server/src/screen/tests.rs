@@ -349,3 +349,20 @@ fn the_alternate_screen_entered_with_a_loud_pen_keeps_that_pen_saved() {
         "the inserted blank takes the colours only"
     );
 }
+
+#[test]
+fn scroll_left_right_and_columns_round_trip_at_every_cut() {
+    // SL, SR, DECIC, DECDC (which avt does not parse, `unparsed.rs`) with
+    // counts, in a scroll region, under a loud pen.
+    let mut stream = b"abcdef\r\nghijkl\r\nmnopqr\r\nstuvwx\x1b[2;3r\x1b[2;3H\x1b[1;4;41m".to_vec();
+    stream.extend_from_slice(b"\x1b[2 @\x1b[12 A\x1b[2'}\x1b[3'~\x1b[r\x1b[ @x");
+    round_trips_at_every_cut(6, 4, &stream);
+    let mut screen = Screen::new(6, 4, LIMITS);
+    screen.feed(&stream);
+    assert_eq!(screen.text(), "xcdef\n\n\ntuvwx\n");
+    assert_eq!(
+        screen.styles()[1][0],
+        "48:5:1",
+        "blanks take the colours only"
+    );
+}

@@ -132,6 +132,8 @@ pub fn cases() -> Vec<Case> {
             format!("{fill}\x1b[2;5H\x1b[33;44m\x1b[K"),
         ),
         ("ed_all_background", "\x1b[44m\x1b[2J\x1b[HA".into()),
+        ("decaln_with_pen", format!("{LOUD}\x1b#8X\x1b[1;3mY")),
+        ("decaln_with_colours", "\x1b[33;44m\x1b#8X".into()),
         (
             "el_pending_wrap_with_pen",
             format!("{fill}\x1b[2;19H\x1b[7mxy\x1b[0;41m\x1b[K"),

@@ -34,8 +34,8 @@ use judge::{judge, CANDIDATES};
 const TETHER_ALACRITTY_REF: usize = 37;
 const TETHER_SEQUENCES: usize = 58;
 const TETHER_PROGRAMS: usize = 63;
-const TETHER_EDGES: usize = 83;
-const TETHER_ATTRIBUTES: usize = 44;
+const TETHER_EDGES: usize = 87;
+const TETHER_ATTRIBUTES: usize = 46;
 
 /// Cases whose every cell has the attributes real xterm reports for it
 /// (docs/BENCHMARKS.md lists the ones that do not, with the reason).
@@ -43,7 +43,7 @@ const STYLES_ALACRITTY_REF: usize = 36;
 const STYLES_SEQUENCES: usize = 73;
 const STYLES_PROGRAMS: usize = 64;
 const STYLES_EDGES: usize = 101;
-const STYLES_ATTRIBUTES: usize = 41;
+const STYLES_ATTRIBUTES: usize = 43;
 
 /// Cases whose snapshot, written to a fresh real xterm, does not show the
 /// server's screen: `colored_underline` (a line of combining marks and an
