@@ -87,12 +87,16 @@ impl Pen {
     }
 }
 
-/// The pen in use and the one each screen's saved cursor holds.
+/// The pen in use and the one each screen's saved cursor holds; and the
+/// same for autowrap being off, which avt saves with the cursor too (reverse
+/// wrap, `unparsed.rs`, needs it).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct PenMirror {
     current: Pen,
     /// Primary, alternate.
     saved: [Pen; 2],
+    autowrap_off: bool,
+    saved_autowrap_off: [bool; 2],
 }
 
 fn slot(screen: ScreenKind) -> usize {
@@ -180,8 +184,50 @@ impl PenMirror {
 
     /// Follows `function`, run on `active` (the screen active before it),
     /// as avt changes its pen for it.
+    /// True while autowrap (`?7`) is off.
+    pub fn autowrap_off(&self) -> bool {
+        self.autowrap_off
+    }
+
     pub fn track(&mut self, function: &Function, active: ScreenKind) {
         let mut active = active;
+        match function {
+            Function::Decsc | Function::Scosc => {
+                self.saved_autowrap_off[slot(active)] = self.autowrap_off;
+            }
+            Function::Decrc | Function::Scorc => {
+                self.autowrap_off = self.saved_autowrap_off[slot(active)];
+            }
+            Function::Decset(modes) | Function::Decrst(modes) => {
+                let set = matches!(function, Function::Decset(_));
+                let mut screen = active;
+                for mode in modes.as_slice() {
+                    match (mode, set) {
+                        (DecMode::AutoWrap, _) => self.autowrap_off = !set,
+                        (DecMode::SaveCursor | DecMode::SaveCursorAltScreenBuffer, true) => {
+                            self.saved_autowrap_off[slot(screen)] = self.autowrap_off;
+                        }
+                        (DecMode::SaveCursor, false) => {
+                            self.autowrap_off = self.saved_autowrap_off[slot(screen)];
+                        }
+                        (DecMode::SaveCursorAltScreenBuffer, false) => {
+                            screen = ScreenKind::Primary;
+                            self.autowrap_off = self.saved_autowrap_off[slot(screen)];
+                        }
+                        _ => {}
+                    }
+                    match (mode, set) {
+                        (DecMode::AltScreenBuffer | DecMode::SaveCursorAltScreenBuffer, true) => {
+                            screen = ScreenKind::Alternate;
+                        }
+                        (DecMode::AltScreenBuffer, false) => screen = ScreenKind::Primary,
+                        _ => {}
+                    }
+                }
+            }
+            Function::Decstr => self.saved_autowrap_off[slot(active)] = false,
+            _ => {}
+        }
         match function {
             Function::Sgr(ops) => {
                 for op in ops.as_slice() {

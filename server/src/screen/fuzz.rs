@@ -39,7 +39,8 @@ fn terminal_bytes() -> impl Strategy<Value = Vec<u8>> {
             Just(&b"\x1bc"[..]), Just(&b"\x1b7"[..]), Just(&b"\x1b8"[..]),
             Just(&b"\x1b#8"[..]), Just(&b"\x1b)0\x0e"[..]), Just(&b"\x0f\x1b[s"[..]),
             Just(&b"\x1b[u"[..]), Just(&b"\x1b[2 @"[..]), Just(&b"\x1b[ A"[..]),
-            Just(&b"\x1b[3'}"[..]), Just(&b"\x1b['~"[..]), Just(&b"\x1b[?1048h"[..]), Just(&b"\x1b[?1048l"[..]), Just(&b"\x1b[3;4r\x1b[3;1H\x1b[2L"[..]),
+            Just(&b"\x1b[3'}"[..]), Just(&b"\x1b['~"[..]), Just(&b"\x1b[?45h"[..]),
+            Just(&b"\x1b[?45l"[..]), Just(&b"\x08"[..]), Just(&b"\x1b[3D"[..]), Just(&b"\x1b[?1048h"[..]), Just(&b"\x1b[?1048l"[..]), Just(&b"\x1b[3;4r\x1b[3;1H\x1b[2L"[..]),
         ].prop_map(<[u8]>::to_vec),
     ];
     proptest::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())

@@ -244,6 +244,7 @@ impl Screen {
     pub fn snapshot(&self) -> Snapshot {
         let mut data = Vec::new();
         self.modes.restore_sequence(&mut data);
+        data.extend_from_slice(self.unparsed.modes_sequence().as_bytes());
         let dump = match &self.emulator {
             Emulator::Live(terminal) => Cow::Owned(emulator_dump(terminal, self.limits)),
             // Written from a String by `sleep`.

@@ -77,6 +77,22 @@ impl Guarded<'_> {
             if function == Function::Ris {
                 self.unparsed.reset();
             }
+            if self.unparsed.wraps_back(&function, self.pen.autowrap_off()) {
+                // Reverse wrap (`unparsed.rs`): where the cursor is decides.
+                self.terminal.feed(&text[start..at]);
+                let n = match function {
+                    Function::Cub(n) => n,
+                    _ => 1,
+                };
+                let (top, bottom) = self.region.rows(self.terminal.size().1);
+                let operations = self.unparsed.back(n, self.terminal, top, bottom);
+                if ch >= ' ' {
+                    self.terminal.feed('\u{18}');
+                }
+                self.terminal.execute(operations);
+                start = end;
+                continue;
+            }
             if let (Function::Rep(count), true) = (&function, self.cut_repeats) {
                 let count = *count;
                 // What the emulator has been given so far: the repeated

@@ -366,3 +366,14 @@ fn scroll_left_right_and_columns_round_trip_at_every_cut() {
         "blanks take the colours only"
     );
 }
+
+#[test]
+fn reverse_wrap_goes_back_to_the_row_above_and_round_trips() {
+    let stream = b"abcd\r\nefgh\r\nijkl\x1b[?45h\x1b[3;1H\x08X\x1b[2;1H\x1b[2DY\x1b[1;1H\x08Z\x1b[?45l\x1b[3;1H\x08W";
+    round_trips_at_every_cut(4, 3, stream);
+    let mut screen = Screen::new(4, 3, LIMITS);
+    screen.feed(stream);
+    // X at the end of row 2, Y two cells back from row 2's start, Z from
+    // the top row to the bottom one; without the mode W stays on row 3.
+    assert_eq!(screen.text(), "abYd\nefgX\nWjkZ\n");
+}

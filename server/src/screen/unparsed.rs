@@ -5,7 +5,10 @@
 //! shadow parser goes through are kept here (a few bytes, bounded), and
 //! when a sequence ends as one of these the emulator is given what xterm
 //! does, made of avt's own operations (insert or delete characters on each
-//! row of the scroll region), with the cursor back where it was.
+//! row of the scroll region), with the cursor back where it was. The same
+//! way, reverse wrap (`?45`, which avt drops as well) is kept here and a
+//! backspace or CUB under it given as cursor moves. A snapshot sets the
+//! modes kept here ([`Unparsed::modes_sequence`]).
 
 use std::borrow::Cow;
 
@@ -36,6 +39,11 @@ pub(super) struct Unparsed {
     /// while it is on, the four are left to avt (which ignores them), as
     /// xterm acts on them within left and right margins avt does not have.
     lr_margin_mode: bool,
+    /// Reverse wrap (`?45`), which avt drops: with autowrap on, a
+    /// backspace or CUB at the first column goes on at the end of the row
+    /// above (from the top margin, of the bottom margin), and one with a
+    /// wrap pending only ends it.
+    reverse_wrap: bool,
 }
 
 fn in_csi(state: State) -> bool {
@@ -46,17 +54,79 @@ fn in_csi(state: State) -> bool {
 }
 
 impl Unparsed {
-    /// A hard reset (RIS) turns the left and right margin mode off.
+    /// A hard reset (RIS) turns the modes kept here off.
     pub fn reset(&mut self) {
         self.lr_margin_mode = false;
+        self.reverse_wrap = false;
+    }
+
+    /// The modes avt does not keep, as a sequence that sets them in a
+    /// fresh terminal (for a snapshot).
+    pub fn modes_sequence(&self) -> &'static str {
+        match (self.reverse_wrap, self.lr_margin_mode) {
+            (false, false) => "",
+            (true, false) => "\x1b[?45h",
+            (false, true) => "\x1b[?69h",
+            (true, true) => "\x1b[?45;69h",
+        }
+    }
+
+    /// True when a backspace or CUB needs the cursor (reverse wrap on,
+    /// with autowrap: `autowrap_off` from `fill.rs`'s mirror).
+    pub fn wraps_back(&self, function: &Function, autowrap_off: bool) -> bool {
+        self.reverse_wrap && !autowrap_off && matches!(function, Function::Bs | Function::Cub(_))
+    }
+
+    /// What the emulator runs instead of a backspace (`n` 1) or CUB `n`
+    /// with reverse wrap on, the scroll region being `top..=bottom`: the
+    /// cursor goes back `n` cells, a pending wrap counting as one, from the
+    /// first column to the last of the row above (from the top margin or
+    /// the top row, to the bottom margin or the bottom row).
+    pub fn back(&self, n: u16, terminal: &Terminal, top: usize, bottom: usize) -> Vec<Function> {
+        let (cols, rows) = terminal.size();
+        let cursor = terminal.cursor();
+        let (mut row, mut col, mut pending) = (cursor.row, cursor.col, cursor.col >= cols);
+        // More steps than cells on the screen go round: bounded by one turn.
+        let steps = usize::from(n.max(1)).min(cols * rows + 1);
+        for _ in 0..steps {
+            if pending {
+                pending = false;
+                col = cols - 1;
+            } else if col > 0 {
+                col -= 1;
+            } else {
+                row = if row == top {
+                    bottom
+                } else if row == 0 {
+                    rows - 1
+                } else {
+                    row - 1
+                };
+                col = cols - 1;
+            }
+        }
+        let narrow = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
+        let mut ops = Vec::new();
+        if row < cursor.row {
+            ops.push(Function::Cuu(narrow(cursor.row - row)));
+        } else if row > cursor.row {
+            ops.push(Function::Cud(narrow(row - cursor.row)));
+        }
+        ops.push(Function::Cha(narrow(col + 1)));
+        ops
     }
 
     /// avt's dump (`dump`, which ends with the sequence its parser holds)
-    /// with the parameters of a CSI sequence cut after its intermediate put
-    /// back: avt writes only the intermediate then (its own sequences with
-    /// one take no parameters), and `CSI 2 SP` would come back as `CSI SP`.
+    /// with a CSI sequence in progress written as it came: avt writes only
+    /// the intermediate of one cut after it (its own sequences with one take
+    /// no parameters: `CSI 2 SP` came back as `CSI SP`), and a parameter
+    /// after a private marker as 0 (`CSI ? 45` as `CSI ? 0`).
     pub fn complete<'a>(&self, state: State, dump: Cow<'a, str>) -> Cow<'a, str> {
-        if state != State::CsiIntermediate || self.too_long {
+        let csi = matches!(
+            state,
+            State::CsiEntry | State::CsiParam | State::CsiIntermediate
+        );
+        if !csi || self.too_long {
             return dump;
         }
         let (Some(at), Ok(chars)) = (
@@ -77,6 +147,10 @@ impl Unparsed {
             return None;
         }
         if in_csi(after) {
+            // A C0 control inside a sequence is run, not part of it.
+            if ch < ' ' {
+                return None;
+            }
             match u8::try_from(ch) {
                 Ok(byte) if self.len < self.chars.len() => {
                     self.chars[self.len] = byte;
@@ -92,8 +166,12 @@ impl Unparsed {
         }
         let body = &self.chars[..self.len];
         if let (Some((b'?', modes)), 'h' | 'l') = (body.split_first(), ch) {
-            if modes.split(|&b| b == b';').any(|mode| mode == b"69") {
-                self.lr_margin_mode = ch == 'h';
+            for mode in modes.split(|&b| b == b';') {
+                match mode {
+                    b"69" => self.lr_margin_mode = ch == 'h',
+                    b"45" => self.reverse_wrap = ch == 'h',
+                    _ => {}
+                }
             }
             return None;
         }
