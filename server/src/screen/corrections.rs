@@ -19,7 +19,9 @@
 //!   the cursor stays where it is (avt ignored the first and homed the
 //!   cursor on the second);
 //! - reverse index (`RI`, `ESC M`) off the top margin moves up one row, in
-//!   origin mode too (avt moves to that row counted from the top margin).
+//!   origin mode too (avt moves to that row counted from the top margin);
+//! - VPR (`CSI n e`) outside origin mode goes down n rows past the bottom
+//!   margin, to the last row at most (avt stopped at the margin).
 //!
 //! Each correction is made of avt's own operations, so the emulator's state
 //! (and its dump, the snapshot) stays avt's: nothing here holds state a
@@ -73,10 +75,17 @@ pub(super) fn needs_state(function: &Function) -> bool {
             | Function::Cht(_)
             | Function::Cbt(_)
             | Function::Ri
+            | Function::Vpr(_)
     )
 }
 
-pub(super) fn correct(function: &Function, terminal: &Terminal, region: &mut Region) -> Correction {
+/// What the emulator is given for `function`; `origin`: origin mode is on.
+pub(super) fn correct(
+    function: &Function,
+    terminal: &Terminal,
+    region: &mut Region,
+    origin: bool,
+) -> Correction {
     let (cols, rows) = terminal.size();
     let cursor = terminal.cursor();
     let wrap_pending = cursor.col >= cols;
@@ -88,6 +97,12 @@ pub(super) fn correct(function: &Function, terminal: &Terminal, region: &mut Reg
             } else {
                 Correction::After(vec![Function::Cha(1)])
             }
+        }
+        Function::Vpr(n) if !origin => {
+            // To the row n below, past the bottom margin (avt stops there).
+            let row = (cursor.row + usize::from(n.max(1))).min(rows - 1);
+            let row = u16::try_from(row + 1).unwrap_or(u16::MAX);
+            Correction::Instead(vec![Function::Vpa(row)])
         }
         Function::Decaln => {
             region.0 = None;

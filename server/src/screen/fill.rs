@@ -87,16 +87,23 @@ impl Pen {
     }
 }
 
-/// The pen in use and the one each screen's saved cursor holds; and the
-/// same for autowrap being off, which avt saves with the cursor too (reverse
-/// wrap, `unparsed.rs`, needs it).
+/// Autowrap and origin mode, which avt saves with the cursor too (reverse
+/// wrap, `unparsed.rs`, needs the first, VPR's correction the second).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Modes {
+    autowrap_off: bool,
+    origin: bool,
+}
+
+/// The pen in use and the one each screen's saved cursor holds; the same
+/// for [`Modes`].
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct PenMirror {
     current: Pen,
     /// Primary, alternate.
     saved: [Pen; 2],
-    autowrap_off: bool,
-    saved_autowrap_off: [bool; 2],
+    modes: Modes,
+    saved_modes: [Modes; 2],
 }
 
 fn slot(screen: ScreenKind) -> usize {
@@ -186,33 +193,35 @@ impl PenMirror {
     /// as avt changes its pen for it.
     /// True while autowrap (`?7`) is off.
     pub fn autowrap_off(&self) -> bool {
-        self.autowrap_off
+        self.modes.autowrap_off
+    }
+
+    /// True in origin mode (`?6`).
+    pub fn origin(&self) -> bool {
+        self.modes.origin
     }
 
     pub fn track(&mut self, function: &Function, active: ScreenKind) {
         let mut active = active;
         match function {
-            Function::Decsc | Function::Scosc => {
-                self.saved_autowrap_off[slot(active)] = self.autowrap_off;
-            }
-            Function::Decrc | Function::Scorc => {
-                self.autowrap_off = self.saved_autowrap_off[slot(active)];
-            }
+            Function::Decsc | Function::Scosc => self.saved_modes[slot(active)] = self.modes,
+            Function::Decrc | Function::Scorc => self.modes = self.saved_modes[slot(active)],
             Function::Decset(modes) | Function::Decrst(modes) => {
                 let set = matches!(function, Function::Decset(_));
                 let mut screen = active;
                 for mode in modes.as_slice() {
                     match (mode, set) {
-                        (DecMode::AutoWrap, _) => self.autowrap_off = !set,
+                        (DecMode::AutoWrap, _) => self.modes.autowrap_off = !set,
+                        (DecMode::Origin, _) => self.modes.origin = set,
                         (DecMode::SaveCursor | DecMode::SaveCursorAltScreenBuffer, true) => {
-                            self.saved_autowrap_off[slot(screen)] = self.autowrap_off;
+                            self.saved_modes[slot(screen)] = self.modes;
                         }
                         (DecMode::SaveCursor, false) => {
-                            self.autowrap_off = self.saved_autowrap_off[slot(screen)];
+                            self.modes = self.saved_modes[slot(screen)];
                         }
                         (DecMode::SaveCursorAltScreenBuffer, false) => {
                             screen = ScreenKind::Primary;
-                            self.autowrap_off = self.saved_autowrap_off[slot(screen)];
+                            self.modes = self.saved_modes[slot(screen)];
                         }
                         _ => {}
                     }
@@ -225,7 +234,11 @@ impl PenMirror {
                     }
                 }
             }
-            Function::Decstr => self.saved_autowrap_off[slot(active)] = false,
+            // As avt's soft reset: origin mode off, the saved cursor forgotten.
+            Function::Decstr => {
+                self.modes.origin = false;
+                self.saved_modes[slot(active)] = Modes::default();
+            }
             _ => {}
         }
         match function {

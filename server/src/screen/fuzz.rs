@@ -28,6 +28,7 @@ fn terminal_bytes() -> impl Strategy<Value = Vec<u8>> {
         3 => (0u16..3000, prop_oneof![
             Just("b"), Just("@"), Just("P"), Just("X"), Just("L"), Just("M"), Just("S"),
             Just("T"), Just("I"), Just("Z"), Just("J"), Just("K"), Just("G"), Just("d"),
+            Just("e"), Just("D"),
         ]).prop_map(|(n, fin)| format!("\x1b[{n}{fin}").into_bytes()),
         2 => prop_oneof![
             Just(&b"\x1b[?1049h"[..]), Just(&b"\x1b[?1049l"[..]), Just(&b"\x1b[?7l"[..]),

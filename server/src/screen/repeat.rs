@@ -113,7 +113,8 @@ impl Guarded<'_> {
             }
             let active = self.terminal.active_screen_kind();
             let restore = self.charsets.track(&function, active);
-            let mut correction = correct(&function, self.terminal, self.region);
+            let origin = self.pen.origin();
+            let mut correction = correct(&function, self.terminal, self.region, origin);
             if let (Some(operations), Correction::Pass) = (restore, &correction) {
                 correction = Correction::After(operations);
             }

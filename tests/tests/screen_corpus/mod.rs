@@ -34,7 +34,7 @@ use judge::{judge, CANDIDATES};
 const TETHER_ALACRITTY_REF: usize = 37;
 const TETHER_SEQUENCES: usize = 60;
 const TETHER_PROGRAMS: usize = 63;
-const TETHER_EDGES: usize = 92;
+const TETHER_EDGES: usize = 93;
 const TETHER_ATTRIBUTES: usize = 46;
 
 /// Cases whose every cell has the attributes real xterm reports for it
