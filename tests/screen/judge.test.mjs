@@ -98,18 +98,39 @@ test("the recordings exist (run cargo test -p tether-tests --test screen first)"
   }
 });
 
+// Recordings where xterm.js's own screen differs from real xterm's, which
+// the server follows (issue 45): a cut after such a place cannot rebuild
+// what xterm.js shows, and is let pass (the snapshot is judged against real
+// xterm instead, written to a fresh xterm by tests/tests/screen_corpus/);
+// the other cuts must rebuild it. Each entry must still apply to at least
+// one cut, or come off.
+const XTERMJS_DIFFERS_FROM_XTERM = {
+  top: "EL with a wrap pending (top's full-width inverse header): xterm erases the last column and ends the wrap, xterm.js does neither",
+};
+
 for (const file of fixtures) {
   const fixture = JSON.parse(readFileSync(join(dir, file), "utf8"));
   test(`${fixture.name}: snapshot at N plus the bytes after N equals the whole stream`, async () => {
     const stream = unhex(fixture.stream);
     const whole = view(await feed(fixture, [stream]));
     assert.ok(fixture.cuts.length >= 5);
+    const differing = [];
     for (const cut of fixture.cuts) {
       const data = unhex(cut.data);
       const snapshotOnly = await feed(fixture, [data]);
       assert.deepEqual(snapshotOnly.replies, [], `${fixture.name} at ${cut.n}: the snapshot made the terminal answer`);
       const rebuilt = view(await feed(fixture, [data, stream.subarray(cut.n)]));
+      if (XTERMJS_DIFFERS_FROM_XTERM[fixture.name] && JSON.stringify(rebuilt) !== JSON.stringify(whole)) {
+        differing.push(cut.n);
+        continue;
+      }
       assert.deepEqual(rebuilt, whole, `${fixture.name}: cut at ${cut.n} of ${stream.length}`);
+    }
+    const reason = XTERMJS_DIFFERS_FROM_XTERM[fixture.name];
+    if (reason) {
+      console.log(`${fixture.name}: cuts ${differing.join(" ")} rebuild real xterm's screen, not xterm.js's (${reason})`);
+      assert.ok(differing.length > 0, `${fixture.name}: no cut differs any more: take it off XTERMJS_DIFFERS_FROM_XTERM`);
+      assert.ok(differing.length < fixture.cuts.length, `${fixture.name}: every cut differs`);
     }
   });
 }

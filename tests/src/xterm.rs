@@ -7,11 +7,14 @@
 //! case the test asks xterm for its screen with its own Media Copy ("print
 //! page", `CSI i`, whole page, no attributes, a newline after each row) to a
 //! printer command that writes to a FIFO the test reads, and for the cursor with DSR
-//! (`CSI 6 n`). An xterm starts in 70 ms: a judge can afford a fresh one
+//! (`CSI 6 n`), and for the attributes of every cell with `XTREPORTSGR`
+//! (`CSI Pt;Pl;Pb;Pr # |` on a one-cell rectangle: xterm answers with the
+//! SGR of that cell, 256 and direct colours included). An xterm starts in 70 ms: a judge can afford a fresh one
 //! per case, as a fresh emulator is what every candidate starts from.
 //!
 //! xterm runs with its defaults but for the printer resources (and
-//! UTF-8): window operations stay disabled, so a stream cannot resize the
+//! UTF-8, and `boldColors` off, so that bold text keeps the colour it was
+//! given in xterm's report instead of its bright version): window operations stay disabled, so a stream cannot resize the
 //! window, and `DECCOLM` is ignored (`c132` is false) as in a stock xterm.
 
 use std::fs::File;
@@ -78,6 +81,9 @@ pub struct XtermScreen {
     /// `(columns, rows)` at the end: not the size xterm started with when
     /// the case made it change (`DECCOLM`).
     pub size: (u16, u16),
+    /// Each visible cell's attributes, row by row, in the canonical form of
+    /// [`canonical_sgr`].
+    pub styles: Vec<Vec<String>>,
 }
 
 /// A real xterm of `cols x rows` on `xvfb`; killed on drop.
@@ -130,6 +136,7 @@ impl Xterm {
             "*printerExtent: true".to_string(),
             "*printerFormFeed: false".to_string(),
             "*printerNewLine: true".to_string(),
+            "*boldColors: false".to_string(),
         ];
         let mut command = Command::new("xterm");
         command
@@ -212,9 +219,31 @@ impl Xterm {
         // Last, the size xterm has now (the bottom right corner's place):
         // a case may have made xterm change it (DECCOLM).
         self.write(b"\x18\x1b[6n\x1b[?6$p\x1bP$qr\x1b\\\x1bP$qs\x1b\\\x1b[i");
-        self.write(b"\x1b[?6l\x1b[999;999H\x1b[6n\x1b[5n");
+        // Each cell's attributes, outside origin mode (rectangles are
+        // placed by it).
+        let mut queries = b"\x1b[?6l".to_vec();
+        for row in 1..=self.rows {
+            for col in 1..=self.cols {
+                queries.extend_from_slice(format!("\x1b[{row};{col};{row};{col}#|").as_bytes());
+            }
+        }
+        self.write(&queries);
+        self.write(b"\x1b[999;999H\x1b[6n\x1b[5n");
         let replies =
             self.wait_replies(|r| find_last(r, b"R\x1b[0n").is_some(), "the cursor report");
+        let (replies, mut reports) = take_sgr_reports(&replies);
+        let cells = usize::from(self.cols) * usize::from(self.rows);
+        assert_eq!(
+            reports.len(),
+            cells,
+            "xterm reported {} cells",
+            reports.len()
+        );
+        let mut styles = Vec::new();
+        for _ in 0..self.rows {
+            let rest = reports.split_off(usize::from(self.cols));
+            styles.push(std::mem::replace(&mut reports, rest));
+        }
         let ((row, col), size) = cursor_report(&replies).unwrap_or_else(|| {
             panic!(
                 "no cursor report in {:?}",
@@ -231,6 +260,7 @@ impl Xterm {
             lines,
             cursor: (col.min(size.0.saturating_sub(1)), row),
             size,
+            styles,
         }
     }
 
@@ -335,6 +365,87 @@ fn reader(open: impl FnOnce() -> Option<File> + Send + 'static) -> Receiver<Vec<
         }
     });
     receiver
+}
+
+/// The replies without xterm's SGR reports (`CSI ... m`, the only replies
+/// ending in `m`), and those reports in canonical form, in order.
+fn take_sgr_reports(replies: &[u8]) -> (Vec<u8>, Vec<String>) {
+    let mut rest = Vec::with_capacity(replies.len());
+    let mut reports = Vec::new();
+    let mut at = 0;
+    while at < replies.len() {
+        if replies[at..].starts_with(b"\x1b[") {
+            let params = &replies[at + 2..];
+            let len = params
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || *b == b';' || *b == b':'))
+                .unwrap_or(params.len());
+            if params.get(len) == Some(&b'm') {
+                reports.push(canonical_sgr(&String::from_utf8_lossy(&params[..len])));
+                at += 2 + len + 1;
+                continue;
+            }
+        }
+        rest.push(replies[at]);
+        at += 1;
+    }
+    (rest, reports)
+}
+
+/// SGR parameters (as xterm reports them, or as any program writes them)
+/// in the canonical form of the server's `Screen::styles`: the attributes by
+/// number in increasing order (1, 2, 3, 4, 5, 7, 8, 9, 21), then the
+/// foreground and the background as `38:5:N`/`48:5:N` (N 0-255, however it
+/// was written) or `38:2:R:G:B`/`48:2:R:G:B`; empty for the default.
+pub fn canonical_sgr(params: &str) -> String {
+    let mut flags = std::collections::BTreeSet::new();
+    let (mut fg, mut bg): (Option<String>, Option<String>) = (None, None);
+    let mut items = params.split(';').peekable();
+    while let Some(item) = items.next() {
+        let mut subs = item.split(':');
+        let code: u16 = subs.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let colour = |base: u16, n: u16| Some(format!("{base}:5:{n}"));
+        match code {
+            0 => {
+                flags.clear();
+                fg = None;
+                bg = None;
+            }
+            1..=9 | 21 => {
+                flags.insert(code);
+            }
+            30..=37 => fg = colour(38, code - 30),
+            40..=47 => bg = colour(48, code - 40),
+            90..=97 => fg = colour(38, code - 90 + 8),
+            100..=107 => bg = colour(48, code - 100 + 8),
+            39 => fg = None,
+            49 => bg = None,
+            38 | 48 => {
+                // Colon form (`38:5:N`, `38:2::R:G:B`) or semicolon form.
+                let mut args: Vec<String> = subs.map(str::to_string).collect();
+                if args.is_empty() {
+                    let kind = items.next().unwrap_or_default().to_string();
+                    let count = if kind == "2" { 3 } else { 1 };
+                    args.push(kind);
+                    args.extend((0..count).filter_map(|_| items.next().map(str::to_string)));
+                } else if args.first().map(String::as_str) == Some("2") && args.len() == 5 {
+                    // The colour space id xterm writes empty.
+                    args.remove(1);
+                }
+                let spec = format!("{code}:{}", args.join(":"));
+                if code == 38 {
+                    fg = Some(spec);
+                } else {
+                    bg = Some(spec);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut parts: Vec<String> = flags.iter().map(u16::to_string).collect();
+    parts.extend(fg);
+    parts.extend(bg);
+    parts.join(";")
 }
 
 fn find_last(haystack: &[u8], needle: &[u8]) -> Option<usize> {

@@ -7,15 +7,21 @@
 //!   column (and so end a pending wrap);
 //! - `DECALN` (`ESC # 8`) also resets the scroll region and homes the
 //!   cursor;
-//! - erase characters (`ECH`) with a wrap pending act on the last column
-//!   and end the pending wrap (not erase in line: real xterm's `EL` does
-//!   the same, but xterm.js, which judges the snapshots' round trip
-//!   (`tests/screen/`), does not, and a snapshot taken after it would
-//!   show the client what its own terminal never would);
-//! - a horizontal tab with a wrap pending does nothing (the wrap stays
-//!   pending);
+//! - erase characters, erase in line and erase in display (`ECH`, `EL`,
+//!   `ED`) with a wrap pending act from the last column and end the
+//!   pending wrap (xterm.js's `EL` and `ED` do not: tether follows xterm);
+//! - a line feed (`LF`, `IND`, `VT`, `FF`) with a wrap pending ends it
+//!   and leaves the cursor on the last column;
+//! - a horizontal tab, forward or backward (`HT`, `CHT`, `CBT`), with a
+//!   wrap pending does nothing (the wrap stays pending);
+//! - `DECSTBM` with a bottom past the screen sets the margins to the
+//!   screen's last row; with a top not above the bottom it is ignored and
+//!   the cursor stays where it is (avt ignored the first and homed the
+//!   cursor on the second);
 //! - reverse index (`RI`, `ESC M`) off the top margin moves up one row, in
-//!   origin mode too (avt moves to that row counted from the top margin).
+//!   origin mode too (avt moves to that row counted from the top margin);
+//! - VPR (`CSI n e`) outside origin mode goes down n rows past the bottom
+//!   margin, to the last row at most (avt stopped at the margin).
 //!
 //! Each correction is made of avt's own operations, so the emulator's state
 //! (and its dump, the snapshot) stays avt's: nothing here holds state a
@@ -39,7 +45,7 @@ impl Region {
         }
     }
 
-    fn rows(self, rows: usize) -> (usize, usize) {
+    pub(super) fn rows(self, rows: usize) -> (usize, usize) {
         self.0.unwrap_or((0, rows.saturating_sub(1)))
     }
 }
@@ -59,11 +65,27 @@ pub(super) enum Correction {
 pub(super) fn needs_state(function: &Function) -> bool {
     matches!(
         function,
-        Function::Il(_) | Function::Dl(_) | Function::Ech(_) | Function::Ht | Function::Ri
+        Function::Il(_)
+            | Function::Dl(_)
+            | Function::Ech(_)
+            | Function::El(_)
+            | Function::Ed(_)
+            | Function::Lf
+            | Function::Ht
+            | Function::Cht(_)
+            | Function::Cbt(_)
+            | Function::Ri
+            | Function::Vpr(_)
     )
 }
 
-pub(super) fn correct(function: &Function, terminal: &Terminal, region: &mut Region) -> Correction {
+/// What the emulator is given for `function`; `origin`: origin mode is on.
+pub(super) fn correct(
+    function: &Function,
+    terminal: &Terminal,
+    region: &mut Region,
+    origin: bool,
+) -> Correction {
     let (cols, rows) = terminal.size();
     let cursor = terminal.cursor();
     let wrap_pending = cursor.col >= cols;
@@ -76,28 +98,41 @@ pub(super) fn correct(function: &Function, terminal: &Terminal, region: &mut Reg
                 Correction::After(vec![Function::Cha(1)])
             }
         }
+        Function::Vpr(n) if !origin => {
+            // To the row n below, past the bottom margin (avt stops there).
+            let row = (cursor.row + usize::from(n.max(1))).min(rows - 1);
+            let row = u16::try_from(row + 1).unwrap_or(u16::MAX);
+            Correction::Instead(vec![Function::Vpa(row)])
+        }
         Function::Decaln => {
             region.0 = None;
             Correction::After(vec![Function::Decstbm(0, 0)])
         }
-        Function::Ech(n) if wrap_pending => {
-            Correction::Instead(vec![last_column(cols), Function::Ech(n)])
+        Function::Ech(_) | Function::El(_) | Function::Ed(_) | Function::Lf if wrap_pending => {
+            Correction::Instead(vec![last_column(cols), function.clone()])
         }
-        Function::Ht if wrap_pending => Correction::Instead(Vec::new()),
+        Function::Ht | Function::Cht(_) | Function::Cbt(_) if wrap_pending => {
+            Correction::Instead(Vec::new())
+        }
         Function::Ri if cursor.row != region.rows(rows).0 => {
             Correction::Instead(vec![Function::Cuu(1)])
         }
         Function::Decstbm(top, bottom) => {
-            // As avt's own DECSTBM: 1-based, 0 for the default; kept only
-            // when top < bottom within the screen.
-            let top = usize::from(top.max(1)) - 1;
-            let bottom = if bottom == 0 {
+            // 1-based, 0 for the default; a bottom past the screen is the
+            // last row (as xterm); kept only when top < bottom.
+            let top_row = usize::from(top.max(1)) - 1;
+            let bottom_row = if bottom == 0 {
                 rows
             } else {
-                usize::from(bottom)
+                usize::from(bottom).min(rows)
             } - 1;
-            if top < bottom && bottom < rows {
-                region.0 = ((top, bottom) != (0, rows - 1)).then_some((top, bottom));
+            if top_row >= bottom_row {
+                return Correction::Instead(Vec::new());
+            }
+            region.0 = ((top_row, bottom_row) != (0, rows - 1)).then_some((top_row, bottom_row));
+            if usize::from(bottom) > rows {
+                let last = u16::try_from(rows).unwrap_or(u16::MAX);
+                return Correction::Instead(vec![Function::Decstbm(top, last)]);
             }
             Correction::Pass
         }

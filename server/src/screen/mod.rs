@@ -23,9 +23,12 @@
 mod bounds;
 mod charsets;
 mod corrections;
+mod fill;
 mod modes;
 mod render;
 mod repeat;
+mod style;
+mod unparsed;
 
 use std::borrow::Cow;
 
@@ -75,6 +78,10 @@ pub struct Screen {
     region: corrections::Region,
     /// The character sets saved with the cursor (`charsets.rs`).
     charsets: charsets::SavedCharsets,
+    /// avt's pen, mirrored (`fill.rs`).
+    pen: fill::PenMirror,
+    /// The CSI sequence the shadow parser is in (`unparsed.rs`).
+    unparsed: unparsed::Unparsed,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
@@ -119,6 +126,8 @@ impl Screen {
             shadow: avt::Parser::new(),
             region: corrections::Region::default(),
             charsets: charsets::SavedCharsets::default(),
+            pen: fill::PenMirror::default(),
+            unparsed: unparsed::Unparsed::default(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -180,6 +189,8 @@ impl Screen {
             shadow: &mut self.shadow,
             region: &mut self.region,
             charsets: &mut self.charsets,
+            pen: &mut self.pen,
+            unparsed: &mut self.unparsed,
             cut_repeats: true,
             limits: self.limits,
         };
@@ -246,11 +257,13 @@ impl Screen {
     pub fn snapshot(&self) -> Snapshot {
         let mut data = Vec::new();
         self.modes.restore_sequence(&mut data);
+        data.extend_from_slice(self.unparsed.modes_sequence().as_bytes());
         let dump = match &self.emulator {
             Emulator::Live(terminal) => Cow::Owned(emulator_dump(terminal, self.limits)),
             // Written from a String by `sleep`.
             Emulator::Asleep(dump) => String::from_utf8_lossy(dump),
         };
+        let dump = self.unparsed.complete(self.shadow.state, dump);
         data.extend_from_slice(self.charsets.inject(&dump).as_bytes());
         data.extend_from_slice(self.utf8.pending());
         Snapshot {
@@ -269,6 +282,19 @@ impl Screen {
             Emulator::Asleep(dump) => {
                 let terminal = rebuild(self.cols, self.rows, self.limits, dump);
                 render::plain_text(terminal.screen().visible_lines())
+            }
+        }
+    }
+
+    /// The attributes of every visible cell of the active screen, row by
+    /// row, as canonical SGR parameters (`style.rs`): what a judge compares
+    /// with another terminal's cells.
+    pub fn styles(&self) -> Vec<Vec<String>> {
+        match &self.emulator {
+            Emulator::Live(terminal) => style::visible_styles(terminal.screen().visible_lines()),
+            Emulator::Asleep(dump) => {
+                let terminal = rebuild(self.cols, self.rows, self.limits, dump);
+                style::visible_styles(terminal.screen().visible_lines())
             }
         }
     }
@@ -334,6 +360,7 @@ fn emulator_dump(terminal: &Terminal, limits: ScreenLimits) -> String {
     let first = lines.len().saturating_sub(rows) - history;
     render::scrollback(&lines[first..first + history], rows, &mut out);
     let dump = terminal.dump();
+    let dump = style::absolute_intensity(&dump);
     match dump.char_indices().find(|(_, c)| is_c1_introducer(*c)) {
         Some((at, c)) => {
             out.push_str(&dump[..at]);

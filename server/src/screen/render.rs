@@ -86,19 +86,37 @@ pub fn scrollback(lines: &[&Line], rows: usize, out: &mut String) {
     if lines.is_empty() {
         return;
     }
+    let mut wrap_pending = false;
     for line in lines {
+        // The line before wrapped: only a character printed here makes the
+        // wrap happen (and marks that line as wrapped). A blank under the
+        // default pen does it, so that the line the wrap may scroll in is
+        // filled with that pen, not with the pen of this line's first cell;
+        // then back to the first column (on a screen one column wide the
+        // line is its first cell, whose own pen is right).
+        if wrap_pending {
+            out.push(' ');
+            if line.cells().len() > 1 {
+                out.push('\x08');
+            }
+        }
         line_cells(line, out);
-        if !line.is_wrapped() {
+        wrap_pending = line.is_wrapped();
+        if !wrap_pending {
             out.push_str("\r\n");
         }
     }
     // Each of these scrolls one written line off the top (see the module
     // tests): whether the lines filled the screen or not, rows-1 more line
     // feeds push all of them into the scrollback. A last line that wrapped
-    // (its continuation was scrolled or erased away since) left the cursor
-    // on its own row: one feed more.
-    let last_wrapped = lines.last().is_some_and(|line| line.is_wrapped());
-    for _ in 1..rows + usize::from(last_wrapped) {
+    // (its continuation was scrolled or erased away since) left a wrap
+    // pending: a blank, like the erased cell it lands on, makes the wrap
+    // happen, which is what marks the line as wrapped, and the cursor is
+    // on the next row as after the others.
+    if lines.last().is_some_and(|line| line.is_wrapped()) {
+        out.push(' ');
+    }
+    for _ in 1..rows {
         out.push('\n');
     }
     out.push_str("\r\x1b[H");

@@ -9,8 +9,9 @@
 //! the sequence its parser holds and does nothing else), then the shorter
 //! repeat. Both parsers are back in their ground state after it, so they
 //! stay in step. The same way, the functions where avt differs from real
-//! xterm are given as xterm does them (`corrections.rs`). Everything else
-//! passes unchanged, in runs.
+//! xterm are given as xterm does them (`corrections.rs`, `fill.rs`), and so
+//! are the sequences avt drops that xterm acts on (`unparsed.rs`).
+//! Everything else passes unchanged, in runs.
 
 use avt::parser::{Function, State};
 use avt::Terminal;
@@ -18,6 +19,8 @@ use avt::Terminal;
 use super::bounds::{repeat_count, ScreenLimits};
 use super::charsets::{self, SavedCharsets};
 use super::corrections::{correct, needs_state, Correction, Region};
+use super::fill::PenMirror;
+use super::unparsed::{self, Unparsed};
 
 /// The emulator with the shadow parser that stays in step with its own.
 pub(super) struct Guarded<'a> {
@@ -25,6 +28,8 @@ pub(super) struct Guarded<'a> {
     pub shadow: &'a mut avt::Parser,
     pub region: &'a mut Region,
     pub charsets: &'a mut SavedCharsets,
+    pub pen: &'a mut PenMirror,
+    pub unparsed: &'a mut Unparsed,
     /// False only for the fuzz test's reference, which repeats in full.
     pub cut_repeats: bool,
     pub limits: ScreenLimits,
@@ -48,10 +53,46 @@ impl Guarded<'_> {
                 }
                 continue;
             }
-            let Some(function) = self.shadow.feed(ch) else {
+            let before = self.shadow.state;
+            let function = self.shadow.feed(ch);
+            let end = at + ch.len_utf8();
+            if let Some(extra) = self.unparsed.observe(before, self.shadow.state, ch) {
+                // A sequence avt drops (`unparsed.rs`): the emulator is
+                // given everything before its last character, which a CAN
+                // then ends, and what xterm does.
+                self.terminal.feed(&text[start..at]);
+                let (top, bottom) = self.region.rows(self.terminal.size().1);
+                let mut operations = unparsed::operations(extra, self.terminal, top, bottom);
+                if !operations.is_empty() && self.pen.must_wrap(&Function::Dch(1)) {
+                    operations = self.pen.wrap(operations);
+                }
+                self.terminal.feed('\u{18}');
+                self.terminal.execute(operations);
+                start = end;
+                continue;
+            }
+            let Some(function) = function else {
                 continue;
             };
-            let end = at + ch.len_utf8();
+            if function == Function::Ris {
+                self.unparsed.reset();
+            }
+            if self.unparsed.wraps_back(&function, self.pen.autowrap_off()) {
+                // Reverse wrap (`unparsed.rs`): where the cursor is decides.
+                self.terminal.feed(&text[start..at]);
+                let n = match function {
+                    Function::Cub(n) => n,
+                    _ => 1,
+                };
+                let (top, bottom) = self.region.rows(self.terminal.size().1);
+                let operations = self.unparsed.back(n, self.terminal, top, bottom);
+                if ch >= ' ' {
+                    self.terminal.feed('\u{18}');
+                }
+                self.terminal.execute(operations);
+                start = end;
+                continue;
+            }
             if let (Function::Rep(count), true) = (&function, self.cut_repeats) {
                 let count = *count;
                 // What the emulator has been given so far: the repeated
@@ -72,15 +113,35 @@ impl Guarded<'_> {
             }
             let active = self.terminal.active_screen_kind();
             let restore = self.charsets.track(&function, active);
-            let mut correction = correct(&function, self.terminal, self.region);
+            let origin = self.pen.origin();
+            let mut correction = correct(&function, self.terminal, self.region, origin);
             if let (Some(operations), Correction::Pass) = (restore, &correction) {
                 correction = Correction::After(operations);
             }
+            if self.pen.must_wrap(&function) {
+                let operations = match correction {
+                    Correction::Pass => vec![function.clone()],
+                    Correction::After(after) => {
+                        std::iter::once(function.clone()).chain(after).collect()
+                    }
+                    Correction::Instead(instead) => instead,
+                };
+                correction = Correction::Instead(self.pen.wrap(operations));
+            }
+            self.pen.track(&function, active);
             match correction {
                 Correction::Pass => {}
                 Correction::Instead(operations) => {
                     self.terminal.feed(&text[start..at]);
-                    self.terminal.feed('\u{18}');
+                    // A C0 control (LF, HT) is run in whatever state the
+                    // parser is, even inside a sequence, and leaves it
+                    // there: left out, it needs no CAN, and a CAN would end
+                    // the sequence the shadow still holds. The last
+                    // character of a sequence (or a C1 control, which ends
+                    // one) does need one.
+                    if ch >= ' ' {
+                        self.terminal.feed('\u{18}');
+                    }
                     self.terminal.execute(operations);
                     start = end;
                 }

@@ -11,9 +11,10 @@ use super::corpus::{alacritty_ref, hex, out_dir};
 
 /// Cases the server's emulator shows as Alacritty did. Raise it when the
 /// emulator gets better: the judge fails on fewer. (xterm.js passes 35
-/// here. Where the server follows real xterm, `decaln_reset`, Alacritty and
-/// xterm disagree.)
-const TETHER_PASSES_AT_LEAST: usize = 37;
+/// here. Where the server follows real xterm, `decaln_reset` and
+/// `erase_in_line` (EL with a wrap pending erases the last column),
+/// Alacritty and xterm disagree.)
+const TETHER_PASSES_AT_LEAST: usize = 36;
 
 #[test]
 fn the_screen_matches_what_alacritty_showed_for_its_published_recordings() {

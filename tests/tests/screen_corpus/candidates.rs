@@ -44,6 +44,13 @@ fn narrow(n: usize) -> u16 {
 /// The server's emulator: `tether_server::screen::Screen`, what
 /// `GET .../screen` and the `screen` frame come from.
 pub fn tether(case: &Case) -> Shown {
+    let screen = tether_screen(case);
+    let lines: Vec<String> = screen.text().lines().map(str::to_string).collect();
+    Shown::new(case, lines, screen.cursor())
+}
+
+/// The server's emulator after the whole case.
+pub fn tether_screen(case: &Case) -> Screen {
     let mut screen = Screen::new(
         case.cols,
         case.rows,
@@ -52,8 +59,12 @@ pub fn tether(case: &Case) -> Shown {
         },
     );
     screen.feed(&case.recording);
-    let lines: Vec<String> = screen.text().lines().map(str::to_string).collect();
-    Shown::new(case, lines, screen.cursor())
+    screen
+}
+
+/// Every visible cell's attributes in the server's emulator (canonical SGR).
+pub fn tether_styles(case: &Case) -> Vec<Vec<String>> {
+    tether_screen(case).styles()
 }
 
 pub fn alacritty(case: &Case) -> Shown {

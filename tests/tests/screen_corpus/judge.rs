@@ -5,7 +5,11 @@
 //! case's size (it obeys DECCOLM by resizing its window, while the PTY,
 //! and so the program's idea of the size, stays as it was). Every candidate is scored
 //! on the rest: a case passes when its visible text and its cursor are
-//! xterm's. The cases, xterm's screens and the Rust candidates' results
+//! xterm's. The server's emulator is also judged on every cell's
+//! attributes (xterm's `XTREPORTSGR` answers against `Screen::styles`, both
+//! in one canonical SGR form), and its snapshot of each case is written to
+//! a fresh xterm, which must show the server's text, cursor and
+//! attributes. The cases, xterm's screens and the Rust candidates' results
 //! are written to `target/screen-judge/corpus/<file>.json` for the xterm.js
 //! judge in `tests/screen/`.
 
@@ -14,7 +18,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use tether_tests::xterm::{Xterm, XtermScreen, Xvfb};
 
-use super::candidates::{alacritty, tether, vt100, Shown, TmuxJudge};
+use super::candidates::{alacritty, tether, tether_screen, tether_styles, vt100, Shown, TmuxJudge};
 use super::corpus::{hex, out_dir, Case};
 
 /// The Rust candidates, in the order reports list them.
@@ -23,6 +27,13 @@ pub const CANDIDATES: [&str; 4] = ["tether", "vt100", "alacritty_terminal", "tmu
 pub struct Judged {
     /// Cases xterm answered the same way twice.
     pub judged: usize,
+    /// Cases whose every cell has xterm's attributes in the server's
+    /// screen, and the others with the first cell that differs.
+    pub styles_passes: usize,
+    pub styles_fails: Vec<String>,
+    /// Cases whose snapshot, written to a fresh real xterm, does not show
+    /// the server's screen (text, cursor and every cell's attributes).
+    pub round_trip_fails: Vec<String>,
     /// Passes per candidate.
     pub passes: BTreeMap<&'static str, usize>,
     /// Failures per candidate.
@@ -86,12 +97,23 @@ pub fn judge(corpus: &str, file: &str, cases: &[Case]) -> Judged {
         CANDIDATES.iter().map(|c| (*c, Vec::new())).collect();
     let mut judged = Vec::new();
     let mut dropped = Vec::new();
+    let mut styles_fails = Vec::new();
+    let mut round_trip_fails = Vec::new();
+    let xvfb = Xvfb::start();
     for (case, screen) in cases.iter().zip(&screens) {
         let expected = match screen {
-            Ok(screen) => Shown {
-                lines: screen.lines.clone(),
-                cursor: screen.cursor,
-            },
+            Ok(screen) => {
+                if let Some(diff) = first_difference(&screen.styles, &tether_styles(case)) {
+                    styles_fails.push(format!("{}: {diff}", case.name));
+                }
+                if let Some(diff) = round_trip(&xvfb, case) {
+                    round_trip_fails.push(format!("{}: {diff}", case.name));
+                }
+                Shown {
+                    lines: screen.lines.clone(),
+                    cursor: screen.cursor,
+                }
+            }
             Err(reason) => {
                 dropped.push(json!({"name": case.name, "reason": reason}));
                 continue;
@@ -144,9 +166,56 @@ pub fn judge(corpus: &str, file: &str, cases: &[Case]) -> Judged {
             passes[candidate], fails[candidate]
         );
     }
+    let styles_passes = count - styles_fails.len();
+    println!("  tether's attributes: {styles_passes} equal to xterm's");
+    for fail in &styles_fails {
+        println!("    differs: {fail}");
+    }
+    println!(
+        "  tether's snapshot in a fresh xterm: {} show the server's screen",
+        count - round_trip_fails.len()
+    );
+    for fail in &round_trip_fails {
+        println!("    differs: {fail}");
+    }
     Judged {
         judged: count,
+        styles_passes,
+        styles_fails,
+        round_trip_fails,
         passes,
         fails,
     }
+}
+
+/// The first cell whose attributes differ, said where and how.
+fn first_difference(xterm: &[Vec<String>], ours: &[Vec<String>]) -> Option<String> {
+    for (row, (a, b)) in xterm.iter().zip(ours).enumerate() {
+        for (col, (a, b)) in a.iter().zip(b).enumerate() {
+            if a != b {
+                return Some(format!("row {row} column {col}: xterm {a:?}, tether {b:?}"));
+            }
+        }
+    }
+    (xterm.len() != ours.len()).then(|| format!("{} rows, tether {}", xterm.len(), ours.len()))
+}
+
+/// The server's snapshot of the case written to a fresh real xterm: what
+/// differs from the server's own screen, if anything.
+fn round_trip(xvfb: &Xvfb, case: &Case) -> Option<String> {
+    let screen = tether_screen(case);
+    let snapshot = screen.snapshot();
+    let shown = Xterm::start(xvfb, case.cols, case.rows).screen(&snapshot.data);
+    let ours = tether(case);
+    if shown.lines != ours.lines {
+        let row = (0..ours.lines.len()).find(|&r| shown.lines.get(r) != Some(&ours.lines[r]));
+        return Some(format!("text of row {row:?}"));
+    }
+    if shown.cursor != ours.cursor {
+        return Some(format!(
+            "cursor {:?}, server {:?}",
+            shown.cursor, ours.cursor
+        ));
+    }
+    first_difference(&shown.styles, &screen.styles())
 }

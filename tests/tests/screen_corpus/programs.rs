@@ -2,7 +2,9 @@
 //! (80x24, `TERM=xterm`): vim editing and splitting, less paging back and
 //! forth, top, htop, tmux with split panes inside the session, and the
 //! screens of vttest's menus 1 (cursor movement), 2 (screen features) and 8
-//! (VT102 insert/delete). Each program is driven by keys sent when a piece
+//! (VT102 insert/delete); and, for colours and attributes (issue 45), with
+//! `TERM=xterm-256color`: vim with syntax colours on a shell script, htop,
+//! `ls --color`, a 256-colour and a truecolour chart. Each program is driven by keys sent when a piece
 //! of text shows; the output up to each such point is a case (as a viewer
 //! attaching then would need it drawn), and so is the whole output.
 
@@ -37,6 +39,36 @@ fn lines_file() -> String {
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
 }
+
+/// A shell script for vim's syntax colours: comments, strings, keywords,
+/// numbers, variables.
+fn script_file() -> String {
+    let dir = tether_tests::fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("judge.sh");
+    let mut text =
+        String::from("#!/bin/sh\n# The screen judge's script, for syntax colours.\nset -eu\n");
+    for n in 1..=60 {
+        text.push_str(&format!(
+            "if [ \"$count\" -gt {n} ]; then\n  echo \"line {n}: $HOME\" # note {n}\nfi\n"
+        ));
+    }
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// bash running `script` (no rc files).
+fn bash(script: &str) -> Vec<String> {
+    argv(&["bash", "--norc", "--noprofile", "-c", script])
+}
+
+/// Every 256-colour index as a background, then as a foreground, bold and
+/// underlined every few.
+const CHART_256: &str = r#"for i in $(seq 0 255); do printf '\033[48;5;%dm%4d\033[0m' $i $i; [ $((i % 16)) = 15 ] && echo; done; for i in $(seq 0 255); do a=0; [ $((i % 3)) = 0 ] && a=1; [ $((i % 5)) = 0 ] && a="4;$a"; printf '\033[%s;38;5;%dm%02x\033[0m' "$a" $i $i; [ $((i % 32)) = 31 ] && echo; done; echo"#;
+
+/// Truecolour gradients: backgrounds and foregrounds, with italic and
+/// strikethrough on some.
+const CHART_TRUECOLOUR: &str = r#"for r in 0 64 128 192 255; do for g in $(seq 0 16 255); do printf '\033[48;2;%d;%d;%dm \033[0m' $r $g $((255 - g)); done; echo; done; for g in $(seq 0 4 255); do printf '\033[3;38;2;%d;%d;%dmx' $((255 - g)) $g 128; done; printf '\033[0m\n'; for b in $(seq 0 8 255); do printf '\033[9;38;2;0;%d;%d;48;2;%d;0;0m#' $b $b $b; done; printf '\033[0m\n'"#;
 
 /// An empty home directory (htop and mc write their settings there).
 fn home() -> String {
@@ -116,6 +148,41 @@ fn programs() -> Vec<Program> {
             ],
         },
         Program {
+            name: "vim_syntax",
+            argv: argv(&["vim", "-u", "DEFAULTS", "-i", "NONE", "-n", &script_file()]),
+            env: json!({"TERM": "xterm-256color"}),
+            steps: vec![
+                Step("syntax colours", "30G:echo 'st'.'ep1'\r"),
+                Step("step1", "\x06:echo 'st'.'ep2'\r"),
+                Step("step2", "Vjj:\x15echo 'st'.'ep3'\r"),
+                Step("step3", "\x1b:qa!\r"),
+            ],
+        },
+        Program {
+            name: "htop_256",
+            argv: argv(&["htop"]),
+            env: json!({"HOME": home(), "TERM": "xterm-256color"}),
+            steps: vec![Step("Quit", "q")],
+        },
+        Program {
+            name: "ls_color",
+            argv: bash("ls -l --color=always /dev /usr/bin | head -60"),
+            env: json!({"TERM": "xterm-256color"}),
+            steps: vec![],
+        },
+        Program {
+            name: "chart_256",
+            argv: bash(CHART_256),
+            env: json!({"TERM": "xterm-256color"}),
+            steps: vec![],
+        },
+        Program {
+            name: "chart_truecolour",
+            argv: bash(CHART_TRUECOLOUR),
+            env: json!({"TERM": "xterm-256color", "COLORTERM": "truecolor"}),
+            steps: vec![],
+        },
+        Program {
             name: "vttest",
             argv: argv(&["vttest"]),
             env: json!({}),
@@ -169,7 +236,9 @@ async fn until_after(
 /// its steps.
 async fn record(server: &TestServer, program: &Program) -> (Vec<u8>, Vec<usize>, String) {
     let mut env = program.env.clone();
-    env["TERM"] = json!("xterm");
+    if env.get("TERM").is_none() {
+        env["TERM"] = json!("xterm");
+    }
     let process = server
         .spawn(json!({
             "argv": program.argv, "tty": true, "cols": COLS, "rows": ROWS,
