@@ -18,6 +18,7 @@ pub mod disk;
 pub mod log;
 pub mod record;
 mod ring;
+mod saved_times;
 mod screen_feed;
 mod screen_slot;
 pub mod times;
@@ -159,24 +160,6 @@ impl RetainedOutput {
         if let Some(record) = &self.record {
             record.append(info);
             record.write_times(&self.times(times::TimeIndex::saved));
-        }
-    }
-
-    /// While the process runs, writes its time index beside the logs
-    /// (`ID.times`) if output came since the last time, so that a crash
-    /// loses at most the marks since (a restart's recording of a `lost`
-    /// process has its times). Only with `--data-dir` (a record).
-    pub fn save_times(&self) {
-        let Some(record) = &self.record else { return };
-        let (written, saved) = {
-            let state = self.lock();
-            let written = state.buffers.iter().map(StreamLog::end).sum::<u64>()
-                + state.times.sizes().len() as u64;
-            (written, state.times.saved())
-        };
-        if record.times_saved_at() != written {
-            record.write_times(&saved);
-            record.note_times_saved_at(written);
         }
     }
 
