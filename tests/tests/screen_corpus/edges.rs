@@ -9,27 +9,9 @@
 
 use super::corpus::Case;
 
-const COLS: u16 = 20;
-const ROWS: u16 = 8;
-
-/// Every row filled with its own letter, column digits every five, as in
-/// `sequences.rs`; cursor home.
-fn filled() -> String {
-    let mut s = String::new();
-    for row in 0..ROWS {
-        let letter = char::from(b'A' + row as u8);
-        s.push_str(&format!("\x1b[{};1H", row + 1));
-        for col in 0..COLS {
-            if col % 5 == 0 {
-                s.push(char::from(b'0' + (col / 5) as u8));
-            } else {
-                s.push(letter);
-            }
-        }
-    }
-    s.push_str("\x1b[H");
-    s
-}
+// The same size and filled screen as `sequences.rs`: every row its own
+// letter, column digits every five, cursor home.
+use super::sequences::{filled, COLS, ROWS};
 
 pub fn cases() -> Vec<Case> {
     let fill = filled();

@@ -7,11 +7,11 @@
 
 use super::corpus::Case;
 
-const COLS: u16 = 20;
-const ROWS: u16 = 8;
+pub const COLS: u16 = 20;
+pub const ROWS: u16 = 8;
 
 /// Every row filled with its own letter (`A...` to `H...`), cursor home.
-fn filled() -> String {
+pub fn filled() -> String {
     let mut s = String::new();
     for row in 0..ROWS {
         let letter = char::from(b'A' + row as u8);
