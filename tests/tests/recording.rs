@@ -371,14 +371,29 @@ async fn logs_with_timestamps_stamp_each_line_with_when_it_was_written() {
     assert!(stderr.ends_with(" oops\n"), "{stderr}");
 }
 
+/// A fresh directory for `--data-dir`, private to this user.
+fn private_dir() -> std::path::PathBuf {
+    let dir = fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    dir
+}
+
+/// The recording of a process of an earlier run that printed `before`,
+/// then `after` half a second later: both, and `after` at its time.
+async fn assert_before_and_after_keep_their_times(server: &TestServer, id: &str) {
+    let (_, events) = recording(server, id, "").await;
+    assert_eq!(output_of(&events), "before\nafter\n", "{events:?}");
+    let after = events.iter().find(|e| e[2] == "after\n").unwrap();
+    assert!(after[0].as_f64().unwrap() >= 0.4, "{events:?}");
+}
+
 /// With `--data-dir`, the time index is written beside the logs at the
 /// exit and read back after a restart: a recording of a process of the
 /// earlier run still has its times.
 #[tokio::test]
 async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
-    let dir = fresh_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let dir = private_dir();
     let args = ["--data-dir", dir.to_str().unwrap()];
     let mut server = TestServer::start_with(&args);
     let process = server
@@ -389,10 +404,7 @@ async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
     drop(server);
 
     let server = TestServer::start_with(&args);
-    let (_, events) = recording(&server, &process.id, "").await;
-    assert_eq!(output_of(&events), "before\nafter\n", "{events:?}");
-    let after = events.iter().find(|e| e[2] == "after\n").unwrap();
-    assert!(after[0].as_f64().unwrap() >= 0.4, "{events:?}");
+    assert_before_and_after_keep_their_times(&server, &process.id).await;
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -403,9 +415,7 @@ async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
 /// times its output was written at.
 #[tokio::test]
 async fn a_running_process_keeps_its_times_across_a_crash_with_a_data_dir() {
-    let dir = fresh_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let dir = private_dir();
     let args = ["--data-dir", dir.to_str().unwrap()];
     let mut server = TestServer::start_with(&args);
     let process = server
@@ -433,10 +443,7 @@ async fn a_running_process_keeps_its_times_across_a_crash_with_a_data_dir() {
     let server = TestServer::start_with(&args);
     let lost = server.status(&process.id).await;
     assert_eq!(lost.reason, Some(tether_protocol::ExitReason::Lost));
-    let (_, events) = recording(&server, &process.id, "").await;
-    assert_eq!(output_of(&events), "before\nafter\n", "{events:?}");
-    let after = events.iter().find(|e| e[2] == "after\n").unwrap();
-    assert!(after[0].as_f64().unwrap() >= 0.4, "{events:?}");
+    assert_before_and_after_keep_their_times(&server, &process.id).await;
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

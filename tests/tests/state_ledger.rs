@@ -163,6 +163,18 @@ fn fields_of(code: &str, name: &str) -> Option<Vec<String>> {
     )
 }
 
+/// A row's type (first cell), its file (second) and the type's fields as
+/// the file declares them.
+fn struct_of_row(row: &[String]) -> (String, String, Option<Vec<String>>) {
+    let (name, file) = (
+        backquoted(&row[0])[0].clone(),
+        backquoted(&row[1])[0].clone(),
+    );
+    let code = std::fs::read_to_string(root().join(&file)).unwrap_or_default();
+    let fields = fields_of(&code, &name);
+    (name, file, fields)
+}
+
 /// The names in backquotes of a cell, each field once.
 fn backquoted(cell: &str) -> Vec<String> {
     cell.split('`')
@@ -178,12 +190,8 @@ fn every_field_of_a_carried_type_is_carried_by_a_handover_or_said_why_not() {
     assert!(rows.len() >= 10, "{} types", rows.len());
     let mut wrong = Vec::new();
     for row in rows {
-        let (name, file) = (
-            backquoted(&row[0])[0].clone(),
-            backquoted(&row[1])[0].clone(),
-        );
-        let code = std::fs::read_to_string(root().join(&file)).unwrap_or_default();
-        let Some(fields) = fields_of(&code, &name) else {
+        let (name, file, fields) = struct_of_row(&row);
+        let Some(fields) = fields else {
             wrong.push(format!("{name}: no such struct in {file}"));
             continue;
         };
@@ -236,12 +244,8 @@ fn the_handover_format_names_every_field_it_carries_and_is_the_one_the_server_wr
     assert!(rows.len() >= 15, "{} types", rows.len());
     let mut wrong = Vec::new();
     for row in rows {
-        let (name, file) = (
-            backquoted(&row[0])[0].clone(),
-            backquoted(&row[1])[0].clone(),
-        );
-        let code = std::fs::read_to_string(root().join(&file)).unwrap_or_default();
-        match fields_of(&code, &name) {
+        let (name, file, fields) = struct_of_row(&row);
+        match fields {
             Some(fields) if fields == backquoted(&row[2]) => {}
             Some(fields) => wrong.push(format!(
                 "{name} ({file}) has {fields:?}: raise FORMAT and list the new format's fields"
