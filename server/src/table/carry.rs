@@ -120,8 +120,10 @@ impl ProcessTable {
         // Input accepted before the handover reaches the process first.
         let deadline = tokio::time::Instant::now() + STDIN_DRAIN;
         for process in all.iter().filter(|p| p.is_running()) {
+            // Looked at every millisecond, not spun on: the single worker
+            // thread must run the writer tasks meanwhile.
             while !process.stdin_idle() && tokio::time::Instant::now() < deadline {
-                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
             if !process.stdin_idle() {
                 tracing::warn!(id = %process.id, "stdin still queued at the handover: it is lost");
