@@ -290,8 +290,9 @@ impl Recorder {
         }
     }
 
-    /// The part of a data chunk up to the next time mark; the rest waits
-    /// as the lane's next chunk, with its own time.
+    /// The part of a data chunk up to the next time mark or, on stdout,
+    /// the next resize (so it comes between the bytes written before and
+    /// after it); the rest waits as the lane's next chunk, with its own time.
     fn cut_at_next_mark(&mut self, lane: usize, chunk: Chunk) -> Chunk {
         let Chunk::Data {
             stream,
@@ -302,11 +303,21 @@ impl Recorder {
             return chunk;
         };
         let end = offset + bytes.len() as u64;
-        match self
+        let next_mark = self
             .process
             .output()
-            .times(|t| t.next_after(stream.index(), offset))
-        {
+            .times(|t| t.next_after(stream.index(), offset));
+        let next_resize = self
+            .sizes
+            .front()
+            .filter(|_| stream == StreamName::Stdout)
+            .map(|s| s.offset)
+            .filter(|&at| at > offset);
+        let cut_at = match (next_mark, next_resize) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match cut_at {
             Some(mark) if mark < end => {
                 let cut = (mark - offset) as usize;
                 self.lanes[lane].ahead = Some(Chunk::Data {
