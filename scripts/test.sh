@@ -94,6 +94,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 step "cargo build"
 cargo build --workspace --bins
 
+step "the format-1 tetherd (git archive of its commit, built apart) for the handover's real hop"
+bash scripts/older-tetherd.sh
+
 step "cargo test"
 # Four tests at a time on two cores: most of them wait on processes,
 # sockets and timers, not the CPU (docs/TESTING.md says what each step

@@ -258,6 +258,7 @@ fn empty_info() -> ProcessInfo {
         output_incomplete: false,
         first_retained_at: None,
         last_retained_at: None,
+        records_input: false,
         kubernetes: None,
         node: None,
         containment: None,

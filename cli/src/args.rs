@@ -310,6 +310,11 @@ pub struct RunArgs {
     /// to it for this long (`10m`, ...), counted afresh from each detach.
     #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
     pub unattached_timeout: Option<Duration>,
+    /// Record what is typed into it (its stdin) in its recording
+    /// (`tether record`), as `i` events. Off by default: keystrokes
+    /// include passwords, and whoever may read it may read its recording.
+    #[arg(long)]
+    pub record_input: bool,
     /// Memory limit of the process and everything it forks (`512M`, `1G`;
     /// no swap). Past it the kernel's OOM killer ends it: exit 137,
     /// "killed: out of memory".

@@ -140,6 +140,9 @@ pub async fn run(
     if let Some(limit) = args.unattached_timeout {
         spec = spec.unattached_timeout(limit);
     }
+    if args.record_input {
+        spec = spec.record_input();
+    }
     let limits = Limits {
         memory_bytes: args.memory,
         cpus: args.cpus,

@@ -57,6 +57,9 @@ pub trait SpawnSpec: Sized {
     /// Sets resource limits (memory, CPUs, tasks) of the process and
     /// everything it forks.
     fn limits(self, limits: Limits) -> Self;
+    /// Records what is written to its stdin as the `i` events of its
+    /// recording. Off by default: keystrokes include passwords.
+    fn record_input(self) -> Self;
 }
 
 impl SpawnSpec for SpawnRequest {
@@ -140,6 +143,11 @@ impl SpawnSpec for SpawnRequest {
 
     fn limits(mut self, limits: Limits) -> Self {
         self.limits = Some(limits);
+        self
+    }
+
+    fn record_input(mut self) -> Self {
+        self.record_input = true;
         self
     }
 }

@@ -74,6 +74,13 @@ pub struct SpawnRequest {
     /// `group` are refused with it. What `tether cp` runs its `tar` with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beside: Option<String>,
+    /// Record what is typed or written to its stdin, as the `i` events of
+    /// its recording (`GET .../recording`): the newest 64 KiB, kept as its
+    /// output is. Default false, and it should stay so for anything a
+    /// person types into: keystrokes include passwords, and whoever may
+    /// read the process may read its recording.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub record_input: bool,
 }
 
 /// Longest process name.

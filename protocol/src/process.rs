@@ -122,6 +122,11 @@ pub struct ProcessInfo {
     /// written, as `first_retained_at` is told. Absent when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_retained_at: Option<String>,
+    /// True when its input is recorded (the spawn's `record_input`): what
+    /// is typed into it shows in its recording. Absent when false, so an
+    /// attaching viewer can tell.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub records_input: bool,
     /// Why some of its output is not retained on disk (`disk full`, or the
     /// OS error), when that happened; absent otherwise. Output that left
     /// memory unwritten is reported to readers as `dropped`.

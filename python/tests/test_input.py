@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -102,6 +104,34 @@ async def test_lines_written_through_random_cuts_reach_cat_once_each_in_order(se
         assert info.exit_code == 0
         assert got.read_bytes() == b"".join(lines), f"cat did not get each line once in order after {proxy.cuts} cuts"
         assert proxy.cuts >= 40, f"only {proxy.cuts} cuts"
+    finally:
+        await proxy.stop()
+
+
+async def test_recorded_input_has_each_line_written_through_random_cuts_once_in_order(server: Tetherd) -> None:
+    """With ``record_input``, the recording's ``i`` events are the input as applied: once each, in order, whatever the cuts resent."""
+    proxy = await RandomCuts(server.port, 600, 5000).start()
+    lines = [b"key %04d\n" % i for i in range(1500)]
+    try:
+        async with AsyncClient(server.base) as direct:
+            process = await direct.spawn(["sh", "-c", "cat > /dev/null"], stdin=True, record_input=True)
+        assert process.records_input
+        async with AsyncClient(proxy.base, retry=CUT_TOLERANT) as client:
+            async with client.attach(process.id) as attachment:
+
+                async def send() -> None:
+                    for line in lines:
+                        await attachment.write(line)
+                    await attachment.close_stdin()
+
+                await asyncio.wait_for(send(), 60)
+                await asyncio.wait_for(attachment.wait(), 60)
+        url = f"{server.base}/v1/processes/{process.id}/recording"
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=WAIT).read().decode())
+        events = [json.loads(line) for line in text.splitlines()[1:]]
+        typed = "".join(e[2] for e in events if e[1] == "i")
+        assert typed == b"".join(lines).decode(), f"input not once each in order after {proxy.cuts} cuts"
+        assert proxy.cuts >= 5, f"only {proxy.cuts} cuts"
     finally:
         await proxy.stop()
 

@@ -143,6 +143,8 @@ struct Launch<'a> {
     /// No `--data-dir` added: tetherd makes its private default directory
     /// (under `TMPDIR`), as an operator who gives none gets.
     private: bool,
+    /// Another tetherd than this workspace's (an older build).
+    binary: Option<&'a std::path::Path>,
 }
 
 /// A running `tetherd` on an ephemeral port; killed on drop. Unless the
@@ -248,8 +250,20 @@ impl TestServer {
         TestServer::launch(&how, args, env)
     }
 
+    /// Starts another tetherd than this workspace's (an older build),
+    /// with extra flags.
+    pub fn start_binary(binary: &std::path::Path, args: &[&str]) -> TestServer {
+        let how = Launch {
+            binary: Some(binary),
+            ..Launch::default()
+        };
+        TestServer::launch(&how, args, &[])
+    }
+
     fn launch(how: &Launch<'_>, args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        let tetherd = tetherd_binary();
+        let tetherd = how
+            .binary
+            .map_or_else(tetherd_binary, std::path::Path::to_path_buf);
         let has_token = args
             .iter()
             .any(|a| *a == "--token" || a.starts_with("--token=") || *a == "--token-file")

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt;
 
 /// Asks for a handover to the binary tetherd was started from and waits
 /// until the new binary says it serves (its line on the same stdout).
-async fn hand_over(server: &TestServer) -> Value {
+pub(crate) async fn hand_over(server: &TestServer) -> Value {
     let (status, answer) = server.post("/v1/admin/upgrade", json!({})).await;
     assert_eq!(status, 202, "{answer}");
     let line = server.next_stdout_line_async().await;
@@ -26,7 +26,7 @@ async fn hand_over(server: &TestServer) -> Value {
 
 /// The numbers `seq`-like loops printed, one per line, checked to be
 /// exactly `from..from + count` once each, in order.
-fn assert_numbered(text: &str, count: usize) {
+pub(crate) fn assert_numbered(text: &str, count: usize) {
     let numbers: Vec<usize> = text
         .lines()
         .map(|l| {
@@ -41,7 +41,7 @@ fn assert_numbered(text: &str, count: usize) {
     }
 }
 
-async fn output_of(server: &TestServer, id: &str) -> String {
+pub(crate) async fn output_of(server: &TestServer, id: &str) -> String {
     let body = server
         .http
         .get(server.url(&format!("/v1/processes/{id}/output?stream=stdout")))
@@ -55,7 +55,7 @@ async fn output_of(server: &TestServer, id: &str) -> String {
 }
 
 /// A shell loop that prints 1..=N, one line every `pause` seconds.
-fn counting(n: usize, pause: &str) -> String {
+pub(crate) fn counting(n: usize, pause: &str) -> String {
     format!("i=1; while [ $i -le {n} ]; do echo $i; i=$((i+1)); sleep {pause}; done")
 }
 

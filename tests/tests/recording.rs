@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tether_tests::*;
 
 /// The recording's lines: its header and its events.
-async fn recording(server: &TestServer, id: &str, query: &str) -> (Value, Vec<Value>) {
+pub(crate) async fn recording(server: &TestServer, id: &str, query: &str) -> (Value, Vec<Value>) {
     let response = server
         .http
         .get(server.url(&format!("/v1/processes/{id}/recording{query}")))
@@ -372,7 +372,7 @@ async fn logs_with_timestamps_stamp_each_line_with_when_it_was_written() {
 }
 
 /// A fresh directory for `--data-dir`, private to this user.
-fn private_dir() -> std::path::PathBuf {
+pub(crate) fn private_dir() -> std::path::PathBuf {
     let dir = fresh_dir();
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();

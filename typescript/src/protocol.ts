@@ -99,6 +99,8 @@ export interface ProcessInfo {
   first_retained_at?: string;
   /** When the newest retained byte was written; absent as `first_retained_at` is. */
   last_retained_at?: string;
+  /** True when its input is recorded (the spawn's `record_input`): what is typed into it shows in its recording. Absent when false. */
+  records_input?: boolean;
   /** The resource limits applied; absent when none. */
   limits?: Limits;
   /** What it used; absent where the server cannot account (session containment). */
@@ -189,6 +191,8 @@ export interface SpawnRequest {
    * `upload` and `download` run their `sh` and `cat` so.
    */
   beside?: string;
+  /** Record what is written to its stdin as the `i` events of its recording (default false: keystrokes include passwords). */
+  record_input?: boolean;
 }
 
 /** Why a frame could not be decoded; mirrors the Rust `DecodeError`. */
@@ -367,6 +371,7 @@ export function parseProcess(value: unknown, kind = "process"): ProcessInfo {
     output_incomplete: bool(kind, "output_incomplete", p.output_incomplete),
     ...(p.first_retained_at === undefined ? {} : { first_retained_at: str(kind, "first_retained_at", p.first_retained_at) }),
     ...(p.last_retained_at === undefined ? {} : { last_retained_at: str(kind, "last_retained_at", p.last_retained_at) }),
+    ...(p.records_input === undefined ? {} : { records_input: bool(kind, "records_input", p.records_input) }),
     ...(p.limits === undefined ? {} : { limits: parseLimits(kind, p.limits) }),
     ...(p.usage === undefined ? {} : { usage: parseUsage(kind, p.usage) }),
     ...(p.pids_limit_hit === undefined ? {} : { pids_limit_hit: bool(kind, "pids_limit_hit", p.pids_limit_hit) }),
@@ -534,6 +539,7 @@ function orderedProcess(p: ProcessInfo): ProcessInfo {
     output_incomplete: p.output_incomplete,
     ...(p.first_retained_at === undefined ? {} : { first_retained_at: p.first_retained_at }),
     ...(p.last_retained_at === undefined ? {} : { last_retained_at: p.last_retained_at }),
+    ...(p.records_input ? { records_input: true } : {}),
     ...(p.limits === undefined ? {} : { limits: parseLimits("process", p.limits) }),
     ...(p.usage === undefined ? {} : { usage: parseUsage("process", p.usage) }),
     ...(p.pids_limit_hit ? { pids_limit_hit: true } : {}),

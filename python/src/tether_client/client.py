@@ -120,6 +120,7 @@ class AsyncClient(HttpApi):
         overflow: Overflow | None = None,
         limits: Limits | None = None,
         beside: str | None = None,
+        record_input: bool = False,
         window: int = 256 * 1024,
         readonly: bool = False,
         reconnect: RetryPolicy | None = None,
@@ -154,6 +155,7 @@ class AsyncClient(HttpApi):
             overflow=overflow,
             limits=limits,
             beside=beside,
+            record_input=record_input,
         )
         return self.run_request(
             body, window=window, readonly=readonly, reconnect=reconnect, connect_timeout=connect_timeout
@@ -200,6 +202,7 @@ class AsyncClient(HttpApi):
         limits: Limits | None = None,
         window: int = 256 * 1024,
         beside: str | None = None,
+        record_input: bool = False,
     ) -> ExecResult:
         """Runs a command to completion and returns its output and exit; see :func:`tether_client.run.exec_command`."""
         return await exec_command(
@@ -214,6 +217,7 @@ class AsyncClient(HttpApi):
             limits=limits,
             window=window,
             beside=beside,
+            record_input=record_input,
         )
 
     def exec_stream(

@@ -141,6 +141,7 @@ class HttpApi:
         overflow: Overflow | None = None,
         limits: Limits | None = None,
         beside: str | None = None,
+        record_input: bool = False,
     ) -> ProcessInfo:
         """Starts a process and returns its process object.
 
@@ -168,6 +169,7 @@ class HttpApi:
             overflow=overflow,
             limits=limits,
             beside=beside,
+            record_input=record_input,
         )
         return await self.spawn_request(body)
 

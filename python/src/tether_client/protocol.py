@@ -179,6 +179,8 @@ class ProcessInfo:
     """RFC 3339 UTC with milliseconds: when the oldest retained byte (either stream) was written, from the server's time index (at most one mark's spacing early); ``None`` with nothing retained or no time known."""
     last_retained_at: str | None = None
     """When the newest retained byte was written; ``None`` as ``first_retained_at`` is."""
+    records_input: bool = False
+    """True when its input is recorded (the spawn's ``record_input``): what is typed into it shows in its recording."""
     limits: Limits | None = None
     """The resource limits applied; ``None`` when it has none."""
     usage: Usage | None = None
@@ -218,6 +220,7 @@ class ProcessInfo:
             output_incomplete=_field(v, "output_incomplete", bool),
             first_retained_at=_optional(v, "first_retained_at", str),
             last_retained_at=_optional(v, "last_retained_at", str),
+            records_input=bool(_optional(v, "records_input", bool)),
             limits=None if v.get("limits") is None else Limits.from_wire(v["limits"]),
             usage=None if v.get("usage") is None else Usage.from_wire(v["usage"]),
             pids_limit_hit=bool(_optional(v, "pids_limit_hit", bool)),
@@ -243,6 +246,7 @@ class ProcessInfo:
             "output_incomplete": self.output_incomplete,
             **({} if self.first_retained_at is None else {"first_retained_at": self.first_retained_at}),
             **({} if self.last_retained_at is None else {"last_retained_at": self.last_retained_at}),
+            **({"records_input": True} if self.records_input else {}),
             **({} if self.limits is None else {"limits": self.limits.to_wire()}),
             **({} if self.usage is None else {"usage": self.usage.to_wire()}),
             **({"pids_limit_hit": True} if self.pids_limit_hit else {}),

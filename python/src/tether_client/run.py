@@ -123,6 +123,7 @@ async def exec_command(
     limits: Limits | None = None,
     window: int = 256 * 1024,
     beside: str | None = None,
+    record_input: bool = False,
 ) -> ExecResult:
     """Runs a command to completion and returns its output, exit code and reason.
 
@@ -157,6 +158,7 @@ async def exec_command(
             overflow="block",
             limits=limits,
             beside=beside,
+            record_input=record_input,
         )
         try:
             info, stdout, stderr, lost = await exec_once(client, body, input)
@@ -178,6 +180,7 @@ async def exec_command(
         overflow="block",
         limits=limits,
         beside=beside,
+        record_input=record_input,
     )
     process = await client.spawn_request(body)
     async with client.attach(process.id, window=_exec_window(window, retain_bytes)) as attachment:

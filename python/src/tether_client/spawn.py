@@ -24,6 +24,7 @@ def spawn_body(
     overflow: Overflow | None = None,
     limits: Limits | None = None,
     beside: str | None = None,
+    record_input: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/processes``.
 
@@ -36,7 +37,9 @@ def spawn_body(
     directory (its current one while it runs, so a shell's ``cd`` counts;
     ``cwd`` still wins); the server refuses it with a ``user`` or ``group``
     (400) and for an unknown process (404), and only the operator's token
-    may spawn. Raises :class:`InvalidArgument` for values the server would
+    may spawn. ``record_input`` records what is written to its stdin as the
+    ``i`` events of its recording (off by default: keystrokes include
+    passwords). Raises :class:`InvalidArgument` for values the server would
     refuse.
     """
     body: dict[str, Any] = {}
@@ -87,6 +90,8 @@ def spawn_body(
         if not isinstance(beside, str) or not beside:
             raise InvalidArgument("beside names a process: an id or a name")
         body["beside"] = beside
+    if record_input:
+        body["record_input"] = True
     return body
 
 

@@ -111,6 +111,7 @@ class Client:
         overflow: Overflow | None = None,
         limits: Limits | None = None,
         beside: str | None = None,
+        record_input: bool = False,
     ) -> ProcessInfo:
         """Starts a process and returns its process object (:meth:`AsyncClient.spawn`)."""
         return self._runner.run(
@@ -127,6 +128,7 @@ class Client:
                 overflow=overflow,
                 limits=limits,
                 beside=beside,
+                record_input=record_input,
             )
         )
 
@@ -194,6 +196,7 @@ class Client:
         retain_bytes: int | None = None,
         limits: Limits | None = None,
         beside: str | None = None,
+        record_input: bool = False,
     ) -> ExecResult:
         """Runs a command to completion and returns stdout, stderr, exit code and reason (:meth:`AsyncClient.exec`)."""
         return self._runner.run(
@@ -207,6 +210,7 @@ class Client:
                 retain_bytes=retain_bytes,
                 limits=limits,
                 beside=beside,
+                record_input=record_input,
             )
         )
 
@@ -250,6 +254,7 @@ class Client:
         stdin: bool = False,
         overflow: Overflow | None = None,
         beside: str | None = None,
+        record_input: bool = False,
         window: int = 256 * 1024,
         readonly: bool = False,
         reconnect: RetryPolicy | None = None,
@@ -268,6 +273,7 @@ class Client:
             stdin=stdin,
             overflow=overflow,
             beside=beside,
+            record_input=record_input,
             window=window,
             readonly=readonly,
             reconnect=reconnect,

@@ -348,7 +348,8 @@ impl DataDir {
             .dir
             .read_bounded(
                 &format!("{id}.times"),
-                crate::retained::times::MAX_SAVED_BYTES,
+                crate::retained::times::MAX_SAVED_BYTES
+                    + crate::retained::input_log::MAX_SAVED_INPUT_BYTES,
             )
             .ok();
         let times_bytes = times_file.as_ref().map_or(0, |b| b.len() as u64);

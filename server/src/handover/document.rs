@@ -79,8 +79,8 @@ fn invalid(why: impl Into<String>) -> io::Error {
 
 impl DocumentReader {
     /// Opens the document in `fd`: its format and its description (JSON),
-    /// checked against the file. Formats other than `format` are refused.
-    pub fn open(fd: OwnedFd, format: u32) -> io::Result<(DocumentReader, serde_json::Value)> {
+    /// checked against the file. Formats not in `formats` are refused.
+    pub fn open(fd: OwnedFd, formats: &[u32]) -> io::Result<(DocumentReader, serde_json::Value)> {
         let file = File::from(fd);
         let size = file.metadata()?.len();
         if size < HEADER + TRAILER {
@@ -92,9 +92,9 @@ impl DocumentReader {
             return Err(invalid("not a tetherd handover state"));
         }
         let found = u32::from_le_bytes([header[16], header[17], header[18], header[19]]);
-        if found != format {
+        if !formats.contains(&found) {
             return Err(invalid(format!(
-                "handover state format {found}; this binary reads {format}"
+                "handover state format {found}; this binary reads {formats:?}"
             )));
         }
         let mut trailer = [0u8; TRAILER as usize];
@@ -142,7 +142,7 @@ mod tests {
         let blob = writer.put(&[b"hello ", b"world"]).unwrap();
         let fd = writer.finish(&serde_json::json!({"blob": blob})).unwrap();
         let copy = fd.try_clone().unwrap();
-        let (reader, description) = DocumentReader::open(fd, 7).unwrap();
+        let (reader, description) = DocumentReader::open(fd, &[1, 7]).unwrap();
         let blob: Blob = serde_json::from_value(description["blob"].clone()).unwrap();
         assert_eq!(reader.take(blob).unwrap(), b"hello world");
         assert!(
@@ -156,13 +156,13 @@ mod tests {
             })
             .is_err());
         assert!(
-            DocumentReader::open(copy.try_clone().unwrap(), 8).is_err(),
+            DocumentReader::open(copy.try_clone().unwrap(), &[8]).is_err(),
             "another format"
         );
         // A trailer that points past the file is refused, not followed.
         let file = File::from(copy);
         let size = file.metadata().unwrap().len();
         file.write_all_at(&[0xff; 8], size - 8).unwrap();
-        assert!(DocumentReader::open(OwnedFd::from(file), 7).is_err());
+        assert!(DocumentReader::open(OwnedFd::from(file), &[7]).is_err());
     }
 }

@@ -35,17 +35,22 @@ pub use give::{check_descriptors, give, preflight, Preflight};
 pub use state::{Lifetime, State};
 pub use take::{read, TakenFds};
 
-/// The state format this binary writes and reads. Raised whenever a
-/// carried type changes incompatibly; a binary reads exactly its own (the
-/// versioning rule is in docs/DEPLOY.md).
-pub const FORMAT: u32 = 1;
+/// The state format this binary writes. Raised whenever a carried type
+/// changes (the versioning rule is in docs/DEPLOY.md; each format's
+/// fields in docs/STATE.md). Format 2 added the input log (`SavedTimes`'s
+/// `input`, `ProcessInfo`'s `records_input`).
+pub const FORMAT: u32 = 2;
+
+/// The formats this binary reads: its own and the older ones, whose
+/// missing fields take their defaults (format 1: no input log).
+pub const READS: &[u32] = &[1, FORMAT];
 
 /// What `tetherd --handover-check` prints: the formats this binary reads.
 pub fn check_report() -> String {
     serde_json::json!({
         "program": "tetherd",
         "version": env!("CARGO_PKG_VERSION"),
-        "handover_formats": [FORMAT],
+        "handover_formats": READS,
     })
     .to_string()
 }

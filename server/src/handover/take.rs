@@ -9,7 +9,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use super::document::DocumentReader;
 use super::state::State;
-use super::FORMAT;
+use super::READS;
 
 /// The descriptors a handover carried, each to be taken once.
 pub struct TakenFds {
@@ -66,7 +66,7 @@ impl Drop for TakenFds {
 /// Reads the state a handover passed in descriptor `fd`.
 pub fn read(fd: RawFd) -> io::Result<(State, DocumentReader, TakenFds)> {
     close_on_exec(fd)?;
-    let (document, description) = DocumentReader::open(own(fd), FORMAT)?;
+    let (document, description) = DocumentReader::open(own(fd), READS)?;
     let state: State = serde_json::from_value(description)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("handover state: {e}")))?;
     let mut left = HashSet::new();

@@ -34,6 +34,7 @@ use crate::attach;
 use crate::error::ApiError;
 use crate::grant::{Grant, Need};
 use crate::process::Process;
+use crate::retained::input_log::InputEvent;
 use crate::retained::times::SizeChange;
 use crate::table::ProcessTable;
 
@@ -152,8 +153,13 @@ struct Recorder {
     start_ms: u64,
     /// The time of the last event written: events never go back in time.
     last_ms: u64,
-    /// Sizes not written yet, oldest first.
-    sizes: VecDeque<SizeChange>,
+    /// Resizes and input not written yet, oldest first: each goes
+    /// before the stdout bytes written after it.
+    placed: VecDeque<Placed>,
+    /// How many sizes and inputs of the index were taken into `placed`.
+    seen: (u64, u64),
+    /// Input bytes whose loss (the input log's bound) was said.
+    said_lost: u64,
     header_sent: bool,
     /// The terminal's title for the header, if it has one.
     title: Option<String>,
@@ -168,19 +174,71 @@ impl Recorder {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        let sizes = process.output().times(|t| t.sizes()).into();
-        Recorder {
+        let mut recorder = Recorder {
             process,
             lanes,
             version,
             follow,
             start_ms,
             last_ms: start_ms,
-            sizes,
+            placed: VecDeque::new(),
+            seen: (0, 0),
+            said_lost: 0,
             header_sent: false,
             title: None,
             exit: None,
             ended: false,
+        };
+        recorder.take_placed();
+        recorder
+    }
+
+    /// With nothing placed waiting, takes the resizes and input that came
+    /// since the last look, merged by stdout offset (a running process's
+    /// come later, after all that was taken before).
+    fn take_placed(&mut self) {
+        if !self.placed.is_empty() {
+            return;
+        }
+        let (seen_sizes, seen_inputs) = self.seen;
+        let (sizes, inputs, lost) = self.process.output().times(|t| {
+            let (sizes, next_size) = t.sizes_since(seen_sizes);
+            let (inputs, next_input, lost) =
+                t.input_log().map_or((Vec::new(), seen_inputs, 0), |log| {
+                    let (inputs, next) = log.since(seen_inputs);
+                    (inputs, next, log.dropped())
+                });
+            self.seen = (next_size, next_input);
+            (sizes, inputs, lost)
+        });
+        let mut sizes = sizes.into_iter().map(Placed::Resize).peekable();
+        let mut inputs = inputs.into_iter().peekable();
+        if lost > self.said_lost {
+            let (offset, at_ms) = inputs
+                .peek()
+                .map_or((0, self.last_ms), |i| (i.offset, i.at_ms));
+            self.placed.push_back(Placed::InputLost {
+                offset,
+                at_ms,
+                bytes: lost - self.said_lost,
+            });
+            self.said_lost = lost;
+        }
+        loop {
+            let input_first = match (sizes.peek(), inputs.peek()) {
+                (Some(Placed::Resize(size)), Some(input)) => input.offset < size.offset,
+                (None, Some(_)) => true,
+                _ => false,
+            };
+            let next = if input_first {
+                inputs.next().map(Placed::Input)
+            } else {
+                sizes.next()
+            };
+            match next {
+                Some(placed) => self.placed.push_back(placed),
+                None => break,
+            }
         }
     }
 
@@ -190,8 +248,8 @@ impl Recorder {
             self.header_sent = true;
             let header = self.header();
             // The size at spawn is the header's, not an event.
-            if self.sizes.front().is_some_and(|s| s.offset == 0) {
-                self.sizes.pop_front();
+            if matches!(self.placed.front(), Some(Placed::Resize(s)) if s.offset == 0) {
+                self.placed.pop_front();
             }
             return Some(header);
         }
@@ -214,16 +272,18 @@ impl Recorder {
                 }
                 continue;
             };
-            // A resize made before these bytes were written comes first.
+            // A resize or input made before these bytes were written
+            // comes first.
             let offset = match &self.lanes[lane].ahead {
                 Some(Chunk::Data { offset, .. } | Chunk::Dropped { offset, .. }) => *offset,
                 _ => 0,
             };
-            if self.lanes[lane].stream == StreamName::Stdout {
-                if let Some(size) = self.sizes.front().filter(|s| s.offset <= offset).copied() {
-                    self.sizes.pop_front();
-                    return Some(self.resize_event(size));
-                }
+            self.take_placed();
+            if self.lanes[lane].stream == StreamName::Stdout
+                && self.placed.front().is_some_and(|p| p.offset() <= offset)
+            {
+                let placed = self.placed.pop_front()?;
+                return Some(self.placed_event(placed));
             }
             let chunk = self.lanes[lane].ahead.take()?;
             let chunk = self.cut_at_next_mark(lane, chunk);
@@ -308,10 +368,10 @@ impl Recorder {
             .output()
             .times(|t| t.next_after(stream.index(), offset));
         let next_resize = self
-            .sizes
+            .placed
             .front()
             .filter(|_| stream == StreamName::Stdout)
-            .map(|s| s.offset)
+            .map(Placed::offset)
             .filter(|&at| at > offset);
         let cut_at = match (next_mark, next_resize) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -354,7 +414,10 @@ impl Recorder {
 
     fn header(&self) -> Bytes {
         let info = self.process.info();
-        let (cols, rows) = self.sizes.front().map_or((80, 24), |s| (s.cols, s.rows));
+        let (cols, rows) = match self.placed.front() {
+            Some(Placed::Resize(s)) if s.offset == 0 => (s.cols, s.rows),
+            _ => (80, 24),
+        };
         let header = Header {
             version: self.version,
             term: (self.version == 3).then_some(Term { cols, rows }),
@@ -380,15 +443,38 @@ impl Recorder {
         line(&json!([time as f64 / 1000.0, code, data]))
     }
 
-    fn resize_event(&mut self, size: SizeChange) -> Bytes {
-        self.event(size.at_ms, "r", format!("{}x{}", size.cols, size.rows))
+    fn placed_event(&mut self, placed: Placed) -> Bytes {
+        match placed {
+            Placed::Resize(size) => {
+                self.event(size.at_ms, "r", format!("{}x{}", size.cols, size.rows))
+            }
+            // As typed: the bytes a UTF-8 sequence split across two
+            // writes would lose are replaced, never guessed.
+            Placed::Input(input) => {
+                let text = String::from_utf8_lossy(&input.bytes).into_owned();
+                self.event(input.at_ms, "i", text)
+            }
+            Placed::InputLost { at_ms, bytes, .. } => self.event(
+                at_ms,
+                "m",
+                format!(
+                    "tether: {bytes} bytes of earlier input not kept (the input log keeps the newest {} KiB)",
+                    crate::retained::input_log::MAX_INPUT_BYTES >> 10
+                ),
+            ),
+        }
     }
 
-    /// The sizes set after the last byte, and the exit (v3) if it came.
+    /// The sizes and input after the last byte, and the exit (v3) if it
+    /// came.
     fn last_events(&mut self) -> Option<Bytes> {
         let mut out = Vec::new();
-        while let Some(size) = self.sizes.pop_front() {
-            out.extend_from_slice(&self.resize_event(size));
+        loop {
+            self.take_placed();
+            let Some(placed) = self.placed.pop_front() else {
+                break;
+            };
+            out.extend_from_slice(&self.placed_event(placed));
         }
         if let (Some(exit), 3) = (self.exit.take(), self.version) {
             let at_ms = exit
@@ -401,6 +487,30 @@ impl Recorder {
             out.extend_from_slice(&self.event(at_ms, "x", code));
         }
         (!out.is_empty()).then(|| Bytes::from(out))
+    }
+}
+
+/// What a recording puts between the stdout bytes written before and after
+/// it.
+enum Placed {
+    Resize(SizeChange),
+    Input(InputEvent),
+    /// Input the log's bound let go, said once before the input kept.
+    InputLost {
+        offset: u64,
+        at_ms: u64,
+        bytes: u64,
+    },
+}
+
+impl Placed {
+    /// The stdout offset it goes before.
+    fn offset(&self) -> u64 {
+        match self {
+            Placed::Resize(size) => size.offset,
+            Placed::Input(input) => input.offset,
+            Placed::InputLost { offset, .. } => *offset,
+        }
     }
 }
 

@@ -131,6 +131,7 @@ impl Process {
             .output
             .retained_times()
             .map(|ms| ms.map(|ms| timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))));
+        info.records_input = self.output.times(|t| t.records_input());
         info
     }
 
@@ -163,6 +164,7 @@ impl Process {
             output_incomplete: false,
             first_retained_at: None,
             last_retained_at: None,
+            records_input: false,
             kubernetes: self.kubernetes.clone(),
             node: node_of(&self.id).map(str::to_string),
             containment: Some(self.contained.kind()),
@@ -270,8 +272,12 @@ impl Process {
         if !self.is_running() {
             return Err(self.not_running());
         }
+        let logged = self.input_to_log(&data);
         match self.stdin.try_write(data, None) {
-            Ok(stdin::TryWrite::Done) => Ok(None),
+            Ok(stdin::TryWrite::Done) => {
+                self.log_input(logged);
+                Ok(None)
+            }
             Ok(stdin::TryWrite::Busy(data, _)) => Ok(Some(data)),
             Err(stdin::StdinClosed) => Err(ApiError::StdinUnavailable(self.id.clone())),
         }
@@ -307,10 +313,27 @@ impl Process {
         if !self.is_running() {
             return Err(self.not_running());
         }
+        let logged = self.input_to_log(&data);
         self.stdin
             .write(data, permit)
             .await
-            .map_err(|_| ApiError::StdinUnavailable(self.id.clone()))
+            .map_err(|_| ApiError::StdinUnavailable(self.id.clone()))?;
+        self.log_input(logged);
+        Ok(())
+    }
+
+    /// Input about to be written, with where it stands, if this process
+    /// records its input (`record_input`): taken before the write so the
+    /// echo comes after it in the recording.
+    fn input_to_log(&self, data: &[u8]) -> Option<((u64, u64), Vec<u8>)> {
+        self.output().input_mark().map(|mark| (mark, data.to_vec()))
+    }
+
+    /// Logs input once it is accepted (written, or queued to be).
+    fn log_input(&self, logged: Option<((u64, u64), Vec<u8>)>) {
+        if let Some((mark, data)) = logged {
+            self.output().input_written(mark, &data);
+        }
     }
 
     /// Closes stdin (pipes) or sends the terminal's EOF character (PTY).

@@ -69,6 +69,8 @@ pub struct SpawnPlan {
     pub identity: Option<crate::secret::Identity>,
     /// Resource limits (the request's, else the server's defaults).
     pub limits: tether_protocol::Limits,
+    /// Log its input for its recording (`retained/input_log.rs`).
+    pub record_input: bool,
 }
 
 /// What a known process costs besides its argv and output: the process
@@ -92,12 +94,18 @@ impl SpawnPlan {
             + self.screen_bytes
     }
 
-    /// The fixed overhead, the time index (`retained/times.rs`), and argv
+    /// The fixed overhead, the time index (`retained/times.rs`) and the
+    /// input log if it records its input (`retained/input_log.rs`), and argv
     /// twice (the process keeps it, and so does its published exit). `env` and `cwd` are not kept past the
     /// spawn.
-    pub fn metadata_of(argv: &[String]) -> u64 {
+    pub fn metadata_of(argv: &[String], record_input: bool) -> u64 {
         let argv: usize = argv.iter().map(|a| a.len() + 1).sum();
-        PROCESS_OVERHEAD + crate::retained::times::INDEX_BYTES + 2 * argv as u64
+        let input = if record_input {
+            crate::retained::input_log::INPUT_LOG_BYTES
+        } else {
+            0
+        };
+        PROCESS_OVERHEAD + crate::retained::times::INDEX_BYTES + input + 2 * argv as u64
     }
 
     /// Takes this plan's shares of the budget: under the table lock, once
@@ -120,10 +128,21 @@ impl SpawnPlan {
             Some(dir) => {
                 RetainedOutput::reservation(self.retain_bytes, self.overflow, self.streams())
                     // `ID.times` at the exit, where a restart reads it.
-                    + if dir.is_private() { 0 } else { crate::retained::times::MAX_SAVED_BYTES }
+                    + if dir.is_private() { 0 } else { self.saved_times_bytes() }
             }
             None => 0,
         }
+    }
+
+    /// The most `ID.times` may take: the index, and the input log if it
+    /// records its input.
+    fn saved_times_bytes(&self) -> u64 {
+        crate::retained::times::MAX_SAVED_BYTES
+            + if self.record_input {
+                crate::retained::input_log::MAX_SAVED_INPUT_BYTES
+            } else {
+                0
+            }
     }
 
     /// The retained output: disk logs behind memory windows, or memory.
@@ -200,6 +219,9 @@ pub fn spawn(
     let output = Arc::new(plan.output(&id, screen));
     if let Some(size) = plan.tty {
         output.sized(size);
+    }
+    if plan.record_input {
+        output.record_input();
     }
     let (control, control_rx) = mpsc::channel(8);
     let (exit_tx, exit) = watch::channel(None);

@@ -12,6 +12,8 @@
 
 use std::collections::VecDeque;
 
+use super::input_log::{InputLog, SavedInput};
+
 /// Marks kept per stream (16 bytes each).
 pub const MAX_MARKS: usize = 1024;
 
@@ -138,20 +140,33 @@ pub struct SizeChange {
 
 /// A PTY's sizes, oldest first, at most [`MAX_SIZES`].
 #[derive(Debug, Default)]
-pub struct Sizes(VecDeque<SizeChange>);
+pub struct Sizes {
+    kept: VecDeque<SizeChange>,
+    /// Changes ever pushed: the next one's number.
+    pushed: u64,
+}
 
 impl Sizes {
     /// The size changed.
     pub fn push(&mut self, change: SizeChange) {
-        if self.0.len() >= MAX_SIZES {
-            self.0.pop_front();
+        if self.kept.len() >= MAX_SIZES {
+            self.kept.pop_front();
         }
-        self.0.push_back(change);
+        self.kept.push_back(change);
+        self.pushed += 1;
     }
 
     /// Every change kept, oldest first.
     pub fn all(&self) -> Vec<SizeChange> {
-        self.0.iter().copied().collect()
+        self.kept.iter().copied().collect()
+    }
+
+    /// The changes kept from number `seen` on (those before it were read
+    /// already), and the number of the next one.
+    pub fn since(&self, seen: u64) -> (Vec<SizeChange>, u64) {
+        let first = self.pushed - self.kept.len() as u64;
+        let skip = seen.saturating_sub(first) as usize;
+        (self.kept.iter().skip(skip).copied().collect(), self.pushed)
     }
 }
 
@@ -163,6 +178,10 @@ pub struct SavedTimes {
     pub stderr: Vec<(u64, u64)>,
     /// `(offset, ms, cols, rows)`.
     pub sizes: Vec<(u64, u64, u16, u16)>,
+    /// The input log of a process that records its input (absent in
+    /// handover format 1, which had none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<SavedInput>,
 }
 
 /// The most bytes `ID.times` may take: both streams' marks and the sizes
@@ -175,6 +194,8 @@ pub const MAX_SAVED_BYTES: u64 = 256 << 10;
 pub struct TimeIndex {
     streams: [TimeMarks; 2],
     sizes: Sizes,
+    /// Only when the spawn asked for its input to be recorded.
+    input: Option<InputLog>,
 }
 
 impl TimeIndex {
@@ -194,6 +215,29 @@ impl TimeIndex {
             cols,
             rows,
         });
+    }
+
+    /// From now on, input is logged ([`TimeIndex::input`]).
+    pub fn record_input(&mut self) {
+        self.input.get_or_insert_with(InputLog::default);
+    }
+
+    /// True when this process's input is logged.
+    pub fn records_input(&self) -> bool {
+        self.input.is_some()
+    }
+
+    /// `bytes` were given to stdin when stdout had reached `offset`, at
+    /// `at_ms`: logged if the process records its input.
+    pub fn input(&mut self, offset: u64, at_ms: u64, bytes: &[u8]) {
+        if let Some(log) = &mut self.input {
+            log.push(offset, at_ms, bytes);
+        }
+    }
+
+    /// The input log, if the process records its input.
+    pub fn input_log(&self) -> Option<&InputLog> {
+        self.input.as_ref()
     }
 
     /// See [`TimeMarks::time_of`].
@@ -241,6 +285,11 @@ impl TimeIndex {
         self.sizes.all()
     }
 
+    /// See [`Sizes::since`].
+    pub fn sizes_since(&self, seen: u64) -> (Vec<SizeChange>, u64) {
+        self.sizes.since(seen)
+    }
+
     /// The index as `ID.times` holds it.
     pub fn saved(&self) -> SavedTimes {
         let [stdout, stderr] = self.marks();
@@ -253,6 +302,7 @@ impl TimeIndex {
                 .iter()
                 .map(|s| (s.offset, s.at_ms, s.cols, s.rows))
                 .collect(),
+            input: self.input.as_ref().map(InputLog::saved),
         }
     }
 
@@ -273,6 +323,7 @@ impl TimeIndex {
                 TimeMarks::restored(saved.stderr),
             ],
             sizes,
+            input: saved.input.map(InputLog::restored),
         }
     }
 }

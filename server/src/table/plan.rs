@@ -66,7 +66,7 @@ impl ProcessTable {
         if let Some(why) = crate::contain::current().limits_refusal(&limits) {
             return Err(ApiError::LimitsUnavailable(why));
         }
-        let metadata_bytes = SpawnPlan::metadata_of(&argv);
+        let metadata_bytes = SpawnPlan::metadata_of(&argv, request.record_input);
         if let Some(name) = &request.name {
             check_name(name)?;
         }
@@ -109,6 +109,7 @@ impl ProcessTable {
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis),
             identity,
+            record_input: request.record_input,
         })
     }
 

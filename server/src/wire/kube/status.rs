@@ -243,6 +243,7 @@ mod tests {
             output_incomplete: false,
             first_retained_at: None,
             last_retained_at: None,
+            records_input: false,
             retention_error: None,
             kubernetes: None,
             node: None,
