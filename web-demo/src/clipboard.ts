@@ -1,5 +1,5 @@
 // Copy on select: what is selected in the terminal goes to the clipboard
-// (`copyOnSelect=0` in the URL turns it off), where the browser allows it
+// (`copyOnSelect=0` in the URL, or the panel, turns it off), where the browser allows it
 // (a secure context: https or localhost; otherwise the browser's own copy
 // still works). Pasting needs nothing here: xterm's own paste handling
 // (Ctrl+Shift+V, the browser's paste) wraps the text in ESC[200~ ... ESC[201~
@@ -13,10 +13,11 @@ export interface CopyState {
   copied?: string;
 }
 
-export function installCopyOnSelect(term: Terminal, enabled: boolean, state: CopyState): void {
-  if (!enabled) return;
+/** `enabled` is asked at each selection: the panel (settings.ts) may turn it off and on. */
+export function installCopyOnSelect(term: Terminal, enabled: () => boolean, state: CopyState): void {
   let pending = false;
   term.onSelectionChange(() => {
+    if (!enabled()) return;
     // A drag changes the selection at every mouse move: copy once a frame.
     if (pending) return;
     pending = true;

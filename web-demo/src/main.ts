@@ -11,12 +11,16 @@
 //   #cmd=TEXT     the command to start (default `bash -i`)
 //   #grace=S      how long a session this tab starts without a name outlives
 //                 the tab, in seconds (default 15, 1 to 600)
-// Display preferences (fontSize, theme, renderer, copyOnSelect) come from the
-// query or the fragment: see preferences.ts.
+// Display preferences (fontSize, theme, cursorStyle, ...) come from the
+// query or the fragment and are kept per browser: see preferences.ts, and
+// settings.ts for the panel that changes them.
 //
 // The terminal's everyday features live in their own modules: links.ts
 // (clickable links), search.ts, clipboard.ts (copy on select),
-// attention.ts (title and bell), renderer.ts (WebGL or DOM), images.ts.
+// attention.ts (title and bell), renderer.ts (WebGL or DOM), images.ts,
+// softkeys.ts (Esc, Ctrl, arrows on a phone), leave.ts (the warning before
+// closing a tab that would end its session), keyboard.ts (the toolbar
+// without a mouse), sessions.ts (lifetimes, share-link scopes, the list).
 
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
@@ -28,9 +32,13 @@ import { replayControls, startReplay, type ReplayState } from "./replay";
 import { installCopyOnSelect, type CopyState } from "./clipboard";
 import { installImages } from "./images";
 import { installLinks, type LinkLog } from "./links";
-import { TERMINAL_THEMES, readPreferences } from "./preferences";
+import { installKeyboard, type KeyboardState } from "./keyboard";
+import { installLeaveWarning, type LeaveState } from "./leave";
 import { installRenderer, type RendererState } from "./renderer";
 import { installSearch, type SearchState } from "./search";
+import { describeCommand, lifetimes, rememberLifetime, scopeOf, sessionList, type Lifetime } from "./sessions";
+import { loadSettings } from "./settings";
+import { installSoftKeys, type SoftKeysState } from "./softkeys";
 
 /**
  * A session this page starts without a name ends this long after its last
@@ -53,9 +61,8 @@ const startingEl = $<HTMLDivElement>("starting");
 const commandEl = $<HTMLInputElement>("command");
 const endEl = $<HTMLButtonElement>("end");
 const sessionsEl = $<HTMLUListElement>("sessions");
-const shareReadEl = $<HTMLButtonElement>("share-read");
-const shareWriteEl = $<HTMLButtonElement>("share-write");
-const shareEl = $<HTMLDivElement>("share");
+const shareOpenEl = $<HTMLButtonElement>("share-open");
+const shareLinkEl = $<HTMLDivElement>("share-link");
 const shareUrlEl = $<HTMLInputElement>("share-url");
 const modeEl = $<HTMLSpanElement>("mode");
 const nameEl = $<HTMLInputElement>("name");
@@ -64,24 +71,10 @@ const lifetimeEl = $<HTMLSpanElement>("lifetime");
 const fragment = new URLSearchParams(location.hash.slice(1));
 const conn = new TetherClient({ baseUrl: location.origin, token: fragment.get("token") ?? undefined });
 
-/** What a scoped token (`tether1.CLAIMS.MAC`) says: the one process and its rights. The server decides; this only shapes the page. */
-interface Scope {
-  process: string;
-  write: boolean;
-}
-function scopeOf(token: string | undefined): Scope | undefined {
-  if (!token?.startsWith("tether1.")) return undefined;
-  try {
-    const body = token.split(".")[1] ?? "";
-    const claims = JSON.parse(atob(body.replace(/-/g, "+").replace(/_/g, "/"))) as { p: string; r?: { write?: boolean } };
-    return { process: claims.p, write: claims.r?.write === true };
-  } catch {
-    return undefined;
-  }
-}
 const scope = scopeOf(conn.token);
 if (scope) {
   document.body.classList.add("shared");
+  document.body.classList.toggle("read-only", !scope.write);
   modeEl.hidden = false;
   modeEl.textContent = scope.write ? "shared session (interactive)" : "shared session (read-only)";
 }
@@ -89,29 +82,8 @@ commandEl.value = fragment.get("cmd") ?? DEFAULT_COMMAND;
 const graceSeconds = Number(fragment.get("grace"));
 const GRACE_MS = graceSeconds >= 1 && graceSeconds <= 600 ? Math.round(graceSeconds * 1000) : DEFAULT_GRACE_MS;
 
-/**
- * How long the sessions this tab started outlive it: "own" (unnamed, the
- * grace) or "kept" (named or shared: 10 minutes), by id. In sessionStorage,
- * so a reload still knows, and raises an own session when it is shared.
- * Sessions started elsewhere are not here: the page never changes theirs.
- */
-type Lifetime = "own" | "kept";
-const LIFETIMES_KEY = "tether.lifetimes";
-function lifetimes(): Record<string, Lifetime> {
-  try {
-    return JSON.parse(sessionStorage.getItem(LIFETIMES_KEY) ?? "{}") as Record<string, Lifetime>;
-  } catch {
-    return {};
-  }
-}
 function setLifetime(id: string, lifetime: Lifetime): void {
-  // The newest 50 sessions: a tab starts a handful.
-  const kept = Object.entries({ ...lifetimes(), [id]: lifetime }).slice(-50);
-  try {
-    sessionStorage.setItem(LIFETIMES_KEY, JSON.stringify(Object.fromEntries(kept)));
-  } catch {
-    // No storage (a private window's quota): a reload forgets, nothing else.
-  }
+  rememberLifetime(id, lifetime);
   showLifetime(id);
 }
 function showLifetime(id: string | undefined): void {
@@ -125,14 +97,10 @@ function showLifetime(id: string | undefined): void {
   lifetimeEl.title = lifetimeEl.textContent;
 }
 
-const prefs = readPreferences(location.search, location.hash);
-document.documentElement.classList.toggle("light", prefs.theme === "light");
+const settings = loadSettings();
+const prefs = settings.prefs;
 const term = new Terminal({
-  cursorBlink: true,
-  scrollback: 5000,
-  fontFamily: "ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace",
-  fontSize: prefs.fontSize,
-  theme: TERMINAL_THEMES[prefs.theme],
+  ...settings.terminalOptions(),
   // The unicode handling and the search's decorations are "proposed" API.
   allowProposedApi: true,
 });
@@ -144,14 +112,12 @@ term.loadAddon(new Unicode11Addon());
 term.unicode.activeVersion = "11";
 term.open($("terminal"));
 const renderer: RendererState = { wanted: prefs.renderer, active: "dom" };
-installRenderer(term, prefs.renderer, renderer, $("renderer-info"));
 const images = installImages(term);
-if (prefs.ignored.length > 0) {
-  const prefsInfo = $("prefs-info");
-  prefsInfo.hidden = false;
-  prefsInfo.textContent = `not understood, ignored: ${prefs.ignored.join(", ")}`;
-}
-fit.fit();
+settings.connect(term, installRenderer(term, prefs.renderer, renderer, $("renderer-info")), () => fit.fit(), {
+  form: $<HTMLFormElement>("prefs"),
+  reset: $<HTMLButtonElement>("prefs-reset"),
+  info: $("prefs-info"),
+});
 
 // What the end-to-end tests (and curious people in the console) read.
 const view = {
@@ -167,8 +133,12 @@ const view = {
   shareUrl: undefined as string | undefined,
   /** How long the session shown outlives this tab, when this tab started it. */
   lifetime: undefined as Lifetime | undefined,
-  /** The display preferences the URL gave (preferences.ts). */
+  /** The preferences in effect (preferences.ts; the panel changes them in place). */
   preferences: prefs,
+  /** The theme shown (`theme=system` resolved). */
+  get theme() {
+    return settings.theme;
+  },
   /** Which renderer draws the terminal, and why if not the one asked for. */
   renderer,
   links: { opened: [], refused: [] } as LinkLog,
@@ -178,6 +148,12 @@ const view = {
   /** With `#replay=ID`: the replay's state (replay.ts). */
   replay: undefined as ReplayState | undefined,
   copy: {} as CopyState,
+  /** The soft keys' held modifiers. */
+  softKeys: { ctrl: false, alt: false } as SoftKeysState,
+  /** Whether the next Tab leaves the terminal (keyboard.ts). */
+  keyboard: { leaving: false } as KeyboardState,
+  /** How often closing the tab asked first. */
+  leave: { asked: 0 } as LeaveState,
   /** The image addon: its storage use and limit, the image at a cell. */
   images,
   /** The whole buffer (scrollback and screen) as text, one line per row. */
@@ -202,11 +178,31 @@ installSearch(
     count: $("search-count"),
   },
   view.search,
-  prefs.theme,
+  () => settings.theme,
 );
-installCopyOnSelect(term, prefs.copyOnSelect, view.copy);
+installCopyOnSelect(term, () => prefs.copyOnSelect, view.copy);
 // A bell in replayed output rang before this tab looked: not again.
 const attention = installAttention(term, $("terminal-pane"), $<HTMLInputElement>("bell-notify"), view.attention, () => !renderingReplay);
+const softKeys = installSoftKeys(term, $("softkeys"), view.softKeys);
+const popovers = installKeyboard(
+  term,
+  {
+    shareOpen: shareOpenEl,
+    share: $("share"),
+    shareFirst: $<HTMLButtonElement>("share-read"),
+    shareClose: $<HTMLButtonElement>("share-close"),
+    panelToggle: $<HTMLButtonElement>("panel-toggle"),
+    panel: $("side"),
+    panelClose: $<HTMLButtonElement>("panel-close"),
+  },
+  view.keyboard,
+);
+// Closing the tab asks only while that would end the session shown: one
+// this tab started without a name, still running.
+installLeaveWarning(
+  () => !prefs.disableLeaveAlert && view.lifetime === "own" && view.exit === undefined && attachment !== undefined,
+  view.leave,
+);
 const downloadEl = $<HTMLButtonElement>("download");
 installFiles({ pane: $("terminal-pane"), download: downloadEl }, conn, () => view.sessionId, (text, kind) => setStatus(text, kind), view.files);
 
@@ -237,15 +233,11 @@ function visible(text: string): string {
   return shown.length > 300 ? `${shown.slice(0, 300)}...` : shown;
 }
 
-// A dim line in the terminal for things the page (not the process) says.
+// A grey line in the terminal for things the page (not the process) says:
+// the palette's bright black, which is 4.5:1 on the background in both
+// themes (SGR 2, dim, halves the colour and would not be).
 function notice(text: string): void {
-  term.write(`\r\n\x1b[2m[${visible(text)}]\x1b[0m\r\n`);
-}
-
-/** What a process runs, as typed: the command line for `sh -c TEXT`, else the argv. */
-function describeCommand(p: ProcessInfo): string {
-  const [program, flag, text] = p.argv;
-  return program === "/bin/sh" && flag === "-c" && text !== undefined && p.argv.length === 3 ? text : p.argv.join(" ");
+  term.write(`\r\n\x1b[90m[${visible(text)}]\x1b[0m\r\n`);
 }
 
 function describeExit(p: ProcessInfo): string {
@@ -307,9 +299,9 @@ async function attach(id: string): Promise<void> {
   exitEl.hidden = true;
   endEl.disabled = false;
   downloadEl.disabled = false;
-  shareReadEl.disabled = false;
-  shareWriteEl.disabled = false;
-  shareEl.hidden = true;
+  shareOpenEl.disabled = false;
+  popovers.toggleShare(false);
+  shareLinkEl.hidden = true;
   showLifetime(id);
   updateFragment(id);
   setStatus(`connecting to ${id}…`, "warn");
@@ -385,7 +377,7 @@ async function attach(id: string): Promise<void> {
     endEl.disabled = true;
     const text = `Process ${describeExit(process)}`;
     // Written through the terminal queue, so it lands after the output.
-    term.write(`\r\n\x1b[2m[${visible(text)}]\x1b[0m\r\n`, () => {
+    term.write(`\r\n\x1b[90m[${visible(text)}]\x1b[0m\r\n`, () => {
       exitEl.textContent = text;
       exitEl.hidden = false;
     });
@@ -455,8 +447,6 @@ async function endSession(): Promise<void> {
   void refreshSessions();
 }
 
-let refreshing = false;
-
 // Makes a link to the session shown, with a token scoped to it for an hour.
 async function share(write: boolean): Promise<void> {
   const id = view.sessionId;
@@ -478,7 +468,7 @@ async function share(write: boolean): Promise<void> {
     const url = `${location.origin}${location.pathname}#session=${encodeURIComponent(id)}&token=${minted.token}`;
     view.shareUrl = url;
     shareUrlEl.value = url;
-    shareEl.hidden = false;
+    shareLinkEl.hidden = false;
     shareUrlEl.select();
     void navigator.clipboard?.writeText(url).catch(() => {});
     setStatus(`${write ? "interactive" : "read-only"} link to ${id} made (valid 1 h)${unkept}`, unkept ? "bad" : "ok");
@@ -492,40 +482,9 @@ function mayType(): boolean {
   return scope === undefined || scope.write;
 }
 
+const listSessions = sessionList(conn, sessionsEl, () => view.sessionId, (id) => void attach(id));
 async function refreshSessions(): Promise<void> {
-  if (scope) return;
-  // One list at a time: while the server is away a list retries for its
-  // budget, and the periodic refresh must not pile them up.
-  if (refreshing) return;
-  refreshing = true;
-  let processes: ProcessInfo[];
-  try {
-    // No prompt here: the periodic refresh must not nag; spawn and attach ask.
-    processes = await conn.list();
-  } catch (e) {
-    sessionsEl.replaceChildren(Object.assign(document.createElement("li"), { textContent: (e as Error).message }));
-    return;
-  } finally {
-    refreshing = false;
-  }
-  const running = processes.filter((p) => p.status === "running" && p.tty);
-  const items = running.map((p) => {
-    const li = document.createElement("li");
-    const label = document.createElement("span");
-    label.textContent = `${p.id.slice(0, 8)} ${describeCommand(p)}`;
-    label.title = `${p.id}: pid ${p.pid}, started ${p.started_at}`;
-    const button = document.createElement("button");
-    button.type = "button";
-    button.dataset.session = p.id;
-    const current = p.id === view.sessionId;
-    button.textContent = current ? "attached" : "attach";
-    button.disabled = current;
-    button.addEventListener("click", () => void attach(p.id));
-    li.append(label, button);
-    return li;
-  });
-  if (items.length === 0) items.push(Object.assign(document.createElement("li"), { textContent: "no running sessions" }));
-  sessionsEl.replaceChildren(...items);
+  if (!scope) await listSessions();
 }
 
 // Input: typed keys and pastes arrive as strings (UTF-8 on the wire), some
@@ -539,8 +498,9 @@ const type = (bytes: Uint8Array) => {
 };
 // Replies xterm makes to queries in replayed output (cursor position,
 // device attributes, colours) would be typed into the session: dropped.
+// A soft key's held Ctrl or Alt applies to the next key typed (softkeys.ts).
 term.onData((data) => {
-  if (!renderingReplay) type(encoder.encode(data));
+  if (!renderingReplay) type(encoder.encode(softKeys.filter(data)));
 });
 term.onBinary((data) => {
   if (!renderingReplay) type(Uint8Array.from(data, (c) => c.charCodeAt(0) & 0xff));
@@ -569,15 +529,8 @@ $<HTMLFormElement>("spawn").addEventListener("submit", (event) => {
 });
 $<HTMLButtonElement>("refresh").addEventListener("click", () => void refreshSessions());
 endEl.addEventListener("click", () => void endSession());
-shareReadEl.addEventListener("click", () => void share(false));
-shareWriteEl.addEventListener("click", () => void share(true));
-$<HTMLButtonElement>("share-close").addEventListener("click", () => (shareEl.hidden = true));
-shareEl.addEventListener("keydown", (event) => {
-  if (event.key === "Escape") {
-    shareEl.hidden = true;
-    term.focus();
-  }
-});
+$<HTMLButtonElement>("share-read").addEventListener("click", () => void share(false));
+$<HTMLButtonElement>("share-write").addEventListener("click", () => void share(true));
 window.addEventListener("hashchange", () => {
   const id = new URLSearchParams(location.hash.slice(1)).get("session");
   if (id && id !== view.sessionId) void attach(id);

@@ -1,15 +1,16 @@
-// The renderer: WebGL (@xterm/addon-webgl) unless the URL asks for the DOM
-// one (`renderer=dom`); xterm 6 has no canvas renderer any more. When WebGL
-// cannot start (no WebGL2) or its context is lost for good (a GPU reset, too
-// many contexts), the terminal goes on with xterm's DOM renderer, and the
-// page says which one it uses and why.
+// The renderer: WebGL (@xterm/addon-webgl) unless the preferences ask for
+// the DOM one (`renderer=dom`); xterm 6 has no canvas renderer any more.
+// When WebGL cannot start (no WebGL2) or its context is lost for good (a GPU
+// reset, too many contexts), the terminal goes on with xterm's DOM renderer,
+// and the page says which one it uses and why. The panel (settings.ts) may
+// switch between them at any time.
 
 import type { Terminal } from "@xterm/xterm";
 import { WebglAddon } from "@xterm/addon-webgl";
 import type { RendererName } from "./preferences";
 
 export interface RendererState {
-  /** What the URL asked for (or the default). */
+  /** What the preferences ask for. */
   wanted: RendererName;
   /** What draws the terminal now. */
   active: RendererName;
@@ -17,37 +18,54 @@ export interface RendererState {
   fallback?: string;
 }
 
+export interface Renderer {
+  /** Draws with this renderer from now on (WebGL falling back to DOM). */
+  use(wanted: RendererName): void;
+}
+
 /** Call after `term.open()`. `info` shows which renderer is in use (and why). */
-export function installRenderer(term: Terminal, wanted: RendererName, state: RendererState, info: HTMLElement): void {
+export function installRenderer(term: Terminal, wanted: RendererName, state: RendererState, info: HTMLElement): Renderer {
+  let addon: WebglAddon | undefined;
   const changed = () => {
     info.textContent = `renderer: ${state.active === "webgl" ? "WebGL" : "DOM"}${state.fallback ? ` (${state.fallback})` : ""}`;
     if (state.fallback) console.info(`tether: ${info.textContent}`);
   };
-  state.wanted = wanted;
-  state.active = "dom";
-  state.fallback = undefined;
-  if (wanted === "webgl") {
-    let addon: WebglAddon | undefined;
+  const drop = () => {
     try {
-      addon = new WebglAddon();
-      const loaded = addon;
-      loaded.onContextLoss(() => {
-        // Disposing the addon hands the terminal back to the DOM renderer.
-        loaded.dispose();
-        state.active = "dom";
-        state.fallback = "the WebGL context was lost";
-        changed();
-      });
-      term.loadAddon(loaded);
-      state.active = "webgl";
-    } catch (e) {
-      state.fallback = `WebGL is not available (${(e as Error).message})`;
+      // Disposing the addon hands the terminal back to the DOM renderer.
+      addon?.dispose();
+    } catch {
+      // It never started; there is nothing of it to undo.
+    }
+    addon = undefined;
+  };
+  const use = (wanted: RendererName) => {
+    state.wanted = wanted;
+    state.fallback = undefined;
+    if (wanted === "dom") {
+      drop();
+      state.active = "dom";
+    } else if (!addon) {
+      state.active = "dom";
       try {
-        addon?.dispose();
-      } catch {
-        // It never started; there is nothing of it to undo.
+        const loaded = new WebglAddon();
+        addon = loaded;
+        loaded.onContextLoss(() => {
+          if (addon !== loaded) return;
+          drop();
+          state.active = "dom";
+          state.fallback = "the WebGL context was lost";
+          changed();
+        });
+        term.loadAddon(loaded);
+        state.active = "webgl";
+      } catch (e) {
+        state.fallback = `WebGL is not available (${(e as Error).message})`;
+        drop();
       }
     }
-  }
-  changed();
+    changed();
+  };
+  use(wanted);
+  return { use };
 }

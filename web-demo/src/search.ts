@@ -40,7 +40,8 @@ const DECORATIONS: Record<ThemeName, NonNullable<ISearchOptions["decorations"]>>
   },
 };
 
-export function installSearch(term: Terminal, el: SearchElements, state: SearchState, theme: ThemeName): void {
+/** `theme` is asked at each search: the page's theme may change (the panel, the system's colour scheme). */
+export function installSearch(term: Terminal, el: SearchElements, state: SearchState, theme: () => ThemeName): void {
   const addon = new SearchAddon({ highlightLimit: 1000 });
   term.loadAddon(addon);
 
@@ -64,7 +65,7 @@ export function installSearch(term: Terminal, el: SearchElements, state: SearchS
       show();
       return;
     }
-    const options: ISearchOptions = { decorations: DECORATIONS[theme], incremental };
+    const options: ISearchOptions = { decorations: DECORATIONS[theme()], incremental };
     if (direction === "next") addon.findNext(state.query, options);
     else addon.findPrevious(state.query, options);
   };

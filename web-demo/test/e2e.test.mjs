@@ -18,6 +18,7 @@ import {
   run,
   screenshot,
   setup,
+  shareLink,
   startProxy,
   startServer,
   stopServer,
@@ -456,16 +457,14 @@ test("share links: read-only shows the live session and typing changes nothing; 
     await run(owner, "echo before-$((1+1))");
     await waitForText(owner, /^before-2$/);
 
-    await owner.locator("#share-read").click();
-    await owner.waitForFunction(() => window.tether.shareUrl !== undefined, null, { timeout: TIMEOUT });
-    const readLink = await owner.evaluate(() => window.tether.shareUrl);
+    const readLink = await shareLink(owner);
     assert.ok(!readLink.includes("?"), readLink);
     assert.equal(await owner.locator("#share-url").inputValue(), readLink);
     const [readBase, readFragment] = readLink.split("/#");
     const reader = await openTerminal(readFragment, { url: readBase });
     await waitForText(reader, /^before-2$/);
     // That session alone: no command box, no session list, no share or end.
-    for (const id of ["#spawn", "aside", "#end", "#share-read"]) assert.equal(await reader.locator(id).isVisible(), false, id);
+    for (const id of ["#spawn", "aside", "#end", "#share-open"]) assert.equal(await reader.locator(id).isVisible(), false, id);
     assert.match(await reader.locator("#mode").textContent(), /read-only/);
     // Typing on the read-only page changes nothing...
     await run(reader, "echo typed-by-reader");
@@ -475,9 +474,7 @@ test("share links: read-only shows the live session and typing changes nothing; 
     await waitForText(owner, /^after-7$/);
     for (const page of [owner, reader]) assert.equal(count(await page.evaluate(() => window.tether.text()), /typed-by-reader/), 0);
 
-    await owner.locator("#share-write").click();
-    await owner.waitForFunction((old) => window.tether.shareUrl !== old, readLink, { timeout: TIMEOUT });
-    const writeLink = await owner.evaluate(() => window.tether.shareUrl);
+    const writeLink = await shareLink(owner, { write: true });
     const [writeBase, writeFragment] = writeLink.split("/#");
     const guest = await openTerminal(writeFragment, { url: writeBase });
     assert.match(await guest.locator("#mode").textContent(), /interactive/);

@@ -1,8 +1,10 @@
 // The terminal's everyday features (issue 49), each in Chromium against a
 // real tetherd (test/harness.mjs): links, search, copy and bracketed paste,
-// title and bell, Unicode 11 widths, the renderer, preferences from the URL,
-// and a toolbar that is one row at 1100 px. Every wait is on a condition or
-// an event, bounded.
+// title and bell, Unicode 11 widths, the renderer, images, files, replay and
+// the static files' compression. Preferences are in preferences.test.mjs,
+// the toolbar's layout and the soft keys in layout.test.mjs, the keyboard,
+// the screen reader mode and contrast in access.test.mjs. Every wait is on
+// a condition or an event, bounded.
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -332,65 +334,6 @@ test("images: a SIXEL image shows in the cells after it; one over the pixel limi
   assert.equal(shown.limit, 32);
   // Only the small image is stored (20x12 RGBA).
   assert.ok(shown.usage > 0 && shown.usage < 0.01, JSON.stringify(shown));
-  assert.deepEqual(page.problems, []);
-  await page.close();
-});
-
-test("preferences from the URL: fontSize and theme, in the query or the fragment; a bad value is ignored and said", { timeout: 60_000 }, async () => {
-  const page = await openTerminal(undefined, { query: "fontSize=20&theme=light" });
-  const prefs = await page.evaluate(() => ({
-    fontSize: window.tetherTerm.options.fontSize,
-    background: window.tetherTerm.options.theme.background,
-    light: document.documentElement.classList.contains("light"),
-    header: getComputedStyle(document.querySelector("header")).backgroundColor,
-  }));
-  assert.deepEqual(prefs, { fontSize: 20, background: "#fbfbfc", light: true, header: "rgb(236, 238, 242)" });
-  assert.deepEqual(page.problems, []);
-  await page.close();
-
-  // The fragment wins over the query; a value not understood is ignored.
-  const other = await openTerminal(`fontSize=11&theme=sepia&cmd=${encodeURIComponent(SHELL)}`, { query: "fontSize=20" });
-  assert.equal(await other.evaluate(() => window.tetherTerm.options.fontSize), 11);
-  assert.equal(await other.evaluate(() => document.documentElement.classList.contains("light")), false);
-  assert.equal(await other.locator("#prefs-info").textContent(), "not understood, ignored: theme=sepia");
-  await other.close();
-});
-
-test("the toolbar is one row at 1100 px, with the search count and a share link shown", { timeout: 60_000 }, async () => {
-  const page = await openTerminal(undefined, { viewport: { width: 1100, height: 800 } });
-  const row = () =>
-    page.evaluate(() => {
-      const header = document.querySelector("header");
-      const box = header.getBoundingClientRect();
-      const button = document.querySelector("#end").getBoundingClientRect();
-      // What is laid out in the row (the share link floats below it).
-      const items = [...header.children]
-        .filter((el) => el.id !== "share" && getComputedStyle(el).display !== "none" && el.getClientRects().length > 0)
-        .map((el) => {
-          const r = el.getBoundingClientRect();
-          return { id: el.id || el.className, left: r.left, right: r.right, top: r.top, bottom: r.bottom };
-        });
-      return { height: box.height, right: box.right, buttonHeight: button.height, scrollWidth: header.scrollWidth, clientWidth: header.clientWidth, items };
-    });
-  const check = (m, when) => {
-    const where = `${when}: ${JSON.stringify(m)}`;
-    assert.ok(m.height < 2 * m.buttonHeight, `the toolbar is ${m.height} px high, a button ${m.buttonHeight}: ${where}`);
-    assert.ok(m.scrollWidth <= m.clientWidth, `the toolbar overflows: ${where}`);
-    for (const [i, item] of m.items.entries()) {
-      assert.ok(item.top >= 0 && item.bottom <= m.height, `${item.id} is not in the row: ${where}`);
-      assert.ok(item.right <= m.right, `${item.id} is cut off: ${where}`);
-      if (i > 0) assert.ok(item.left >= m.items[i - 1].right, `${item.id} overlaps ${m.items[i - 1].id}: ${where}`);
-    }
-  };
-  check(await row(), "attached");
-  await page.locator("#search-input").fill("bash");
-  await page.waitForFunction(() => window.tether.search.resultCount > 0, null, { timeout: TIMEOUT });
-  check(await row(), "with a search");
-  await page.locator("#share-read").click();
-  await page.waitForFunction(() => window.tether.shareUrl !== undefined, null, { timeout: TIMEOUT });
-  await page.locator("#share-url").waitFor({ state: "visible", timeout: TIMEOUT });
-  check(await row(), "with a share link");
-  await screenshot(page, "toolbar-1100");
   assert.deepEqual(page.problems, []);
   await page.close();
 });

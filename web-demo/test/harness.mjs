@@ -99,8 +99,11 @@ export async function stopServer(child) {
 // prompt. Every console error, uncaught exception and failed request of the
 // page is collected in `page.problems`.
 // `query` (without the `?`) goes before the fragment, as ttyd's preferences do.
-export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, query, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false, permissions = [] } = {}) {
-  const page = await browser.newPage({ viewport, ignoreHTTPSErrors, permissions });
+// The page follows the system's colour scheme (theme=system): the tests'
+// browser is dark unless a test asks otherwise (`context: { colorScheme }`);
+// `context` also takes isMobile, hasTouch and the rest of newContext's options.
+export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, query, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false, permissions = [], context = {} } = {}) {
+  const page = await browser.newPage({ viewport, ignoreHTTPSErrors, permissions, colorScheme: "dark", ...context });
   page.problems = [];
   page.on("pageerror", (e) => {
     console.error("page error:", e);
@@ -135,6 +138,16 @@ export async function run(page, command) {
   await page.locator("#terminal").click();
   await page.keyboard.type(command);
   await page.keyboard.press("Enter");
+}
+
+// Makes a share link as a person does: "share" opens the box (unless it is
+// open), then the kind of link. Resolves when the link is shown.
+export async function shareLink(page, { write = false } = {}) {
+  const before = await page.evaluate(() => window.tether.shareUrl);
+  if (await page.locator("#share").isHidden()) await page.locator("#share-open").click();
+  await page.locator(write ? "#share-write" : "#share-read").click();
+  await page.waitForFunction((old) => window.tether.shareUrl !== undefined && window.tether.shareUrl !== old, before, { timeout: TIMEOUT });
+  return page.evaluate(() => window.tether.shareUrl);
 }
 
 export const count = (text, pattern) => (text.match(new RegExp(pattern.source, "gm")) ?? []).length;
