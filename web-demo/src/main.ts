@@ -65,6 +65,7 @@ const shareOpenEl = $<HTMLButtonElement>("share-open");
 const shareLinkEl = $<HTMLDivElement>("share-link");
 const shareUrlEl = $<HTMLInputElement>("share-url");
 const modeEl = $<HTMLSpanElement>("mode");
+const recordedEl = $<HTMLSpanElement>("recorded");
 const nameEl = $<HTMLInputElement>("name");
 const lifetimeEl = $<HTMLSpanElement>("lifetime");
 
@@ -297,6 +298,7 @@ async function attach(id: string): Promise<void> {
   view.sessionId = id;
   view.exit = undefined;
   exitEl.hidden = true;
+  recordedEl.hidden = true;
   endEl.disabled = false;
   downloadEl.disabled = false;
   shareOpenEl.disabled = false;
@@ -349,6 +351,8 @@ async function attach(id: string): Promise<void> {
   if (generation !== attachGeneration) return current.close();
   attachment = current;
   view.attachment = current;
+  // Whoever types here should know it is kept (the spawn's record_input).
+  recordedEl.hidden = current.process?.records_input !== true;
   if (mayType()) void current.resize(term.cols, term.rows).catch(() => {});
   term.focus();
   try {
