@@ -20,6 +20,7 @@ mod handover;
 mod latency;
 mod limits;
 mod peers;
+mod recording;
 mod report;
 mod retention;
 mod scale;
@@ -136,6 +137,7 @@ enum What {
     Ttyd,
     Command,
     Handover,
+    Recording,
 }
 
 fn main() -> Result<()> {
@@ -233,6 +235,7 @@ async fn run() -> Result<()> {
             "13. one command: exec and the CLI beside the floor",
         ),
         (What::Handover, "14. the handover's pause"),
+        (What::Recording, "15. what a recording costs"),
     ];
     let mut failed = Vec::new();
     for (what, title) in sections {
@@ -256,6 +259,7 @@ async fn run() -> Result<()> {
             What::Ttyd => ttyd::ttyd(&mut ctx).await,
             What::Command => command::command(&mut ctx).await,
             What::Handover => handover::handover(&mut ctx).await,
+            What::Recording => recording::recording(&mut ctx).await,
             What::All => Ok(()),
         };
         match result {
