@@ -64,6 +64,13 @@ if ! target/asciinema-venv/bin/asciinema --version 2>/dev/null | grep -q '2.4.0'
   target/asciinema-venv/bin/pip install -q --disable-pip-version-check --root-user-action=ignore "asciinema==2.4.0"
 fi
 
+step "asciinema 3.2.0 (crates.io; it reads tetherd's v3 recordings) in target/asciinema3"
+# tests/tests/recording_players.rs converts recordings with it: about
+# 3 minutes of CPU to build on a fresh machine, nothing once built.
+if ! target/asciinema3/bin/asciinema --version 2>/dev/null | grep -q '3.2.0'; then
+  cargo install --quiet --locked asciinema --version 3.2.0 --root target/asciinema3
+fi
+
 step "npm packages (typescript client, web demo)"
 (cd typescript && npm ci --no-audit --no-fund)
 (cd web-demo && npm ci --no-audit --no-fund)

@@ -433,6 +433,16 @@ impl TestServer {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// GET /v1/processes/{id}/screen?format=FORMAT: the screen now, as
+    /// text (`text`: one line per row) or as its snapshot (`ansi`: the
+    /// bytes that redraw it, cursor and attributes included).
+    pub async fn screen(&self, id: &str, format: &str) -> String {
+        let path = format!("/v1/processes/{id}/screen?format={format}");
+        let response = self.http.get(self.url(&path)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        response.text().await.unwrap()
+    }
+
     /// GET /v1/processes/{id}.
     pub async fn status(&self, id: &str) -> ProcessInfo {
         let (status, value) = self.get(&format!("/v1/processes/{id}")).await;

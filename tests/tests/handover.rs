@@ -167,20 +167,20 @@ async fn the_screen_tokens_and_names_are_the_same_after_a_handover() {
         .await;
     let minted = mint_as_operator(&server, &shell.id, &["read"], 600_000).await;
     let token = minted["token"].as_str().expect("a token").to_string();
-    let screen = || async {
-        server
-            .get(&format!("/v1/processes/{}/screen", shell.id))
-            .await
-            .1
-    };
-    let before = settle_async(screen, |s| {
-        s["text"].as_str().is_some_and(|t| t.contains("red"))
-    })
+    let before = settle_async(
+        || server.screen(&shell.id, "text"),
+        |text| text.contains("red"),
+    )
     .await;
+    assert!(
+        before.contains("top line") && before.contains("red"),
+        "{before}"
+    );
+    let snapshot = server.screen(&shell.id, "ansi").await;
     hand_over(&server).await;
-    let after = screen().await;
-    assert_eq!(before["text"], after["text"]);
-    assert_eq!(before["cursor"], after["cursor"]);
+    assert_eq!(server.screen(&shell.id, "text").await, before);
+    // The snapshot: the same cells, attributes and cursor.
+    assert_eq!(server.screen(&shell.id, "ansi").await, snapshot);
     // The name still names it; the scoped token minted before still reads.
     assert_eq!(server.status("kept").await.id, shell.id);
     let status = server

@@ -72,18 +72,13 @@ async fn a_format_1_server_hands_over_to_this_one_and_this_one_refuses_to_go_bac
             "tty": true
         }))
         .await;
-    let screen = || async {
-        server
-            .get(&format!("/v1/processes/{}/screen", shell.id))
-            .await
-            .1
-    };
-    let before = settle_async(screen, |s| {
-        s["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("before the hop"))
-    })
+    let before = settle_async(
+        || server.screen(&shell.id, "text"),
+        |text| text.contains("before the hop"),
+    )
     .await;
+    assert!(before.contains("before the hop"), "{before}");
+    let snapshot = server.screen(&shell.id, "ansi").await;
     let client = Client::new(&server.base).unwrap();
     let attachment = client
         .attach(&counter.id, AttachOptions::default())
@@ -108,9 +103,8 @@ async fn a_format_1_server_hands_over_to_this_one_and_this_one_refuses_to_go_bac
         .unwrap();
     assert_numbered(&text, 400);
     assert_numbered(&output_of(&server, &counter.id).await, 400);
-    let after = screen().await;
-    assert_eq!(before["text"], after["text"]);
-    assert_eq!(before["cursor"], after["cursor"]);
+    assert_eq!(server.screen(&shell.id, "text").await, before);
+    assert_eq!(server.screen(&shell.id, "ansi").await, snapshot);
     // It is the newer binary now: it records input.
     let recorded = server
         .spawn(json!({"argv": ["true"], "record_input": true}))

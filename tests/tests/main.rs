@@ -47,6 +47,7 @@ mod proxy;
 mod pty;
 mod recording;
 mod recording_input;
+mod recording_players;
 mod retention;
 mod scoped_access;
 mod scoped_routes;
