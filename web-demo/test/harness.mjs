@@ -99,8 +99,10 @@ export async function stopServer(child) {
 // prompt. Every console error, uncaught exception and failed request of the
 // page is collected in `page.problems`.
 // `query` (without the `?`) goes before the fragment, as ttyd's preferences do.
-export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, query, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false, permissions = [] } = {}) {
+// `init` runs in the page before its own scripts (page.addInitScript).
+export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, query, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false, permissions = [], init } = {}) {
   const page = await browser.newPage({ viewport, ignoreHTTPSErrors, permissions });
+  if (init) await page.addInitScript(init);
   page.problems = [];
   page.on("pageerror", (e) => {
     console.error("page error:", e);
