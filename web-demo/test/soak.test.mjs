@@ -7,8 +7,8 @@
 // and after a handover, and every process's usage only ever grew.
 //
 // Scale (the default; SOAK_SESSIONS, SOAK_PAGES, SOAK_TMUX and
-// SOAK_HANDOVERS change it for a local run), measured on the 2-core CI
-// machine in docs/TESTING.md:
+// SOAK_HANDOVERS change it for a local run), with what it costs on the
+// 2-core development VM in docs/TESTING.md:
 //
 // - 50 writer sessions, 25 on pipes (stdout and stderr) and 25 on PTYs,
 //   each writing 5 numbered lines in one write every 10 ms (about 500
@@ -25,8 +25,12 @@
 //   tmux for 10 sessions (5 pipes, 5 PTYs), and `tether attach ID` or
 //   `tether logs -f ID` with its output in files for the other 40. All of
 //   them use their library's default reconnect policy.
-// - The page in Chromium on 5 of the PTY sessions only (one browser, a page
-//   each): 50 live xterm.js pages do not fit on 2 cores beside the rest.
+// - The page in Chromium on 20 of the 25 PTY sessions (one browser, a page
+//   each): every PTY that tmux does not show (two terminals of different
+//   sizes on one PTY would each resize it as they reconnect, and the
+//   screen would be whichever came last). A page costs 4 to 6 s of the
+//   run on the loaded 2-core VM: 20 keep the soak near 130 s, 50 (pipes
+//   included) would not fit in the 3 minutes it may take.
 //
 // Everything the checks compare comes from the clients themselves: the
 // bytes each one received (the TypeScript attachments' chunks and offsets;
@@ -49,7 +53,7 @@ import { TetherClient } from "@tether/client";
 import { baseUrl, openTerminal, setup, teardown, tetherd, webDemo } from "./harness.mjs";
 
 const SESSIONS = Number(process.env.SOAK_SESSIONS ?? 50);
-const PAGES = Number(process.env.SOAK_PAGES ?? 5);
+const PAGES = Number(process.env.SOAK_PAGES ?? 20);
 const TMUX = Number(process.env.SOAK_TMUX ?? 10);
 const HANDOVERS = Number(process.env.SOAK_HANDOVERS ?? 10);
 const QUIET = 5;
