@@ -124,7 +124,9 @@ target/py-venv/bin/pip install --quiet --disable-pip-version-check --root-user-a
 # either fails this script.
 (cd python && TETHERD_BIN="$PWD/../target/debug/tetherd" ../target/py-venv/bin/pytest -q -p no:cacheprovider)
 
-step "web demo: typecheck and browser tests (Chromium)"
+step "web demo: typecheck, browser tests (Chromium), and the mixed-client soak (docs/TESTING.md)"
+# The soak attaches the CLI (target/debug/tether, beside TETHERD_BIN) and
+# the Python client (target/py-venv, made above) next to the page.
 (cd web-demo && TETHERD_BIN="$PWD/../target/debug/tetherd" npm test)
 
 step "docs: every shell, Python and TypeScript example of README.md, docs/ and the client READMEs, against a real tetherd"

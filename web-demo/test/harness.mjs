@@ -102,8 +102,10 @@ export async function stopServer(child) {
 // The page follows the system's colour scheme (theme=system): the tests'
 // browser is dark unless a test asks otherwise (`context: { colorScheme }`);
 // `context` also takes isMobile, hasTouch and the rest of newContext's options.
-export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, query, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false, permissions = [], context = {} } = {}) {
+// `init` runs in the page before its own scripts (page.addInitScript).
+export async function openTerminal(fragment = `cmd=${encodeURIComponent(SHELL)}`, { url = baseUrl, query, viewport = { width: 1100, height: 700 }, onDialog, prompt = true, ignoreHTTPSErrors = false, permissions = [], context = {}, init } = {}) {
   const page = await browser.newPage({ viewport, ignoreHTTPSErrors, permissions, colorScheme: "dark", ...context });
+  if (init) await page.addInitScript(init);
   page.problems = [];
   page.on("pageerror", (e) => {
     console.error("page error:", e);
