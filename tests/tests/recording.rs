@@ -27,6 +27,35 @@ pub(crate) async fn recording(server: &TestServer, id: &str, query: &str) -> (Va
     (header, lines.collect())
 }
 
+/// `tether record ARGS...` (which must succeed): the recording's header
+/// and events.
+pub(crate) async fn tether_record(server: &TestServer, args: &[&str]) -> (Value, Vec<Value>) {
+    let base = server.base.clone();
+    let args: Vec<String> = ["record"]
+        .iter()
+        .chain(args)
+        .map(|a| a.to_string())
+        .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        tether_tests::cli::tether(&base, &args, b"")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let header = serde_json::from_str(lines.next().expect("a header")).unwrap();
+    (
+        header,
+        lines.map(|l| serde_json::from_str(l).unwrap()).collect(),
+    )
+}
+
 fn output_of(events: &[Value]) -> String {
     events
         .iter()
@@ -220,23 +249,9 @@ async fn tether_record_follows_a_running_process_to_its_exit() {
     let process = server
         .sh("echo begin; sleep 0.5; echo done", json!({"name": "rec"}))
         .await;
-    let base = server.base.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        tether_tests::cli::tether(&base, &["record", "--format-version", "2", "rec"], b"")
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let mut lines = text.lines();
-    let header: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let (header, events) = tether_record(&server, &["--format-version", "2", "rec"]).await;
     assert_eq!(header["version"], 2);
-    let events: Vec<Value> = lines.map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(output_of(&events), "begin\ndone\n", "{text}");
+    assert_eq!(output_of(&events), "begin\ndone\n", "{events:?}");
     assert_eq!(server.status(&process.id).await.exit_code, Some(0));
 }
 

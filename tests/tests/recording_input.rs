@@ -10,7 +10,7 @@ use tether_tests::TestServer;
 use tokio::io::AsyncReadExt;
 
 use crate::handover::hand_over;
-use crate::recording::{private_dir, recording};
+use crate::recording::{private_dir, recording, tether_record};
 
 /// What the `i` events say, in order.
 fn inputs(events: &[Value]) -> Vec<String> {
@@ -136,22 +136,6 @@ async fn tether_run_record_input_puts_its_stdin_in_tether_record() {
         String::from_utf8_lossy(&ran.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&ran.stdout), "piped in\n");
-    let base = server.base.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        tether_tests::cli::tether(&base, &["record", "--no-follow", "typed"], b"")
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let events: Vec<Value> = text
-        .lines()
-        .skip(1)
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(inputs(&events).concat(), "piped in\n", "{text}");
+    let (_, events) = tether_record(&server, &["--no-follow", "typed"]).await;
+    assert_eq!(inputs(&events).concat(), "piped in\n", "{events:?}");
 }
