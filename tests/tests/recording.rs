@@ -424,6 +424,40 @@ async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A corrupt `ID.times` is said (the log names the process) and ignored:
+/// the restarted server answers the recording with every byte, at the
+/// last time known, instead of trusting or hanging on it.
+#[tokio::test]
+async fn a_corrupt_time_index_is_reported_and_ignored_after_a_restart() {
+    let dir = private_dir();
+    let args = ["--data-dir", dir.to_str().unwrap()];
+    let mut server = TestServer::start_with(&args);
+    let process = server.sh("echo kept; echo too", json!({})).await;
+    server.wait_exit(&process.id).await;
+    server.terminate().await;
+    drop(server);
+    let times = dir.join(format!("{}.times", process.id));
+    assert!(times.exists(), "no {}", times.display());
+    std::fs::write(&times, b"{\"stdout\": [[0, 1], [\"garbage").unwrap();
+
+    let log = dir.with_extension("stderr");
+    let server = TestServer::start_exact(
+        &["--data-dir", dir.to_str().unwrap(), "--no-token"],
+        &[],
+        Some(&log),
+    );
+    let (_, events) = recording(&server, &process.id, "").await;
+    assert_eq!(output_of(&events), "kept\ntoo\n", "{events:?}");
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        said.contains("time index corrupt") && said.contains(&process.id),
+        "{said}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&log);
+}
+
 /// A running process's time index is written beside its logs now and then
 /// (every 5 s, when output came), so a crash loses at most that much: after
 /// `kill -9` and a restart, the recording of the `lost` process has the

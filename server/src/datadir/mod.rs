@@ -344,18 +344,29 @@ impl DataDir {
             info.retention_error = Some(fault);
         }
         // Written at the exit: a process lost in a crash has none.
-        let times_file = self
-            .dir
-            .read_bounded(
-                &format!("{id}.times"),
-                crate::retained::times::MAX_SAVED_BYTES
-                    + crate::retained::input_log::MAX_SAVED_INPUT_BYTES,
-            )
-            .ok();
+        let times_file = match self.dir.read_bounded(
+            &format!("{id}.times"),
+            crate::retained::times::MAX_SAVED_BYTES
+                + crate::retained::input_log::MAX_SAVED_INPUT_BYTES,
+        ) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(error) => {
+                tracing::warn!(%id, %error, "time index not read: its recording has no times");
+                None
+            }
+        };
         let times_bytes = times_file.as_ref().map_or(0, |b| b.len() as u64);
         record.note_times_bytes(times_bytes);
         disk_bytes += times_bytes;
-        let times = times_file.and_then(|bytes| serde_json::from_slice(&bytes).ok());
+        // Never trusted past a fault: a corrupt index is said and ignored.
+        let times = times_file.and_then(|bytes| match serde_json::from_slice(&bytes) {
+            Ok(times) => Some(times),
+            Err(error) => {
+                tracing::warn!(%id, %error, "time index corrupt, ignored: its recording has no times");
+                None
+            }
+        });
         Ok(Recovered {
             info,
             logs,
