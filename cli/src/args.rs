@@ -405,5 +405,10 @@ pub enum AdminCommand {
         /// The new binary.
         #[arg(long, value_name = "PATH")]
         binary: Option<String>,
+        /// Flags for the new binary, after `--`, added to the server's own
+        /// (`-- --max-processes 500`): what a handover cannot change (the
+        /// listen address, the data directory...) is refused.
+        #[arg(last = true, value_name = "FLAGS")]
+        flags: Vec<String>,
     },
 }

@@ -256,9 +256,10 @@ async fn run_cli(cli: Cli) -> Result<i32, Error> {
             Ok(0)
         }
         Command::Admin {
-            command: AdminCommand::Upgrade { binary },
+            command: AdminCommand::Upgrade { binary, flags },
         } => {
-            let (started, run) = match client.upgrade_and_wait(binary.as_deref()).await {
+            let request = tether_protocol::api::UpgradeRequest { binary, flags };
+            let (started, run) = match client.upgrade_and_wait(&request).await {
                 Ok(done) => done,
                 // Refused: the server serves on, unchanged; say why.
                 Err(error @ Error::Http { status: 409, .. }) => {

@@ -14,15 +14,14 @@ use crate::error::{Error, Result};
 pub const UPGRADE_WAIT: Duration = Duration::from_secs(60);
 
 impl Client {
-    /// `POST /v1/admin/upgrade`: asks the server to hand over to `binary`
-    /// (by default the file it was started from) in place. Answers once
-    /// the new binary passed the preflight; a refused one is an
-    /// [`Error::Http`] 409 `upgrade_refused` that says why. Not retried.
-    pub async fn upgrade(&self, binary: Option<&str>) -> Result<UpgradeStarted> {
-        let body = serde_json::to_vec(&UpgradeRequest {
-            binary: binary.map(str::to_string),
-        })
-        .map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
+    /// `POST /v1/admin/upgrade`: asks the server to hand over in place to
+    /// `request.binary` (by default the file it was started from), with
+    /// its flags plus `request.flags`. Answers once the new binary passed
+    /// the preflight; a refused one is an [`Error::Http`] 409
+    /// `upgrade_refused` that says why. Not retried.
+    pub async fn upgrade(&self, request: &UpgradeRequest) -> Result<UpgradeStarted> {
+        let body = serde_json::to_vec(request)
+            .map_err(|e| Error::Protocol(format!("cannot encode the request: {e}")))?;
         self.request(
             Method::POST,
             "/v1/admin/upgrade",
@@ -52,9 +51,9 @@ impl Client {
     /// connection closed or queued; it is asked again.
     pub async fn upgrade_and_wait(
         &self,
-        binary: Option<&str>,
+        request: &UpgradeRequest,
     ) -> Result<(UpgradeStarted, ServerRun)> {
-        let started = self.upgrade(binary).await?;
+        let started = self.upgrade(request).await?;
         let deadline = tokio::time::Instant::now() + UPGRADE_WAIT;
         let mut pause = Duration::from_millis(10);
         loop {

@@ -135,6 +135,14 @@ pub struct UpgradeRequest {
     /// package upgrade or `install` replaces it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binary: Option<String>,
+    /// Flags for the new binary, after the server's own (the last of a
+    /// flag wins): limits, capacities, timeouts, `--token-file`... A flag
+    /// that names what a handover cannot change (where it listens, its
+    /// data directory, `--memory-only`, `--node`, containment, TLS on or
+    /// off, the screen on or off) or a token on the command line is
+    /// refused with 409 `upgrade_refused`, before anything stops.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
 }
 
 /// The answer to an [`UpgradeRequest`] whose new binary passed the

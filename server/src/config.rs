@@ -76,7 +76,7 @@ pub struct Capacity {
 /// `tetherd`: start processes, capture their output from the first byte, and
 /// let WebSocket clients attach to them.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "tetherd", version, about)]
+#[command(name = "tetherd", version, about, args_override_self = true)]
 pub struct Config {
     /// Where to listen: `HOST:PORT`, or `unix:PATH` for a Unix socket
     /// (created with mode 0600, or 0660 with --listen-group).

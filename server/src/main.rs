@@ -40,7 +40,7 @@ fn start_and_serve() -> anyhow::Result<()> {
     // built from them once, below.
     let flags = Config::from_arg_matches(&matches)?;
     if flags.handover_check {
-        println!("{}", tether_server::handover::check_report());
+        println!("{}", tether_server::handover::check_report(&flags));
         return Ok(());
     }
     // What a handover executes the next binary with: where this one came
@@ -81,9 +81,11 @@ fn start_and_serve() -> anyhow::Result<()> {
         None => None,
     };
     let (token, generated) = match &handed {
-        // The token, key and generated file in force before the handover.
+        // The token, key and generated file in force before the handover;
+        // a `--token-file` is read again (as SIGHUP does), so a handover
+        // that names another one rotates the token.
         Some((state, _, _)) => (
-            state.operator_token.clone(),
+            given_token.or_else(|| state.operator_token.clone()),
             state
                 .lifetime
                 .generated_token
@@ -515,6 +517,7 @@ async fn serve_ready(
             tracing::info!("SIGUSR2: handing over to the binary tetherd was started from");
             let request = tether_server::table::HandoverRequest {
                 binary: None,
+                flags: Vec::new(),
                 reply: None,
             };
             if requests.try_send(request).is_err() {

@@ -164,9 +164,20 @@ impl Ready {
                     continue;
                 }
             };
+            let args = match crate::handover::next_args(&lifetime.args, &request.flags) {
+                Ok(args) => args,
+                Err(why) => {
+                    tracing::error!(why, "handover refused: serving on");
+                    refuse(request, why);
+                    continue;
+                }
+            };
             let running = table.list().iter().filter(|p| p.is_running()).count();
             let checked = match crate::handover::check_descriptors(running) {
-                Ok(()) => crate::handover::preflight(&binary).await,
+                Ok(()) => {
+                    let new_flags = !request.flags.is_empty();
+                    crate::handover::preflight(&binary, &args, &lifetime.args, new_flags).await
+                }
                 Err(why) => Err(why),
             };
             let preflight = match checked {
@@ -204,7 +215,7 @@ impl Ready {
                 data_dir.as_deref(),
                 &lifetime,
                 &config,
-                &binary,
+                (&binary, &args),
             )
             .await;
             // Nothing can serve now: every process was stopped for the

@@ -14,7 +14,12 @@ use tokio::io::AsyncReadExt;
 /// Asks for a handover to the binary tetherd was started from and waits
 /// until the new binary says it serves (its line on the same stdout).
 pub(crate) async fn hand_over(server: &TestServer) -> Value {
-    let (status, answer) = server.post("/v1/admin/upgrade", json!({})).await;
+    hand_over_with(server, json!({})).await
+}
+
+/// [`hand_over`] with this request (`binary`, `flags`).
+pub(crate) async fn hand_over_with(server: &TestServer, request: Value) -> Value {
+    let (status, answer) = server.post("/v1/admin/upgrade", request).await;
     assert_eq!(status, 202, "{answer}");
     let line = server.next_stdout_line_async().await;
     assert!(

@@ -28,6 +28,7 @@ mod faults;
 mod fleet;
 mod flow_control;
 mod handover;
+mod handover_flags;
 mod handover_hop;
 mod hostile;
 mod hostile_list;

@@ -41,11 +41,19 @@ fn first_line(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Asks `binary` whether it reads this server's state format (runs it with
-/// `--handover-check`). The reason a binary is refused, if it is.
-pub async fn preflight(binary: &Path) -> Result<Preflight, String> {
+/// Asks `binary` whether it reads this server's state format and takes
+/// `args` (runs it with them and `--handover-check`); with `new_flags`,
+/// whether they leave what a handover cannot change as it is
+/// (`flags.rs`). The reason a binary is refused, if it is.
+pub async fn preflight(
+    binary: &Path,
+    args: &[OsString],
+    own: &[OsString],
+    new_flags: bool,
+) -> Result<Preflight, String> {
     let name = binary.display();
     let run = tokio::process::Command::new(binary)
+        .args(args)
         .arg("--handover-check")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -73,6 +81,15 @@ pub async fn preflight(binary: &Path) -> Result<Preflight, String> {
         return Err(format!(
             "{name} reads handover state formats {formats:?}; this server writes format {FORMAT}"
         ));
+    }
+    match report.get("config") {
+        Some(theirs) => super::flags::same_identity(&super::flags::own_identity(own)?, theirs)?,
+        None if new_flags => {
+            return Err(format!(
+                "{name} does not report what its flags say: it cannot take new flags at a handover"
+            ))
+        }
+        None => {}
     }
     Ok(Preflight {
         binary: binary.to_path_buf(),
@@ -102,7 +119,8 @@ pub fn check_descriptors(running: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// Carries the state into the document and executes `binary` with it.
+/// Carries the state into the document and executes `binary` with it and
+/// `args` (its command line: `flags.rs`).
 /// Returns only if that fails and so does executing the running binary
 /// again with the same state: then the error.
 pub async fn give(
@@ -112,14 +130,14 @@ pub async fn give(
     data_dir: Option<&DataDir>,
     lifetime: &Lifetime,
     config: &ServerOptions,
-    binary: &Path,
+    (binary, args): (&Path, &[OsString]),
 ) -> io::Error {
     let document = match carry(table, listener, unix_socket, data_dir, lifetime, config).await {
         Ok(document) => document,
         Err(error) => return error,
     };
     let (kept, number) = document;
-    let mut args: Vec<OsString> = lifetime.args.clone();
+    let mut args: Vec<OsString> = args.to_vec();
     args.push("--handover-fd".into());
     args.push(number.to_string().into());
     tracing::info!(binary = %binary.display(), processes = table.list().len(), "handing over");

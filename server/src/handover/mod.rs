@@ -6,10 +6,14 @@
 //! binary reads before it serves.
 //!
 //! The steps, on SIGUSR2 or `POST /v1/admin/upgrade`:
-//! 1. **Preflight** ([`preflight`]): the new binary is run with
-//!    `--handover-check` and must name this state's format. A binary that
-//!    is missing, not executable, not tetherd, corrupt or of another
-//!    format is refused: the server serves on, unchanged, and says why.
+//! 1. **Preflight** ([`preflight`]): the new binary is run with its whole
+//!    command line (the server's flags, then the request's: `flags.rs`)
+//!    and `--handover-check`, and must name this state's format and, when
+//!    flags change, report the same listen address, data directory and
+//!    the rest a handover cannot change. A binary that is missing, not
+//!    executable, not tetherd, corrupt, of another format, or that
+//!    refuses the flags is refused: the server serves on, unchanged, and
+//!    says why.
 //! 2. **Quiesce** (`give.rs`): spawns are refused (503 `restarting`),
 //!    attachments close with 1012, waits answer, followers end; accepting
 //!    stops (connections queue in the kernel on the kept socket); requests
@@ -18,7 +22,7 @@
 //!    between two reads (what it did not read stays in its pipe or
 //!    terminal), and the table, retention, screens, input streams, keys
 //!    and descriptors go into the document.
-//! 4. **Exec** the new binary with the same flags and `--handover-fd N`.
+//! 4. **Exec** the new binary with that command line and `--handover-fd N`.
 //!    Should that exec fail, the old binary is executed again instead with
 //!    the same state: past step 3 the server never serves half-stopped.
 //!
@@ -26,11 +30,13 @@
 //! docs/STATE.md.
 
 mod document;
+mod flags;
 mod give;
 mod state;
 mod take;
 
 pub use document::{DocumentReader, DocumentWriter};
+pub use flags::{identity, next_args};
 pub use give::{check_descriptors, give, preflight, Preflight};
 pub use state::{Lifetime, State};
 pub use take::{read, TakenFds};
@@ -45,12 +51,15 @@ pub const FORMAT: u32 = 2;
 /// missing fields take their defaults (format 1: no input log).
 pub const READS: &[u32] = &[1, FORMAT];
 
-/// What `tetherd --handover-check` prints: the formats this binary reads.
-pub fn check_report() -> String {
+/// What `tetherd --handover-check` prints: the formats this binary reads,
+/// and what the flags it was given say a handover cannot change
+/// ([`identity`]).
+pub fn check_report(config: &crate::config::Config) -> String {
     serde_json::json!({
         "program": "tetherd",
         "version": env!("CARGO_PKG_VERSION"),
         "handover_formats": READS,
+        "config": identity(config),
     })
     .to_string()
 }

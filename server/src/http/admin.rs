@@ -30,7 +30,7 @@ pub async fn upgrade(
         super::params::json_body(Ok(bytes), table.config())?
     };
     grant.audit("upgrade", "-");
-    let outcome = table.request_handover(request.binary.map(Into::into))?;
+    let outcome = table.request_handover(request.binary.map(Into::into), request.flags)?;
     match outcome.await {
         Ok(Ok(started)) => Ok((StatusCode::ACCEPTED, Json(started))),
         Ok(Err(why)) => Err(ApiError::UpgradeRefused(why)),

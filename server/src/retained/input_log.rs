@@ -12,9 +12,6 @@
 use std::collections::VecDeque;
 
 use base64::Engine;
-use tether_protocol::StreamName;
-
-use super::times;
 
 /// Input bytes kept per process.
 pub const MAX_INPUT_BYTES: usize = 64 << 10;
@@ -154,30 +151,6 @@ impl InputLog {
 pub struct SavedInput {
     pub dropped: u64,
     pub events: Vec<(u64, u64, String)>,
-}
-
-impl super::RetainedOutput {
-    /// From now on this process's input is logged for its recording
-    /// (`input_log.rs`): the spawn asked (`record_input`).
-    pub fn record_input(&self) {
-        self.lock().times.record_input();
-    }
-
-    /// Where input given now stands: stdout's end and the time. Taken
-    /// before the input is written, so that the echo it causes comes
-    /// after it in a recording.
-    pub fn input_mark(&self) -> Option<(u64, u64)> {
-        let state = self.lock();
-        state.times.records_input().then(|| {
-            let offset = state.buffers[StreamName::Stdout.index()].end();
-            (offset, times::now_ms())
-        })
-    }
-
-    /// Logs input written to stdin at `mark` ([`RetainedOutput::input_mark`]).
-    pub fn input_written(&self, mark: (u64, u64), bytes: &[u8]) {
-        self.lock().times.input(mark.0, mark.1, bytes);
-    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod carry;
 pub mod dir;
 pub mod disk;
 pub mod input_log;
+mod input_marks;
 pub mod log;
 pub mod record;
 mod ring;

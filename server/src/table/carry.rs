@@ -27,6 +27,8 @@ const STDIN_DRAIN: Duration = Duration::from_secs(2);
 pub struct HandoverRequest {
     /// The new binary (`None`: the one the server was started from).
     pub binary: Option<std::path::PathBuf>,
+    /// Flags for the new binary, after the server's own.
+    pub flags: Vec<String>,
     pub reply: Option<tokio::sync::oneshot::Sender<Result<UpgradeStarted, String>>>,
 }
 
@@ -64,6 +66,7 @@ impl ProcessTable {
     pub fn request_handover(
         &self,
         binary: Option<std::path::PathBuf>,
+        flags: Vec<String>,
     ) -> Result<
         tokio::sync::oneshot::Receiver<Result<UpgradeStarted, String>>,
         crate::error::ApiError,
@@ -78,6 +81,7 @@ impl ProcessTable {
             .0
             .try_send(HandoverRequest {
                 binary,
+                flags,
                 reply: Some(reply),
             })
             .map_err(|_| {

@@ -101,6 +101,7 @@ const BENCH: Layers = Layers {
             "screen",
             "svg",
             "handover",
+            "recording",
         ],
         &["scale", "peers", "throughput", "tokio_echo", "echo_report"],
         &["latency", "ttyd_protocol"],

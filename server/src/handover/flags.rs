@@ -1,0 +1,143 @@
+//! New flags at a handover (issue 43). The new binary runs with the
+//! server's own flags followed by the ones the request gives; tetherd's
+//! flags override themselves (the last one wins), so a limit, a capacity,
+//! a timeout or `--token-file` can change in place. What a handover cannot
+//! change is refused before anything stops: where the server listens, its
+//! data directory and `--memory-only`, its node name, its containment, TLS
+//! on or off, the screen on or off, running without a token. The new
+//! binary parses the whole command line in its preflight
+//! (`--handover-check`) and reports those, which the running server
+//! compares with its own.
+
+use std::ffi::OsString;
+
+use clap::{Parser, ValueEnum};
+use serde_json::{json, Value};
+
+use crate::config::Config;
+
+/// Flags a request may never give, and why.
+const REFUSED: &[(&str, &str)] = &[
+    ("--handover-fd", "it is tetherd's own"),
+    ("--handover-check", "it is tetherd's own"),
+    (
+        "--token",
+        "a token never goes on a command line: give --token-file, or rotate its file with SIGHUP",
+    ),
+];
+
+/// The command line of the new binary: the server's flags (without its
+/// token), then `flags`; refused for a flag no request may give.
+pub fn next_args(own: &[OsString], flags: &[String]) -> Result<Vec<OsString>, String> {
+    for flag in flags {
+        for (name, why) in REFUSED {
+            if flag == name || flag.starts_with(&format!("{name}=")) {
+                return Err(format!("{name} cannot be given to a handover: {why}"));
+            }
+        }
+    }
+    Ok(own
+        .iter()
+        .cloned()
+        .chain(flags.iter().map(OsString::from))
+        .collect())
+}
+
+/// What a handover cannot change, as the flags say it (each key a flag's
+/// name with `_` for `-`).
+pub fn identity(config: &Config) -> Value {
+    json!({
+        "listen": config.listen.to_string(),
+        "listen_group": config.listen_group,
+        "data_dir": config.data_dir,
+        "memory_only": config.memory_only,
+        "node": config.node,
+        "containment": config
+            .containment
+            .to_possible_value()
+            .map(|v| v.get_name().to_string()),
+        "tls_cert": config.tls_cert.is_some(),
+        "no_screen": config.no_screen,
+        "no_token": config.no_token || config.insecure_no_token,
+        "generated_token_file": config.generated_token_file,
+    })
+}
+
+/// The running server's own [`identity`], from the flags it was started
+/// with (its environment is the new binary's too).
+pub fn own_identity(own: &[OsString]) -> Result<Value, String> {
+    Config::try_parse_from(std::iter::once(OsString::from("tetherd")).chain(own.iter().cloned()))
+        .map(|config| identity(&config))
+        .map_err(|e| format!("this server's own flags do not parse again: {e}"))
+}
+
+/// Whether the new binary's [`identity`] (from its preflight) is this
+/// server's: the first flag that differs, said, if one does.
+pub fn same_identity(own: &Value, theirs: &Value) -> Result<(), String> {
+    let Some(own) = own.as_object() else {
+        return Ok(());
+    };
+    for (key, value) in own {
+        let new = theirs.get(key).unwrap_or(&Value::Null);
+        if new != value {
+            return Err(format!(
+                "--{} cannot change at a handover ({value} now, {new} with the new flags): restart tetherd to change it",
+                key.replace('_', "-")
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_new_flags_come_after_the_servers_and_the_last_one_wins() {
+        let own = args(&["--listen", "127.0.0.1:0", "--exited-ttl-ms", "10"]);
+        let next = next_args(&own, &["--exited-ttl-ms".into(), "3".into()]).unwrap();
+        let config = Config::try_parse_from(
+            std::iter::once(OsString::from("tetherd")).chain(next.iter().cloned()),
+        )
+        .unwrap();
+        assert_eq!(config.exited_ttl_ms, 3);
+    }
+
+    #[test]
+    fn a_token_or_an_internal_flag_is_refused() {
+        for flag in [
+            "--token",
+            "--token=x",
+            "--handover-fd=3",
+            "--handover-check",
+        ] {
+            assert!(next_args(&[], &[flag.into()]).is_err(), "{flag}");
+        }
+        assert!(next_args(&[], &["--token-file=/run/t".into()]).is_ok());
+    }
+
+    #[test]
+    fn another_data_directory_or_listen_address_is_not_the_same_server() {
+        let own = own_identity(&args(&["--listen", "127.0.0.1:7000"])).unwrap();
+        let same = own_identity(&args(&[
+            "--listen",
+            "127.0.0.1:7000",
+            "--max-processes",
+            "2",
+        ]))
+        .unwrap();
+        assert!(same_identity(&own, &same).is_ok());
+        let moved = own_identity(&args(&["--listen", "127.0.0.1:7001"])).unwrap();
+        let why = same_identity(&own, &moved).unwrap_err();
+        assert!(why.contains("--listen"), "{why}");
+        let dir = own_identity(&args(&["--listen", "127.0.0.1:7000", "--data-dir", "/x"])).unwrap();
+        assert!(same_identity(&own, &dir)
+            .unwrap_err()
+            .contains("--data-dir"));
+    }
+}

@@ -1,0 +1,112 @@
+//! New flags at a handover (issue 43): `POST /v1/admin/upgrade` with
+//! `flags` (and `tether admin upgrade -- FLAGS`) gives the new binary the
+//! server's flags followed by these, the last one winning; what a handover
+//! cannot change, or a token on a command line, is refused with 409 before
+//! anything stops.
+
+use serde_json::json;
+use tether_tests::TestServer;
+
+use crate::handover::hand_over_with;
+
+#[tokio::test]
+async fn a_new_limit_takes_effect_in_place_and_the_process_runs_on() {
+    let server = TestServer::start_with(&["--max-processes", "8"]);
+    let kept = server.sh("exec sleep 600", json!({})).await;
+    // Through the CLI: `tether admin upgrade -- FLAGS`.
+    let base = server.base.clone();
+    let upgrade = tokio::task::spawn_blocking(move || {
+        tether_tests::cli::tether(
+            &base,
+            &["admin", "upgrade", "--", "--max-processes", "1"],
+            b"",
+        )
+    });
+    let line = server.next_stdout_line_async().await;
+    assert!(line.starts_with("tetherd handed over from "), "{line}");
+    let out = upgrade.await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One process at most now, and one runs.
+    let (status, answer) = server
+        .post("/v1/processes", json!({"argv": ["true"]}))
+        .await;
+    assert_eq!(status, 503, "{answer}");
+    assert_eq!(answer["error"]["code"], "too_many_processes");
+    let info = server.status(&kept.id).await;
+    assert_eq!(info.pid, kept.pid);
+    assert!(!info.is_exited());
+}
+
+#[tokio::test]
+async fn what_a_handover_cannot_change_is_refused_and_the_server_serves_on() {
+    let server = TestServer::start();
+    let kept = server.sh("exec sleep 600", json!({})).await;
+    for (flags, says) in [
+        (json!(["--data-dir", "/tmp/elsewhere"]), "--data-dir"),
+        (json!(["--listen", "127.0.0.1:1"]), "--listen"),
+        (json!(["--memory-only"]), "--memory-only"),
+        (json!(["--no-screen"]), "--no-screen"),
+        (json!(["--token", "secret"]), "--token"),
+        (json!(["--token=secret"]), "--token"),
+        (json!(["--handover-fd", "3"]), "--handover-fd"),
+        (json!(["--no-such-flag"]), "--no-such-flag"),
+        (json!(["--max-processes", "many"]), "--max-processes"),
+    ] {
+        let (status, answer) = server
+            .post("/v1/admin/upgrade", json!({ "flags": flags }))
+            .await;
+        assert_eq!(status, 409, "{flags}: {answer}");
+        assert_eq!(answer["error"]["code"], "upgrade_refused");
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(says), "{flags}: {message}");
+    }
+    let info = server.status(&kept.id).await;
+    assert!(!info.is_exited());
+    let (_, run) = server.get("/v1/admin/server").await;
+    assert_eq!(run["handovers"], 0, "{run}");
+    // And a handover with allowed flags still goes through afterwards.
+    hand_over_with(&server, json!({"flags": ["--exited-ttl-ms", "60000"]})).await;
+    assert_eq!(server.status(&kept.id).await.pid, kept.pid);
+}
+
+#[tokio::test]
+async fn a_handover_naming_another_token_file_rotates_the_token() {
+    let dir = tether_tests::fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let (old, new) = (dir.join("old-token"), dir.join("new-token"));
+    std::fs::write(&old, "old-secret-token\n").unwrap();
+    std::fs::write(&new, "new-secret-token\n").unwrap();
+    let server = TestServer::start_with(&["--token-file", old.to_str().unwrap()]);
+    let http = reqwest::Client::new();
+    let call = |token: &'static str| {
+        let http = http.clone();
+        let url = server.url("/v1/admin/server");
+        async move {
+            http.get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(call("old-secret-token").await, 200);
+    let asked = http
+        .post(server.url("/v1/admin/upgrade"))
+        .bearer_auth("old-secret-token")
+        .json(&json!({"flags": ["--token-file", new.to_str().unwrap()]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 202);
+    let line = server.next_stdout_line_async().await;
+    assert!(line.starts_with("tetherd handed over from "), "{line}");
+    assert_eq!(call("new-secret-token").await, 200);
+    assert_eq!(call("old-secret-token").await, 401);
+    let _ = std::fs::remove_dir_all(&dir);
+}
