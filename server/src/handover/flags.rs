@@ -109,6 +109,19 @@ mod tests {
     }
 
     #[test]
+    fn a_repeatable_flag_keeps_every_value() {
+        let config = Config::try_parse_from([
+            "tetherd",
+            "--allow-origin",
+            "https://a.example",
+            "--allow-origin",
+            "https://b.example",
+        ])
+        .unwrap();
+        assert_eq!(config.allow_origins.len(), 2, "{:?}", config.allow_origins);
+    }
+
+    #[test]
     fn a_token_or_an_internal_flag_is_refused() {
         for flag in [
             "--token",
