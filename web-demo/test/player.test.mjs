@@ -95,7 +95,10 @@ test("the page's replay at a moment shows what the server's screen showed at tha
   const spawned = await fetch(`${baseUrl}/v1/processes`, {
     method: "POST",
     body: JSON.stringify({
-      command: "printf '\\033[2J\\033[Hstage one\\n'; ls --color=always / | head -5; printf '\\033[10;20H\\033[7mmarked\\033[0m'; read go; printf '\\033[2J\\033[Hstage two\\n'; read done",
+      // No echo, and a pause before stage two: the time index places a
+      // byte at most 10 ms early (one mark's spacing), so what comes
+      // after the moment must come more than that after stage one.
+      command: "stty -echo; printf '\\033[2J\\033[Hstage one\\n'; ls --color=always / | head -5; printf '\\033[10;20H\\033[7mmarked\\033[0m'; read go; sleep 0.1; printf '\\033[2J\\033[Hstage two\\n'; read done",
       tty: true,
       cols: 80,
       rows: 24,
