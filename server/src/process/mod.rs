@@ -131,7 +131,7 @@ impl Process {
             .output
             .retained_times()
             .map(|ms| ms.map(|ms| timestamp(SystemTime::UNIX_EPOCH + Duration::from_millis(ms))));
-        info.records_input = self.output.times(|t| t.records_input());
+        info.records_input = self.output.records_input();
         info
     }
 

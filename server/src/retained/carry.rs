@@ -149,7 +149,7 @@ impl RetainedOutput {
         let output = RetainedOutput::with_logs([stdout, stderr], carried.overflow, record, screen);
         {
             let mut state = output.lock();
-            state.times = TimeIndex::restored(carried.times);
+            output.set_times(&mut state, TimeIndex::restored(carried.times));
             state.resizes = carried
                 .resizes
                 .into_iter()

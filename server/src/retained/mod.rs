@@ -64,6 +64,10 @@ pub struct RetainedOutput {
     /// A PTY's terminal emulator, fed from the retained stdout by the
     /// screen worker (`screen_feed.rs`), under its own lock.
     screen: Option<ScreenFeed>,
+    /// Whether the time index holds an input log, read without the lock:
+    /// every keystroke asks (`input_marks.rs`), and most processes record
+    /// none. Set only where the index's log is (`input_marks.rs`).
+    records_input: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -142,6 +146,7 @@ impl RetainedOutput {
             }),
             appended: watch::Sender::new(()),
             room_freed: [Notify::new(), Notify::new()],
+            records_input: std::sync::atomic::AtomicBool::new(false),
             record,
             screen: screen.map(ScreenFeed::new),
         }
@@ -167,7 +172,7 @@ impl RetainedOutput {
 
     /// The time index of an earlier run, read back (`ID.times`).
     pub fn restore_times(&self, saved: times::SavedTimes) {
-        self.lock().times = times::TimeIndex::restored(saved);
+        self.set_times(&mut self.lock(), times::TimeIndex::restored(saved));
     }
 
     /// Held for a few lines, never across an await. A panic while holding
