@@ -408,20 +408,22 @@ async fn assert_before_and_after_keep_their_times(server: &TestServer, id: &str)
 /// earlier run still has its times.
 #[tokio::test]
 async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
-    let dir = private_dir();
-    let args = ["--data-dir", dir.to_str().unwrap()];
-    let mut server = TestServer::start_with(&args);
-    let process = server
-        .sh("echo before; sleep 0.5; echo after", json!({}))
-        .await;
-    server.wait_exit(&process.id).await;
-    server.terminate().await;
-    drop(server);
-
-    let server = TestServer::start_with(&args);
+    let (dir, process) = ran_on_a_data_dir("echo before; sleep 0.5; echo after").await;
+    let server = TestServer::start_with(&["--data-dir", dir.to_str().unwrap()]);
     assert_before_and_after_keep_their_times(&server, &process.id).await;
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A server on a fresh private data directory ran `command` to its exit
+/// and stopped: the directory, and the process to read back from it.
+async fn ran_on_a_data_dir(command: &str) -> (std::path::PathBuf, tether_protocol::ProcessInfo) {
+    let dir = private_dir();
+    let mut server = TestServer::start_with(&["--data-dir", dir.to_str().unwrap()]);
+    let process = server.sh(command, json!({})).await;
+    server.wait_exit(&process.id).await;
+    server.terminate().await;
+    (dir, process)
 }
 
 /// A corrupt `ID.times` is said (the log names the process) and ignored:
@@ -429,13 +431,7 @@ async fn a_recording_keeps_its_times_across_a_restart_with_a_data_dir() {
 /// last time known, instead of trusting or hanging on it.
 #[tokio::test]
 async fn a_corrupt_time_index_is_reported_and_ignored_after_a_restart() {
-    let dir = private_dir();
-    let args = ["--data-dir", dir.to_str().unwrap()];
-    let mut server = TestServer::start_with(&args);
-    let process = server.sh("echo kept; echo too", json!({})).await;
-    server.wait_exit(&process.id).await;
-    server.terminate().await;
-    drop(server);
+    let (dir, process) = ran_on_a_data_dir("echo kept; echo too").await;
     let times = dir.join(format!("{}.times", process.id));
     assert!(times.exists(), "no {}", times.display());
     std::fs::write(&times, b"{\"stdout\": [[0, 1], [\"garbage").unwrap();
