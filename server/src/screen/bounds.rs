@@ -9,20 +9,26 @@ pub struct ScreenLimits {
     pub scrollback_lines: usize,
 }
 
-/// Bytes of one emulator cell (avt: the character, its width, its pen).
-const CELL_BYTES: u64 = std::mem::size_of::<avt::Cell>() as u64;
+/// Bytes of one emulator cell (the character, its width, its pen).
+const CELL_BYTES: u64 = std::mem::size_of::<super::term::cell::Cell>() as u64;
 
-/// Bytes of one line besides its cells (avt: the cell vector, the wrap
-/// flag, the anchors' vector) plus the allocator's header of each.
-const LINE_BYTES: u64 = std::mem::size_of::<avt::Line>() as u64 + 32;
+/// Bytes of one line besides its cells (the cell vector and the wrap
+/// flag) plus the allocator's header.
+const LINE_BYTES: u64 = std::mem::size_of::<super::term::Line>() as u64 + 32;
 
-/// Most bytes the snapshot of one cell takes: a full SGR (reset, the
-/// attributes, two 24-bit colours) and a 4-byte character. Pinned by a
-/// test that dumps the worst screen it can draw.
-pub(super) const SNAPSHOT_BYTES_PER_CELL: u64 = 64;
+/// Most bytes the snapshot of one cell takes: a full SGR (reset, every
+/// attribute, three 24-bit colours, the protection) and a 4-byte
+/// character; a column's tab stop takes less. Pinned by a test that dumps
+/// the worst screen it can draw.
+pub(super) const SNAPSHOT_BYTES_PER_CELL: u64 = 96;
+
+/// Most bytes a snapshot takes besides its cells: each line's placing and
+/// reset, and (once) the cursors, margins and modes.
+const SNAPSHOT_BYTES_PER_LINE: u64 = 32;
+const SNAPSHOT_BYTES_FIXED: u64 = 2048;
 
 /// Bytes a screen of `cols x rows` may hold at most: the primary screen
-/// with its scrollback and the alternate screen (avt keeps both), and one
+/// with its scrollback and the alternate screen, and one
 /// snapshot of them all (the bytes a sleeping screen is reduced to, or a
 /// snapshot being sent). The reservation a PTY's screen makes against
 /// `--retain-total`, at spawn and at each resize.
@@ -40,7 +46,7 @@ pub fn memory_bound(cols: u16, rows: u16, limits: ScreenLimits) -> u64 {
 pub fn snapshot_bound(cols: u16, rows: u16, limits: ScreenLimits) -> u64 {
     let (cols, rows) = (u64::from(cols.max(1)), u64::from(rows.max(1)));
     let lines = 2 * rows + limits.scrollback_lines as u64;
-    lines * (cols * SNAPSHOT_BYTES_PER_CELL + 16)
+    lines * (cols * SNAPSHOT_BYTES_PER_CELL + SNAPSHOT_BYTES_PER_LINE) + SNAPSHOT_BYTES_FIXED
 }
 
 /// The repeat count that leaves the emulator exactly as `count` would,

@@ -1,8 +1,8 @@
 //! Arbitrary bytes and sizes: no panic, the snapshot round trip holds
 //! (a snapshot at N fed to a fresh screen, then the bytes from N, equals
 //! the screen fed everything), snapshots stay inside the memory bound, and
-//! a repeat cut short by `repeat.rs` leaves exactly what the emulator makes
-//! of the full count.
+//! a repeat cut short (`bounds::repeat_count`) leaves exactly what the
+//! emulator makes of the full count.
 
 use proptest::prelude::*;
 
@@ -52,13 +52,24 @@ fn limits(scrollback_lines: usize) -> ScreenLimits {
 }
 
 fn live(screen: &mut Screen) -> String {
-    let terminal = wake(
+    wake(
         &mut screen.emulator,
         screen.cols,
         screen.rows,
         screen.limits,
+    )
+    .dump()
+}
+
+/// The same emulator, every repeat at its full count.
+fn uncut(cols: u16, rows: u16, limits: ScreenLimits) -> Vt {
+    let mut vt = Vt::new(
+        usize::from(cols),
+        usize::from(rows),
+        limits.scrollback_lines,
     );
-    emulator_dump(terminal, screen.limits)
+    vt.terminal.repeat_cut = false;
+    vt
 }
 
 proptest! {
@@ -79,8 +90,7 @@ proptest! {
         let mut first = Screen::new(cols, rows, limits);
         first.feed(&bytes[..n]);
         let snapshot = first.snapshot();
-        let bound = (2 * u64::from(rows) + scrollback as u64)
-            * (u64::from(cols) * SNAPSHOT_BYTES_PER_CELL + 16);
+        let bound = snapshot_bound(cols, rows, limits);
         // Beside the cells: the modes, the title (at most 1 KiB), an
         // unfinished sequence.
         prop_assert!(snapshot.data.len() as u64 <= bound + 4096, "{} bytes", snapshot.data.len());
@@ -94,10 +104,7 @@ proptest! {
         again.feed(&bytes[n..]);
         prop_assert_eq!(again.text(), whole.text());
         // The screens, modes and cursor exactly.
-        let visible = |screen: &mut Screen| {
-            let terminal = wake(&mut screen.emulator, screen.cols, screen.rows, screen.limits);
-            terminal.dump()
-        };
+        let visible = |screen: &mut Screen| live(screen);
         prop_assert_eq!(visible(&mut again), visible(&mut whole));
     }
 
@@ -113,26 +120,9 @@ proptest! {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let mut screen = Screen::new(cols, rows, limits);
         screen.feed(text.as_bytes());
-        // The same emulator (with the corrections), every repeat at its
-        // full count.
-        let mut raw = fresh(cols, rows, limits);
-        let mut shadow = avt::Parser::new();
-        let mut region = corrections::Region::default();
-        let mut charsets = charsets::SavedCharsets::default();
-        let mut pen = fill::PenMirror::default();
-        let mut unparsed = unparsed::Unparsed::default();
-        repeat::Guarded {
-            terminal: &mut raw,
-            shadow: &mut shadow,
-            region: &mut region,
-            charsets: &mut charsets,
-            pen: &mut pen,
-            unparsed: &mut unparsed,
-            cut_repeats: false,
-            limits,
-        }
-        .feed_str(&text);
-        prop_assert_eq!(live(&mut screen), emulator_dump(&raw, limits));
+        let mut raw = uncut(cols, rows, limits);
+        raw.feed_str(&text);
+        prop_assert_eq!(live(&mut screen), raw.dump());
     }
 }
 
@@ -169,8 +159,8 @@ fn a_flood_of_repeats_costs_what_the_screen_can_show() {
     screen.feed(b"x");
     let flood = b"\x1b[65535b".repeat(64);
     screen.feed(&flood);
-    let mut raw = fresh(80, 24, limits(200));
-    raw.feed("x");
-    raw.feed(&*String::from_utf8_lossy(&flood));
-    assert_eq!(live(&mut screen), emulator_dump(&raw, limits(200)));
+    let mut raw = uncut(80, 24, limits(200));
+    raw.feed_str("x");
+    raw.feed_str(&String::from_utf8_lossy(&flood));
+    assert_eq!(live(&mut screen), raw.dump());
 }

@@ -6,14 +6,15 @@
 //! evicted before the emulator got them are skipped ([`Screen::skip_to`]),
 //! and the screen is stale until the program erases it.
 //!
-//! The emulator is asciinema's [`avt`] (its `dump` writes both buffers,
-//! saved cursors, margins, charsets, modes and even an unfinished escape
-//! sequence back as bytes). What `avt` ignores (window title, bracketed
-//! paste, mouse reporting, focus events, application keypad, cursor style) a
-//! `vte` parser tracks beside it (`modes.rs`); the retained scrollback and the
-//! plain-text view are rendered in `render.rs`.
+//! The emulator is tether's own (`term/`, issue 45): what real xterm shows,
+//! and a dump that writes both screens, the scrollback, saved cursors,
+//! margins, charsets, modes and even an unfinished escape sequence back as
+//! bytes. What a client needs that the screen does not (window title,
+//! bracketed paste, mouse reporting, focus events, application keypad,
+//! cursor style) a `vte` parser tracks beside it (`modes.rs`); the
+//! plain-text view and each cell's attributes are read in `render.rs`.
 //!
-//! Memory: a live emulator holds two `cols x rows` grids of 16-byte cells
+//! Memory: a live emulator holds two `cols x rows` grids of 20-byte cells
 //! plus up to `scrollback` lines of `cols` cells. A screen whose output has
 //! been quiet is put to sleep ([`Screen::sleep`]): the grids are dropped and
 //! only its snapshot bytes are kept (a shell prompt: a few hundred bytes);
@@ -21,22 +22,15 @@
 //! screen that has never had output holds no emulator at all.
 
 mod bounds;
-mod charsets;
-mod corrections;
-mod fill;
 mod modes;
 mod render;
-mod repeat;
-mod style;
-mod unparsed;
+pub mod term;
 
 use std::borrow::Cow;
 
-use avt::Terminal;
-
 pub use bounds::{memory_bound, snapshot_bound, ScreenLimits};
 pub use modes::ClientModes;
-use repeat::Guarded;
+use term::Vt;
 
 /// The screen at one offset of the output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +48,7 @@ pub struct Snapshot {
 
 /// The emulator, or what it was reduced to while idle.
 enum Emulator {
-    Live(Box<Terminal>),
+    Live(Box<Vt>),
     /// Bytes that rebuild the emulator in a fresh one (scrollback, screens,
     /// cursor, emulator modes, unfinished sequence); empty: never fed.
     Asleep(Box<[u8]>),
@@ -71,17 +65,6 @@ pub struct Screen {
     modes: ClientModes,
     /// Bounded: the no-std build of `vte` keeps at most 1 KiB of an OSC.
     side_parser: vte::Parser,
-    /// avt's parser in step with the emulator's own (`repeat.rs`); kept
-    /// while the emulator sleeps, as the dump keeps the emulator's.
-    shadow: avt::Parser,
-    /// avt's scroll region, mirrored (`corrections.rs`).
-    region: corrections::Region,
-    /// The character sets saved with the cursor (`charsets.rs`).
-    charsets: charsets::SavedCharsets,
-    /// avt's pen, mirrored (`fill.rs`).
-    pen: fill::PenMirror,
-    /// The CSI sequence the shadow parser is in (`unparsed.rs`).
-    unparsed: unparsed::Unparsed,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
@@ -123,11 +106,6 @@ impl Screen {
             emulator: Emulator::Asleep(Box::default()),
             modes: ClientModes::default(),
             side_parser: vte::Parser::new(),
-            shadow: avt::Parser::new(),
-            region: corrections::Region::default(),
-            charsets: charsets::SavedCharsets::default(),
-            pen: fill::PenMirror::default(),
-            unparsed: unparsed::Unparsed::default(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -183,17 +161,7 @@ impl Screen {
         if bytes.is_empty() {
             return;
         }
-        let terminal = wake(&mut self.emulator, self.cols, self.rows, self.limits);
-        let mut guarded = Guarded {
-            terminal,
-            shadow: &mut self.shadow,
-            region: &mut self.region,
-            charsets: &mut self.charsets,
-            pen: &mut self.pen,
-            unparsed: &mut self.unparsed,
-            cut_repeats: true,
-            limits: self.limits,
-        };
+        let guarded = wake(&mut self.emulator, self.cols, self.rows, self.limits);
         // NUL is ignored by terminals in every state that matters here (xterm
         // and xterm.js drop it); skipping it keeps a stream of zeros cheap.
         let mut rest = bytes;
@@ -201,13 +169,13 @@ impl Screen {
             let start = rest.iter().position(|&b| b != 0).unwrap_or(rest.len());
             if start > 0 {
                 // A NUL cannot continue a character.
-                self.utf8.interrupt(&mut guarded);
+                self.utf8.interrupt(guarded);
             }
             rest = &rest[start..];
             let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
             if end > 0 {
                 self.side_parser.advance(&mut self.modes, &rest[..end]);
-                self.utf8.feed(&mut guarded, &rest[..end]);
+                self.utf8.feed(guarded, &rest[..end]);
             }
             rest = &rest[end..];
         }
@@ -222,8 +190,8 @@ impl Screen {
         }
         let before = self.memory_bound();
         wake(&mut self.emulator, self.cols, self.rows, self.limits)
+            .terminal
             .resize(usize::from(cols), usize::from(rows));
-        self.region.resized(rows != self.rows);
         self.cols = cols;
         self.rows = rows;
         if before.saturating_sub(self.memory_bound()) >= bounds::GIVE_BACK_BYTES {
@@ -245,7 +213,7 @@ impl Screen {
     /// Drops the emulator's grids, keeping only the bytes that rebuild it.
     pub fn sleep(&mut self) {
         if let Emulator::Live(terminal) = &self.emulator {
-            let dump = emulator_dump(terminal, self.limits).into_bytes();
+            let dump = terminal.dump().into_bytes();
             self.emulator = Emulator::Asleep(dump.into_boxed_slice());
             if self.memory_bound() >= bounds::GIVE_BACK_BYTES {
                 bounds::give_back_memory();
@@ -257,14 +225,12 @@ impl Screen {
     pub fn snapshot(&self) -> Snapshot {
         let mut data = Vec::new();
         self.modes.restore_sequence(&mut data);
-        data.extend_from_slice(self.unparsed.modes_sequence().as_bytes());
         let dump = match &self.emulator {
-            Emulator::Live(terminal) => Cow::Owned(emulator_dump(terminal, self.limits)),
+            Emulator::Live(terminal) => Cow::Owned(terminal.dump()),
             // Written from a String by `sleep`.
             Emulator::Asleep(dump) => String::from_utf8_lossy(dump),
         };
-        let dump = self.unparsed.complete(self.shadow.state, dump);
-        data.extend_from_slice(self.charsets.inject(&dump).as_bytes());
+        data.extend_from_slice(dump.as_bytes());
         data.extend_from_slice(self.utf8.pending());
         Snapshot {
             offset: self.offset,
@@ -278,36 +244,43 @@ impl Screen {
     /// each, trailing blanks trimmed.
     pub fn text(&self) -> String {
         match &self.emulator {
-            Emulator::Live(terminal) => render::plain_text(terminal.screen().visible_lines()),
+            Emulator::Live(vt) => render::plain_text(&vt.terminal.lines),
             Emulator::Asleep(dump) => {
-                let terminal = rebuild(self.cols, self.rows, self.limits, dump);
-                render::plain_text(terminal.screen().visible_lines())
+                let vt = rebuild(self.cols, self.rows, self.limits, dump);
+                render::plain_text(&vt.terminal.lines)
             }
         }
     }
 
     /// The attributes of every visible cell of the active screen, row by
-    /// row, as canonical SGR parameters (`style.rs`): what a judge compares
+    /// row, as canonical SGR parameters (`render.rs`): what a judge compares
     /// with another terminal's cells.
     pub fn styles(&self) -> Vec<Vec<String>> {
         match &self.emulator {
-            Emulator::Live(terminal) => style::visible_styles(terminal.screen().visible_lines()),
+            Emulator::Live(vt) => render::visible_styles(&vt.terminal.lines),
             Emulator::Asleep(dump) => {
-                let terminal = rebuild(self.cols, self.rows, self.limits, dump);
-                style::visible_styles(terminal.screen().visible_lines())
+                let vt = rebuild(self.cols, self.rows, self.limits, dump);
+                render::visible_styles(&vt.terminal.lines)
             }
         }
     }
 
     /// Where the cursor is: `(column, row)` from 0, the column one past the
-    /// last when a character written there waits to wrap.
+    /// last when a character written in the last column waits to wrap (at
+    /// a right margin before it, the margin's column).
     pub fn cursor(&self) -> (u16, u16) {
         let cursor = match &self.emulator {
-            Emulator::Live(terminal) => terminal.cursor(),
-            Emulator::Asleep(dump) => rebuild(self.cols, self.rows, self.limits, dump).cursor(),
+            Emulator::Live(vt) => vt.terminal.cursor,
+            Emulator::Asleep(dump) => {
+                rebuild(self.cols, self.rows, self.limits, dump)
+                    .terminal
+                    .cursor
+            }
         };
         let narrow = |n: usize| u16::try_from(n).unwrap_or(u16::MAX);
-        (narrow(cursor.col), narrow(cursor.row))
+        let past_the_last = cursor.pending_wrap && cursor.col + 1 == usize::from(self.cols);
+        let col = cursor.col + usize::from(past_the_last);
+        (narrow(col), narrow(cursor.row))
     }
 
     /// The window title the program set last, if any.
@@ -317,66 +290,28 @@ impl Screen {
 }
 
 /// The live emulator, rebuilt from its dump first if it was asleep.
-fn wake(emulator: &mut Emulator, cols: u16, rows: u16, limits: ScreenLimits) -> &mut Terminal {
+fn wake(emulator: &mut Emulator, cols: u16, rows: u16, limits: ScreenLimits) -> &mut Vt {
     if let Emulator::Asleep(dump) = emulator {
-        let terminal = rebuild(cols, rows, limits, dump);
-        *emulator = Emulator::Live(Box::new(terminal));
+        let vt = rebuild(cols, rows, limits, dump);
+        *emulator = Emulator::Live(Box::new(vt));
     }
     match emulator {
-        Emulator::Live(terminal) => terminal,
+        Emulator::Live(vt) => vt,
         // Replaced just above.
         Emulator::Asleep(_) => unreachable!("the emulator was woken"),
     }
 }
 
 /// A fresh emulator with `dump` written to it.
-fn rebuild(cols: u16, rows: u16, limits: ScreenLimits, dump: &[u8]) -> Terminal {
-    let mut terminal = fresh(cols, rows, limits);
+fn rebuild(cols: u16, rows: u16, limits: ScreenLimits, dump: &[u8]) -> Vt {
+    let mut vt = Vt::new(
+        usize::from(cols),
+        usize::from(rows),
+        limits.scrollback_lines,
+    );
     // Dumps are made from `String`s, so this never loses a byte.
-    terminal.feed(&*String::from_utf8_lossy(dump));
-    terminal
-}
-
-fn fresh(cols: u16, rows: u16, limits: ScreenLimits) -> Terminal {
-    let (cols, rows) = (usize::from(cols.max(1)), usize::from(rows.max(1)));
-    match Terminal::with_scrollback(cols, rows, Some(limits.scrollback_lines)) {
-        Ok(terminal) => terminal,
-        // Both sizes are at least 1, the only thing avt checks.
-        Err(_) => unreachable!("terminal size is at least 1x1"),
-    }
-}
-
-/// Scrollback, then avt's dump of the visible buffers, with the unfinished
-/// sequence at its end (if any) in 7-bit form: avt writes it with a C1
-/// control character, which many terminals ignore in UTF-8.
-fn emulator_dump(terminal: &Terminal, limits: ScreenLimits) -> String {
-    let mut out = String::new();
-    let lines: Vec<&avt::Line> = terminal.primary_screen().all_lines().collect();
-    let (_, rows) = terminal.size();
-    let history = lines
-        .len()
-        .saturating_sub(rows)
-        .min(limits.scrollback_lines);
-    let first = lines.len().saturating_sub(rows) - history;
-    render::scrollback(&lines[first..first + history], rows, &mut out);
-    let dump = terminal.dump();
-    let dump = style::absolute_intensity(&dump);
-    match dump.char_indices().find(|(_, c)| is_c1_introducer(*c)) {
-        Some((at, c)) => {
-            out.push_str(&dump[..at]);
-            out.push('\x1b');
-            out.push(char::from(c as u8 - 0x40));
-            out.push_str(&dump[at + c.len_utf8()..]);
-        }
-        None => out.push_str(&dump),
-    }
-    out
-}
-
-/// DCS, SOS/PM/APC, CSI, OSC as single C1 characters. A printed character is
-/// never one of these, so the first one starts avt's parser-state tail.
-fn is_c1_introducer(c: char) -> bool {
-    matches!(c, '\u{90}' | '\u{98}' | '\u{9b}' | '\u{9d}')
+    vt.feed_str(&String::from_utf8_lossy(dump));
+    vt
 }
 
 /// Incremental UTF-8 decoding in front of the emulator: a character split
@@ -394,14 +329,14 @@ impl Utf8Carry {
     }
 
     /// A byte that is skipped came: the held character is invalid.
-    fn interrupt(&mut self, terminal: &mut Guarded<'_>) {
+    fn interrupt(&mut self, terminal: &mut Vt) {
         if self.len > 0 {
             terminal.feed_char('\u{FFFD}');
             self.len = 0;
         }
     }
 
-    fn feed(&mut self, terminal: &mut Guarded<'_>, mut input: &[u8]) {
+    fn feed(&mut self, terminal: &mut Vt, mut input: &[u8]) {
         if self.len > 0 {
             // The held bytes and the next few, decoded exactly as one
             // stream would be: a byte that cannot continue the character

@@ -223,23 +223,25 @@ fn a_restored_cursor_brings_back_its_character_sets_and_a_snapshot_keeps_them() 
 /// Every line of the primary screen, scrollback first: its cells' text and
 /// canonical attributes, and whether it wraps into the next.
 pub(super) fn primary_lines(screen: &mut Screen) -> Vec<(String, Vec<String>, bool)> {
-    let terminal = wake(
+    let vt = wake(
         &mut screen.emulator,
         screen.cols,
         screen.rows,
         screen.limits,
     );
+    let terminal = &vt.terminal;
     terminal
-        .primary_screen()
-        .all_lines()
+        .scrollback
+        .iter()
+        .chain(terminal.primary())
         .map(|line| {
-            let text: String = line.cells().iter().map(|c| c.char()).collect();
+            let text: String = line.cells.iter().map(|c| c.ch).collect();
             let styles = line
-                .cells()
+                .cells
                 .iter()
-                .map(|c| style::canonical_sgr(c.pen()))
+                .map(|c| render::canonical_sgr(&c.pen))
                 .collect();
-            (text, styles, line.is_wrapped())
+            (text, styles, line.wrapped)
         })
         .collect()
 }

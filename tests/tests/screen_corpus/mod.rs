@@ -46,10 +46,10 @@ const STYLES_EDGES: usize = 101;
 const STYLES_ATTRIBUTES: usize = 43;
 
 /// Cases whose snapshot, written to a fresh real xterm, does not show the
-/// server's screen: `colored_underline` (a line of combining marks and an
-/// emoji, which avt lays out two columns narrower than xterm, so the
-/// snapshot's text wraps differently in xterm).
-const ROUND_TRIP_KNOWN: [&str; 1] = ["colored_underline"];
+/// server's screen: `sgr_underline_style` (xterm 379 has no underline
+/// styles and reads the snapshot's `4:3` as other parameters, as it read
+/// the case's own) and `colored_underline` (its `4:3` too).
+const ROUND_TRIP_KNOWN: [&str; 2] = ["sgr_underline_style", "colored_underline"];
 
 fn assert_at_least(judged: &judge::Judged, tether: usize, styles: usize, least_judged: usize) {
     assert!(
