@@ -38,6 +38,16 @@ fn older_tetherd() -> PathBuf {
 }
 
 /// The formats a binary says it reads (`--handover-check`).
+/// What a snapshot of an 80x24 terminal shows in a fresh one.
+fn shown(snapshot: &str) -> (String, Vec<Vec<String>>, (u16, u16)) {
+    let limits = tether_server::screen::ScreenLimits {
+        scrollback_lines: 200,
+    };
+    let mut screen = tether_server::screen::Screen::new(80, 24, limits);
+    screen.feed(snapshot.as_bytes());
+    (screen.text(), screen.styles(), screen.cursor())
+}
+
 fn formats_of(binary: &std::path::Path) -> serde_json::Value {
     let out = std::process::Command::new(binary)
         .arg("--handover-check")
@@ -104,7 +114,11 @@ async fn a_format_1_server_hands_over_to_this_one_and_this_one_refuses_to_go_bac
     assert_numbered(&text, 400);
     assert_numbered(&output_of(&server, &counter.id).await, 400);
     assert_eq!(server.screen(&shell.id, "text").await, before);
-    assert_eq!(server.screen(&shell.id, "ansi").await, snapshot);
+    // The two binaries' emulators write their snapshots differently (the
+    // format-1 one was avt's dump): what each shows in a fresh terminal is
+    // the same, text, cursor and every cell's attributes.
+    let after = server.screen(&shell.id, "ansi").await;
+    assert_eq!(shown(&after), shown(&snapshot));
     // It is the newer binary now: it records input.
     let recorded = server
         .spawn(json!({"argv": ["true"], "record_input": true}))

@@ -369,7 +369,7 @@ async fn attach_with_screen_sends_the_screen_then_stdout_from_exactly_its_offset
     assert!(screen.text().starts_with("TOP"), "{}", screen.text());
     let text = String::from_utf8_lossy(&data);
     assert!(
-        text.contains("\x1b[?1047h"),
+        text.contains("\x1b[?47h"),
         "the alternate screen is restored"
     );
     assert!(text.contains("\x1b[?2004h"), "bracketed paste is restored");

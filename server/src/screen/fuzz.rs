@@ -42,6 +42,10 @@ fn terminal_bytes() -> impl Strategy<Value = Vec<u8>> {
             Just(&b"\x1b[u"[..]), Just(&b"\x1b[2 @"[..]), Just(&b"\x1b[ A"[..]),
             Just(&b"\x1b[3'}"[..]), Just(&b"\x1b['~"[..]), Just(&b"\x1b[?45h"[..]),
             Just(&b"\x1b[?45l"[..]), Just(&b"\x08"[..]), Just(&b"\x1b[3D"[..]), Just(&b"\x1b[?1048h"[..]), Just(&b"\x1b[?1048l"[..]), Just(&b"\x1b[3;4r\x1b[3;1H\x1b[2L"[..]),
+            Just(&b"\x1b[1;2;8;21;4:3;58:2::1:2:3m"[..]), Just(&b"\x1b[1\"q"[..]),
+            Just(&b"\x1b[0\"q"[..]), Just(&b"\x1b[?1J"[..]), Just(&b"\x1b[?2K"[..]),
+            Just(&b"\x1b[?69h\x1b[2;5s"[..]), Just(&b"\x1b[?69l"[..]), Just("e\u{301}".as_bytes()),
+            Just(&b"\x1b[20h"[..]), Just(&b"\x1b[?47h"[..]), Just(&b"\x1b[?47l"[..]),
         ].prop_map(<[u8]>::to_vec),
     ];
     proptest::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
@@ -121,7 +125,7 @@ proptest! {
         let mut screen = Screen::new(cols, rows, limits);
         screen.feed(text.as_bytes());
         let mut raw = uncut(cols, rows, limits);
-        raw.feed_str(&text);
+        raw.feed_str(&text, &mut ClientModes::default());
         prop_assert_eq!(live(&mut screen), raw.dump());
     }
 }
@@ -133,13 +137,19 @@ fn the_costliest_cells_fit_the_snapshot_bound() {
     let mut bytes = Vec::new();
     for i in 0..u32::from(cols) * u32::from(rows) {
         let (r, g, b) = (i % 251, i * 7 % 253, i * 13 % 255);
+        // Every attribute, three direct colours, the protection, a 4-byte
+        // narrow character and a 4-byte combining mark.
         let attrs = if i % 2 == 0 {
-            "1;3;4;5;7;9"
+            "1;2;3;4:5;5;7;9"
         } else {
-            "2;3;4;5;7;8"
+            "1;2;3;4:4;5;7;9"
         };
         bytes.extend_from_slice(
-            format!("\x1b[0;{attrs};38;2;{r};{g};{b};48;2;{b};{r};{g}m\u{1f600}").as_bytes(),
+            format!(
+                "\x1b[0;{attrs};38;2;{r};{g};{b};48;2;{b};{r};{g};58:2::{g}:{b}:{r}m\x1b[{}\"q\u{1d400}\u{e0100}",
+                i % 2
+            )
+            .as_bytes(),
         );
     }
     let mut screen = Screen::new(cols, rows, limits(0));
@@ -160,7 +170,10 @@ fn a_flood_of_repeats_costs_what_the_screen_can_show() {
     let flood = b"\x1b[65535b".repeat(64);
     screen.feed(&flood);
     let mut raw = uncut(80, 24, limits(200));
-    raw.feed_str("x");
-    raw.feed_str(&String::from_utf8_lossy(&flood));
+    raw.feed_str("x", &mut ClientModes::default());
+    raw.feed_str(
+        &String::from_utf8_lossy(&flood),
+        &mut ClientModes::default(),
+    );
     assert_eq!(live(&mut screen), raw.dump());
 }

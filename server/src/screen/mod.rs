@@ -11,8 +11,8 @@
 //! margins, charsets, modes and even an unfinished escape sequence back as
 //! bytes. What a client needs that the screen does not (window title,
 //! bracketed paste, mouse reporting, focus events, application keypad,
-//! cursor style) a `vte` parser tracks beside it (`modes.rs`); the
-//! plain-text view and each cell's attributes are read in `render.rs`.
+//! cursor style) the same parser hands to `modes.rs`; the plain-text view
+//! and each cell's attributes are read in `render.rs`.
 //!
 //! Memory: a live emulator holds two `cols x rows` grids of 20-byte cells
 //! plus up to `scrollback` lines of `cols` cells. A screen whose output has
@@ -62,9 +62,9 @@ pub struct Screen {
     /// Bytes fed so far: the offset the screen corresponds to.
     offset: u64,
     emulator: Emulator,
+    /// What a client needs beside the screen; kept while the emulator
+    /// sleeps.
     modes: ClientModes,
-    /// Bounded: the no-std build of `vte` keeps at most 1 KiB of an OSC.
-    side_parser: vte::Parser,
     /// The first bytes of a UTF-8 character whose rest has not come yet.
     utf8: Utf8Carry,
     /// Set when bytes were skipped (evicted before the emulator got them):
@@ -105,7 +105,6 @@ impl Screen {
             offset: 0,
             emulator: Emulator::Asleep(Box::default()),
             modes: ClientModes::default(),
-            side_parser: vte::Parser::new(),
             utf8: Utf8Carry::default(),
             skipped_at_erases: None,
         }
@@ -169,13 +168,12 @@ impl Screen {
             let start = rest.iter().position(|&b| b != 0).unwrap_or(rest.len());
             if start > 0 {
                 // A NUL cannot continue a character.
-                self.utf8.interrupt(guarded);
+                self.utf8.interrupt(guarded, &mut self.modes);
             }
             rest = &rest[start..];
             let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
             if end > 0 {
-                self.side_parser.advance(&mut self.modes, &rest[..end]);
-                self.utf8.feed(guarded, &rest[..end]);
+                self.utf8.feed(guarded, &mut self.modes, &rest[..end]);
             }
             rest = &rest[end..];
         }
@@ -309,8 +307,9 @@ fn rebuild(cols: u16, rows: u16, limits: ScreenLimits, dump: &[u8]) -> Vt {
         usize::from(rows),
         limits.scrollback_lines,
     );
-    // Dumps are made from `String`s, so this never loses a byte.
-    vt.feed_str(&String::from_utf8_lossy(dump));
+    // Dumps are made from `String`s, so this never loses a byte. They hold
+    // no client mode (a snapshot writes those apart).
+    vt.feed_str(&String::from_utf8_lossy(dump), &mut ClientModes::default());
     vt
 }
 
@@ -329,14 +328,14 @@ impl Utf8Carry {
     }
 
     /// A byte that is skipped came: the held character is invalid.
-    fn interrupt(&mut self, terminal: &mut Vt) {
+    fn interrupt(&mut self, terminal: &mut Vt, modes: &mut ClientModes) {
         if self.len > 0 {
-            terminal.feed_char('\u{FFFD}');
+            terminal.feed_char('\u{FFFD}', modes);
             self.len = 0;
         }
     }
 
-    fn feed(&mut self, terminal: &mut Vt, mut input: &[u8]) {
+    fn feed(&mut self, terminal: &mut Vt, modes: &mut ClientModes, mut input: &[u8]) {
         if self.len > 0 {
             // The held bytes and the next few, decoded exactly as one
             // stream would be: a byte that cannot continue the character
@@ -351,19 +350,19 @@ impl Utf8Carry {
             let used = match std::str::from_utf8(joined) {
                 Ok(text) => {
                     let width = utf8_width(joined[0]);
-                    terminal.feed_str(&text[..width]);
+                    terminal.feed_str(&text[..width], modes);
                     width
                 }
                 Err(error) if error.valid_up_to() > 0 => {
                     let width = error.valid_up_to().min(utf8_width(joined[0]));
                     if let Ok(text) = std::str::from_utf8(&joined[..width]) {
-                        terminal.feed_str(text);
+                        terminal.feed_str(text, modes);
                     }
                     width
                 }
                 Err(error) => match error.error_len() {
                     Some(bad) => {
-                        terminal.feed_char('\u{FFFD}');
+                        terminal.feed_char('\u{FFFD}', modes);
                         bad
                     }
                     None => {
@@ -380,17 +379,17 @@ impl Utf8Carry {
         loop {
             match std::str::from_utf8(input) {
                 Ok(text) => {
-                    terminal.feed_str(text);
+                    terminal.feed_str(text, modes);
                     return;
                 }
                 Err(error) => {
                     let (good, rest) = input.split_at(error.valid_up_to());
                     if let Ok(text) = std::str::from_utf8(good) {
-                        terminal.feed_str(text);
+                        terminal.feed_str(text, modes);
                     }
                     match error.error_len() {
                         Some(bad) => {
-                            terminal.feed_char('\u{FFFD}');
+                            terminal.feed_char('\u{FFFD}', modes);
                             input = &rest[bad..];
                         }
                         None => {

@@ -3,10 +3,12 @@
 //! (bracketed paste, mouse reporting and its encoding, focus events,
 //! application keypad) and the cursor style.
 //!
-//! [`avt`] ignores these sequences, so a second, byte-level parser (`vte`,
-//! alacritty's) watches the same bytes and keeps only these few values.
+//! The emulator's parser (`term/parser.rs`) hands each sequence to both:
+//! the screen's state in `term/`, these few values here, which a snapshot
+//! writes first ([`ClientModes::restore_sequence`]) and which a sleeping
+//! screen keeps.
 
-use vte::{Params, Perform};
+use super::term::parser::Params;
 
 /// Longest window title kept, in bytes (a title is cut, never grown).
 const MAX_TITLE_BYTES: usize = 512;
@@ -84,30 +86,20 @@ impl ClientModes {
     }
 }
 
-impl Perform for ClientModes {
-    fn csi_dispatch(&mut self, params: &Params, intermediates: &[u8], ignore: bool, action: char) {
-        if ignore {
-            return;
-        }
-        match (intermediates, action) {
-            (b"?", 'h' | 'l') => {
-                for param in params.iter() {
-                    if let Some(&mode) = param.first() {
-                        self.dec_mode(mode, action == 'h');
-                    }
+impl ClientModes {
+    /// A CSI sequence (`private`: `?` and the like, 0 for none).
+    pub fn csi(&mut self, private: u8, params: &Params, intermediates: &[u8], action: char) {
+        match (private, intermediates, action) {
+            (b'?', [], 'h' | 'l') => {
+                for group in params.groups() {
+                    self.dec_mode(group[0], action == 'h');
                 }
             }
-            (b" ", 'q') => {
-                self.cursor_style = params
-                    .iter()
-                    .next()
-                    .and_then(|p| p.first().copied())
-                    .unwrap_or(0);
-            }
-            (b"", 'J') if matches!(params.iter().next(), Some([2 | 3])) => {
+            (0, [b' '], 'q') => self.cursor_style = params.get(0),
+            (0, [], 'J') if matches!(params.get(0), 2 | 3) => {
                 self.erases = self.erases.wrapping_add(1);
             }
-            (b"!", 'p') => {
+            (0, [b'!'], 'p') => {
                 // DECSTR (soft reset), as xterm.js: keypad and bracketed paste off.
                 self.application_keypad = false;
                 self.bracketed_paste = false;
@@ -116,15 +108,16 @@ impl Perform for ClientModes {
         }
     }
 
-    fn esc_dispatch(&mut self, intermediates: &[u8], ignore: bool, byte: u8) {
-        if ignore || !intermediates.is_empty() {
+    /// An ESC sequence.
+    pub fn esc(&mut self, intermediates: &[u8], action: char) {
+        if !intermediates.is_empty() {
             return;
         }
-        match byte {
-            b'=' => self.application_keypad = true,
-            b'>' => self.application_keypad = false,
+        match action {
+            '=' => self.application_keypad = true,
+            '>' => self.application_keypad = false,
             // RIS: a full reset forgets everything but the title.
-            b'c' => {
+            'c' => {
                 let title = self.title.take();
                 *self = ClientModes {
                     title,
@@ -136,18 +129,17 @@ impl Perform for ClientModes {
         }
     }
 
-    fn osc_dispatch(&mut self, params: &[&[u8]], _bell_terminated: bool) {
-        let (Some(kind), Some(_)) = (params.first(), params.get(1)) else {
+    /// An OSC string (the parser keeps at most 1 KiB of it).
+    pub fn osc(&mut self, data: &str) {
+        let Some((kind, text)) = data.split_once(';') else {
             return;
         };
-        if *kind != b"0" && *kind != b"2" {
+        if kind != "0" && kind != "2" {
             return;
         }
-        // The title is everything after the first `;`, as xterm reads it.
-        let text = params[1..].join(&b';');
-        let mut title = String::from_utf8_lossy(&text).into_owned();
-        // Control characters would end or change the sequence on replay.
-        title.retain(|c| !c.is_control());
+        // The title is everything after the first `;`, as xterm reads it;
+        // control characters would end or change the sequence on replay.
+        let mut title: String = text.chars().filter(|c| !c.is_control()).collect();
         if title.len() > MAX_TITLE_BYTES {
             let mut cut = MAX_TITLE_BYTES;
             while !title.is_char_boundary(cut) {
@@ -165,8 +157,8 @@ mod tests {
 
     fn track(bytes: &[u8]) -> ClientModes {
         let mut modes = ClientModes::default();
-        let mut parser: vte::Parser = vte::Parser::new();
-        parser.advance(&mut modes, bytes);
+        let mut vt = super::super::term::Vt::new(80, 24, 0);
+        vt.feed_str(&String::from_utf8_lossy(bytes), &mut modes);
         modes
     }
 

@@ -39,7 +39,7 @@ fn the_screen_matches_what_alacritty_showed_for_its_published_recordings() {
         .filter(|n| !tether_passes.contains(n))
         .collect();
     println!(
-        "alacritty_terminal ref corpus, {} cases: tether (avt) {}, alacritty_terminal {}, vt100 {}; tether fails {failed:?}",
+        "alacritty_terminal ref corpus, {} cases: tether {}, alacritty_terminal {}, vt100 {}; tether fails {failed:?}",
         cases.len(),
         tether_passes.len(),
         alacritty_passes,

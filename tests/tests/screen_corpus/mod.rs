@@ -1,5 +1,5 @@
 //! Fidelity of the server's screen (issue 29): the emulator behind
-//! `GET .../screen` (avt 0.19 behind `server/src/screen/`) and the other
+//! `GET .../screen` (`server/src/screen/term/`, our own) and the other
 //! candidates judged by corpora nobody here wrote the answers of.
 //!
 //! - `alacritty_own`: the recordings alacritty_terminal 0.26.0 publishes

@@ -107,6 +107,7 @@ impl Terminal {
                 if !on {
                     self.left = 0;
                     self.right = self.cols - 1;
+                    self.margins_changed();
                 }
             }
             47 => self.switch_screen(on, false),
@@ -242,6 +243,7 @@ impl Terminal {
         }
         self.top = top;
         self.bottom = bottom;
+        self.margins_changed();
         self.set_position(0, 0);
     }
 
@@ -258,6 +260,7 @@ impl Terminal {
         }
         self.left = left;
         self.right = right;
+        self.margins_changed();
         self.set_position(0, 0);
     }
 }

@@ -85,6 +85,10 @@ fn write_cells(line: &Line, out: &mut String) {
             continue;
         }
         if cell.pen != pen {
+            if pen.has(attr::PROTECTED) && !cell.pen.has(attr::PROTECTED) {
+                // SGR leaves DECSCA's protection as it is.
+                out.push_str("\x1b[0\"q");
+            }
             pen = cell.pen;
             write_pen(&pen, out);
         }
@@ -311,47 +315,26 @@ impl Terminal {
         }
     }
 
-    /// No margins (the whole screen), as when rows are written.
-    fn write_no_margins(&self, out: &mut String) {
-        if (self.top, self.bottom) != (0, self.rows - 1) {
-            out.push_str("\x1b[r");
-        }
-        if self.modes.lr_margins {
-            out.push_str("\x1b[?69l");
-        }
-    }
-
     /// One screen's saved cursor (DECSC), written while that screen is
-    /// shown, without margins and origin mode off, and left so. A cursor
-    /// inside the margins is placed with them (a pending wrap at a right
-    /// margin needs it); one outside them, without (origin mode would
-    /// keep it inside).
+    /// shown and the margins are set (a wrap pends at a right margin, and
+    /// origin mode counts from them; `margins_changed` keeps a saved
+    /// cursor where both hold). Origin mode is off after.
     fn write_saved(&self, which: usize, lines: &[Line], out: &mut String) {
         let saved = &self.saved[which];
         if *saved == super::Saved::default() {
             return;
         }
-        let (row, col) = (saved.cursor.row, saved.cursor.col);
-        let inside =
-            (self.top..=self.bottom).contains(&row) && (self.left..=self.right).contains(&col);
-        let offset = if inside {
-            self.write_margins(out);
+        let offset = if saved.origin {
+            out.push_str("\x1b[?6h");
             self.origin_offset()
         } else {
             (0, 0)
         };
-        if saved.origin {
-            out.push_str("\x1b[?6h");
-        }
-        let offset = if saved.origin { offset } else { (0, 0) };
         Terminal::write_cursor(lines, &saved.cursor, offset, out);
         out.push_str("\x1b7");
         default_pen_and_sets(&saved.cursor.charsets, out);
         if saved.origin {
             out.push_str("\x1b[?6l");
-        }
-        if inside {
-            self.write_no_margins(out);
         }
     }
 }
@@ -367,21 +350,26 @@ pub fn dump(term: &Terminal) -> String {
     } else {
         &term.other
     };
-    term.write_saved(0, primary, &mut out);
     let alternate_used = term.alternate_active
         || term.saved[1] != super::Saved::default()
         || alternate
             .iter()
             .any(|l| l.wrapped || l.cells.iter().any(|c| !c.is_default_blank()));
+    // The rows of both screens first, without margins; then the margins,
+    // then each screen's saved cursor (switching screens keeps both).
     if alternate_used {
         out.push_str("\x1b[?47h");
         screen_rows(alternate, &mut out);
-        term.write_saved(1, alternate, &mut out);
-        if !term.alternate_active {
-            out.push_str("\x1b[?47l");
-        }
     }
     term.write_margins(&mut out);
+    if alternate_used {
+        term.write_saved(1, alternate, &mut out);
+        out.push_str("\x1b[?47l");
+    }
+    term.write_saved(0, primary, &mut out);
+    if term.alternate_active {
+        out.push_str("\x1b[?47h");
+    }
     let active = &term.lines;
     // Tab stops, where they are not every eighth column.
     if term.tabs != super::default_tabs(term.cols) {

@@ -25,7 +25,27 @@ impl Terminal {
             return;
         }
         let blank = self.blank();
-        if self.full_width() {
+        if self.full_width() && n == 1 {
+            // One line, the common case: the line leaving is moved, not
+            // copied, and the one coming in reuses the scrollback's oldest.
+            let line = self.lines.remove(top);
+            let keep = top == 0 && !self.alternate_active && self.scrollback_limit > 0;
+            let mut fresh = if keep {
+                let reused = if self.scrollback.len() >= self.scrollback_limit {
+                    self.scrollback.pop_front()
+                } else {
+                    None
+                };
+                self.scrollback.push_back(line);
+                reused.filter(|l| l.cells.len() == self.cols)
+            } else {
+                Some(line)
+            }
+            .unwrap_or_else(|| Line::blank(self.cols, blank.pen));
+            fresh.cells.fill(blank);
+            fresh.wrapped = false;
+            self.lines.insert(bottom, fresh);
+        } else if self.full_width() {
             let removed: Vec<Line> = self
                 .lines
                 .splice(top..top + n, std::iter::empty())

@@ -22,6 +22,7 @@ mod sgr;
 
 use std::collections::VecDeque;
 
+use super::modes::ClientModes;
 use cell::{Cell, Pen, Width};
 use parser::Parser;
 
@@ -324,6 +325,53 @@ impl Terminal {
         }
     }
 
+    /// A run of printable ASCII: what `print` does for each, a row's
+    /// worth at a time where no character set, insert mode or single shift
+    /// changes it.
+    pub fn print_ascii(&mut self, run: &str) {
+        let sets = &self.cursor.charsets;
+        let plain = sets.single_shift.is_none()
+            && sets.g[usize::from(sets.gl & 3)] == Charset::Ascii
+            && !self.modes.insert;
+        let bytes = run.as_bytes();
+        let (Some(&last), true) = (bytes.last(), plain) else {
+            for ch in run.chars() {
+                self.print(ch);
+            }
+            return;
+        };
+        let mut at = 0;
+        while at < bytes.len() {
+            if self.cursor.pending_wrap {
+                if self.modes.autowrap {
+                    self.wrap();
+                } else {
+                    self.cursor.pending_wrap = false;
+                }
+            }
+            let (_, right) = self.row_span();
+            let (row, col) = (self.cursor.row, self.cursor.col);
+            let n = (right + 1 - col).min(bytes.len() - at);
+            self.clear_wide_around(row, col, 1);
+            self.clear_wide_around(row, col + n - 1, 1);
+            let pen = self.cursor.pen;
+            let invisible = pen.has(cell::attr::INVISIBLE);
+            let cells = &mut self.lines[row].cells[col..col + n];
+            for (cell, &byte) in cells.iter_mut().zip(&bytes[at..at + n]) {
+                let ch = if invisible { ' ' } else { char::from(byte) };
+                *cell = Cell::new(ch, Width::Narrow, pen);
+            }
+            at += n;
+            if col + n > right {
+                self.cursor.col = right;
+                self.cursor.pending_wrap = true;
+            } else {
+                self.cursor.col = col + n;
+            }
+        }
+        self.last_printed = Some(char::from(last));
+    }
+
     /// A zero-width character joins the one written last: the cell left
     /// of the cursor, or the cursor's own with a wrap pending. One mark a
     /// cell; more are dropped.
@@ -352,10 +400,13 @@ impl Terminal {
     fn wrap(&mut self) {
         let row = self.cursor.row;
         self.cursor.pending_wrap = false;
-        if row == self.bottom || row + 1 < self.rows {
+        let full_width = self.left == 0 && self.right == self.cols - 1;
+        if row + 1 < self.rows || (row == self.bottom && full_width) {
             // The text goes on in the next row (the row itself moves up
-            // when the region scrolls). Below the region on the last row
-            // it goes on in the same row: nothing wraps.
+            // when the region scrolls). On the last row otherwise (below
+            // the region, or a region narrowed by left and right margins,
+            // whose scroll leaves the row where it is) it goes on in the
+            // same row: the last row never wraps.
             self.lines[row].wrapped = true;
         }
         self.index();
@@ -391,7 +442,8 @@ impl Terminal {
         if width == 0 {
             return; // xterm repeats no combining character
         }
-        let cols = u16::try_from(self.cols).unwrap_or(u16::MAX);
+        // The width a line of repeats fills: the left and right margins'.
+        let cols = u16::try_from(self.right - self.left + 1).unwrap_or(u16::MAX);
         let rows = u16::try_from(self.rows).unwrap_or(u16::MAX);
         let limits = super::bounds::ScreenLimits {
             scrollback_lines: self.scrollback_limit,
@@ -409,6 +461,11 @@ impl Terminal {
     // C0 and ESC ----------------------------------------------------------
 
     pub fn execute(&mut self, ch: char) {
+        // xterm forgets REP's character once back in the ground state; a
+        // control inside an unfinished sequence makes it forget too (a
+        // snapshot could not bring that character back: it stands away
+        // from the cursor then).
+        self.last_printed = None;
         match ch {
             '\x08' => self.back(1),
             '\x09' => self.tab_forward(1),
@@ -604,7 +661,38 @@ impl Terminal {
                 self.cursor.col = self.cursor.col.clamp(self.left, self.right);
             }
         }
-        self.cursor.pending_wrap = saved.cursor.pending_wrap;
+        self.cursor.pending_wrap = saved.cursor.pending_wrap && self.is_right_edge(self.cursor.col);
+    }
+
+    /// True where a print leaves a wrap pending: the right margin, or the
+    /// last column right of it.
+    fn is_right_edge(&self, col: usize) -> bool {
+        col == self.right || col == self.cols - 1
+    }
+
+    /// The margins changed: each saved cursor is kept where a restore
+    /// could put it (inside the margins when it was saved in origin mode,
+    /// which a restore clamps to anyway) and its wrap pending only on a
+    /// right edge. xterm keeps a pending wrap anywhere; a snapshot could
+    /// not write that one back (a print makes it, at a right edge only).
+    pub(super) fn margins_changed(&mut self) {
+        let (top, bottom, left, right) = (self.top, self.bottom, self.left, self.right);
+        let lr = self.modes.lr_margins;
+        let edges = [right, self.cols - 1];
+        for saved in &mut self.saved {
+            if saved.origin {
+                saved.cursor.row = saved.cursor.row.clamp(top, bottom);
+                if lr {
+                    saved.cursor.col = saved.cursor.col.clamp(left, right);
+                }
+            }
+            if !edges.contains(&saved.cursor.col) {
+                saved.cursor.pending_wrap = false;
+            }
+        }
+        if !edges.contains(&self.cursor.col) {
+            self.cursor.pending_wrap = false;
+        }
     }
 
     /// DECALN: the screen full of `E`, margins reset, cursor home.
@@ -633,25 +721,42 @@ impl Cell {
     }
 }
 
-impl parser::Perform for Terminal {
+/// What the parser drives: the screen's state and the modes a client needs.
+struct Both<'a> {
+    terminal: &'a mut Terminal,
+    modes: &'a mut ClientModes,
+}
+
+impl parser::Perform for Both<'_> {
     fn print(&mut self, ch: char) {
-        Terminal::print(self, ch);
+        self.terminal.print(ch);
+    }
+
+    fn print_ascii(&mut self, run: &str) {
+        self.terminal.print_ascii(run);
     }
 
     fn execute(&mut self, ch: char) {
-        Terminal::execute(self, ch);
+        self.terminal.execute(ch);
     }
 
     fn csi(&mut self, private: u8, params: &parser::Params, intermediates: &[u8], action: char) {
-        self.dispatch_csi(private, params, intermediates, action);
+        self.modes.csi(private, params, intermediates, action);
+        self.terminal
+            .dispatch_csi(private, params, intermediates, action);
     }
 
     fn esc(&mut self, intermediates: &[u8], action: char) {
-        Terminal::esc(self, intermediates, action);
+        self.modes.esc(intermediates, action);
+        self.terminal.esc(intermediates, action);
+    }
+
+    fn osc(&mut self, data: &str) {
+        self.modes.osc(data);
     }
 
     fn settled(&mut self) {
-        self.last_printed = None;
+        self.terminal.last_printed = None;
     }
 }
 
@@ -670,12 +775,21 @@ impl Vt {
         }
     }
 
-    pub fn feed_str(&mut self, text: &str) {
-        self.parser.advance(&mut self.terminal, text);
+    /// Text for the screen; the modes a client needs go to `modes`.
+    pub fn feed_str(&mut self, text: &str, modes: &mut ClientModes) {
+        let mut both = Both {
+            terminal: &mut self.terminal,
+            modes,
+        };
+        self.parser.advance(&mut both, text);
     }
 
-    pub fn feed_char(&mut self, ch: char) {
-        self.parser.next(&mut self.terminal, ch);
+    pub fn feed_char(&mut self, ch: char, modes: &mut ClientModes) {
+        let mut both = Both {
+            terminal: &mut self.terminal,
+            modes,
+        };
+        self.parser.next(&mut both, ch);
     }
 
     /// Bytes that rebuild this terminal in a fresh one of its size.

@@ -129,12 +129,21 @@ impl Params {
 /// What the parser found.
 pub trait Perform {
     fn print(&mut self, ch: char);
+    /// A run of printable ASCII characters (each one a `print`).
+    fn print_ascii(&mut self, run: &str) {
+        for ch in run.chars() {
+            self.print(ch);
+        }
+    }
     /// A C0 control (or a C1 one given as its ESC form: see `esc`).
     fn execute(&mut self, ch: char);
     /// `CSI private? params intermediates final`.
     fn csi(&mut self, private: u8, params: &Params, intermediates: &[u8], action: char);
     /// `ESC intermediates final`.
     fn esc(&mut self, intermediates: &[u8], action: char);
+    /// An OSC string, ended by BEL or ST (ESC, or C1 ST); at most 1 KiB
+    /// of it.
+    fn osc(&mut self, data: &str);
     /// Anything but a print left the parser in the ground state (xterm
     /// forgets the character REP repeats then).
     fn settled(&mut self);
@@ -177,8 +186,26 @@ impl Parser {
     }
 
     pub fn advance(&mut self, perform: &mut impl Perform, text: &str) {
-        for ch in text.chars() {
+        let bytes = text.as_bytes();
+        let mut at = 0;
+        while at < bytes.len() {
+            if self.state == State::Ground {
+                // Printable ASCII, the bulk of most output, in runs.
+                let run = bytes[at..]
+                    .iter()
+                    .position(|b| !(0x20..0x7f).contains(b))
+                    .unwrap_or(bytes.len() - at);
+                if run > 0 {
+                    perform.print_ascii(&text[at..at + run]);
+                    at += run;
+                    continue;
+                }
+            }
+            let Some(ch) = text[at..].chars().next() else {
+                break;
+            };
             self.next(perform, ch);
+            at += ch.len_utf8();
         }
     }
 
@@ -225,10 +252,16 @@ impl Parser {
                 return;
             }
             0x1b => {
+                if self.state == State::Osc {
+                    perform.osc(&self.osc);
+                }
                 self.enter(State::Escape);
                 return;
             }
             0x80..=0x9f => {
+                if self.state == State::Osc && c == 0x9c {
+                    perform.osc(&self.osc);
+                }
                 self.c1(perform, c as u8);
                 return;
             }
@@ -304,7 +337,10 @@ impl Parser {
                 _ => {}
             },
             State::Osc => match c {
-                0x07 => self.enter(State::Ground),
+                0x07 => {
+                    perform.osc(&self.osc);
+                    self.enter(State::Ground);
+                }
                 0x00..=0x1f => {}
                 _ => {
                     if self.osc.len() + ch.len_utf8() <= MAX_OSC {
