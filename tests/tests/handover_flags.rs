@@ -110,3 +110,57 @@ async fn a_handover_naming_another_token_file_rotates_the_token() {
     assert_eq!(call("old-secret-token").await, 401);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Running without a token is what a handover cannot change, either way:
+/// a server started with `--no-token` is not given a `--token-file` (it
+/// would come up with a token, refusing every client that reconnects
+/// without one, `--no-token` still among its flags), and a server with a
+/// token file is not given `--no-token`.
+#[tokio::test]
+async fn a_token_is_neither_given_nor_taken_away_at_a_handover() {
+    let dir = tether_tests::fresh_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("token");
+    std::fs::write(&file, "a-token-for-later\n").unwrap();
+    let file = file.to_str().unwrap();
+
+    // Without a token (the harness's `--no-token`).
+    let open = TestServer::start();
+    let kept = open.sh("exec sleep 600", json!({})).await;
+    for flags in [
+        json!(["--token-file", file]),
+        json!([format!("--token-file={file}")]),
+    ] {
+        let (status, answer) = open
+            .post("/v1/admin/upgrade", json!({ "flags": flags }))
+            .await;
+        assert_eq!(status, 409, "{flags}: {answer}");
+        assert_eq!(answer["error"]["code"], "upgrade_refused");
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("--no-token cannot change") && message.contains("--token-file"),
+            "{flags}: {message}"
+        );
+    }
+    // Still without a token, the same server, nothing handed over.
+    let (status, run) = open.get("/v1/admin/server").await;
+    assert_eq!(status, 200, "{run}");
+    assert_eq!(run["handovers"], 0, "{run}");
+    assert!(!open.status(&kept.id).await.is_exited());
+
+    // With a token file.
+    let tokened = TestServer::start_with(&["--token-file", file]);
+    let asked = reqwest::Client::new()
+        .post(tokened.url("/v1/admin/upgrade"))
+        .bearer_auth("a-token-for-later")
+        .json(&json!({"flags": ["--no-token"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 409);
+    let answer: serde_json::Value = asked.json().await.unwrap();
+    assert_eq!(answer["error"]["code"], "upgrade_refused");
+    let message = answer["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("--no-token cannot change"), "{message}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,8 +4,9 @@
 //! a timeout or `--token-file` can change in place. What a handover cannot
 //! change is refused before anything stops: where the server listens, its
 //! data directory and `--memory-only`, its node name, its containment, TLS
-//! on or off, the screen on or off, running without a token. The new
-//! binary parses the whole command line in its preflight
+//! on or off, the screen on or off, running without a token (either way:
+//! a server started with `--no-token` is not given a `--token-file`
+//! either). The new binary parses the whole command line in its preflight
 //! (`--handover-check`) and reports those, which the running server
 //! compares with its own.
 
@@ -58,9 +59,29 @@ pub fn identity(config: &Config) -> Value {
             .map(|v| v.get_name().to_string()),
         "tls_cert": config.tls_cert.is_some(),
         "no_screen": config.no_screen,
-        "no_token": config.no_token || config.insecure_no_token,
+        "no_token": no_token(config),
         "generated_token_file": config.generated_token_file,
     })
+}
+
+/// Whether the flags run the server without a token: `true` or `false`;
+/// or, when they say `--no-token` and give a token too (which a fresh
+/// start refuses: `settle_token` in `main.rs`), what contradicts it, which
+/// is never what a running server has. A server started with `--no-token`
+/// and handed `--token-file` would otherwise come up with a token (the
+/// handover reads the file, as SIGHUP does) and every client that
+/// reconnects without one refused, `--no-token` still among its flags.
+fn no_token(config: &Config) -> Value {
+    let tokenless = config.no_token || config.insecure_no_token;
+    let given = if config.token_file.is_some() {
+        Some("--token-file")
+    } else {
+        config.given_token().map(|_| "--token")
+    };
+    match given {
+        Some(flag) if tokenless => json!(format!("contradicted by {flag}")),
+        _ => json!(tokenless),
+    }
 }
 
 /// The running server's own [`identity`], from the flags it was started
@@ -152,5 +173,37 @@ mod tests {
         assert!(same_identity(&own, &dir)
             .unwrap_err()
             .contains("--data-dir"));
+    }
+
+    #[test]
+    fn a_token_is_neither_taken_away_nor_given_at_a_handover() {
+        let tokenless = own_identity(&args(&["--no-token"])).unwrap();
+        let given = own_identity(&args(&["--no-token", "--token-file", "/t"])).unwrap();
+        let why = same_identity(&tokenless, &given).unwrap_err();
+        assert!(
+            why.contains("--no-token") && why.contains("--token-file"),
+            "{why}"
+        );
+        let insecure = own_identity(&args(&["--insecure-no-token", "--token-file=/t"])).unwrap();
+        assert!(same_identity(&tokenless, &insecure).is_err());
+        let tokened = own_identity(&args(&["--token-file", "/t"])).unwrap();
+        for taken in [
+            args(&["--token-file", "/t", "--no-token"]),
+            args(&["--no-token"]),
+        ] {
+            let theirs = own_identity(&taken).unwrap();
+            let why = same_identity(&tokened, &theirs).unwrap_err();
+            assert!(why.contains("--no-token"), "{why}");
+        }
+        // What may change: another token file, a generated token for one.
+        let other = own_identity(&args(&["--token-file", "/t", "--token-file", "/u"])).unwrap();
+        assert!(same_identity(&tokened, &other).is_ok());
+        let generated = own_identity(&args(&[])).unwrap();
+        assert!(same_identity(&generated, &tokened).is_ok());
+        assert!(same_identity(
+            &tokenless,
+            &own_identity(&args(&["--no-token", "--no-token"])).unwrap()
+        )
+        .is_ok());
     }
 }

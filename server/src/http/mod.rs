@@ -3,10 +3,12 @@
 //! (`attach.rs`), output as a raw body or Server-Sent Events (`output.rs`),
 //! one-shot exec (`exec.rs`), token minting (`mint.rs`), the web root
 //! (`web.rs`), the query parameters and headers several routes read
-//! (`params.rs`), and `follow.rs`, the reader that output and exec share.
-//! Route files import `params` and `follow`, never each other.
+//! (`params.rs`), `follow.rs`, the reader that output and exec share, and
+//! `asciicast.rs`, the lines a recording (`recording.rs`) is made of.
+//! Route files import `params`, `follow` and `asciicast`, never each other.
 
 pub mod admin;
+pub mod asciicast;
 pub mod attach;
 pub mod exec;
 pub mod follow;

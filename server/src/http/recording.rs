@@ -28,6 +28,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tether_protocol::{ProcessInfo, StreamName};
 
+use super::asciicast::{event_line, header_line, Header, Term, Utf8Carry};
 use super::follow::{Chunk, Follower};
 use super::params::{query_bool, query_time};
 use crate::attach;
@@ -80,7 +81,7 @@ pub async fn recording(
                 ),
                 ahead: None,
                 done: false,
-                carry: Vec::new(),
+                carry: Utf8Carry::default(),
             }
         })
         .collect();
@@ -141,7 +142,7 @@ struct Lane {
     ahead: Option<Chunk>,
     done: bool,
     /// The start of a UTF-8 sequence that the next chunk completes.
-    carry: Vec<u8>,
+    carry: Utf8Carry,
 }
 
 struct Recorder {
@@ -289,8 +290,9 @@ impl Recorder {
             let chunk = self.cut_at_next_mark(lane, chunk);
             match chunk {
                 Chunk::Data { bytes, .. } => {
-                    let text = utf8_text(&mut self.lanes[lane].carry, &bytes);
-                    return Some(self.event(at_ms, "o", text));
+                    let time = self.time(at_ms);
+                    let carry = &mut self.lanes[lane].carry;
+                    return Some(carry.text(&bytes, |text| event_line(time, "o", text)));
                 }
                 Chunk::Dropped {
                     stream,
@@ -302,7 +304,7 @@ impl Recorder {
                         stream.as_str(),
                         offset + length
                     );
-                    return Some(self.event(at_ms, "m", label));
+                    return Some(self.event(at_ms, "m", label.as_bytes()));
                 }
                 Chunk::Exit(_) => continue,
             }
@@ -427,12 +429,18 @@ impl Recorder {
             command: info.argv.join(" "),
             title: self.title.clone().or(info.name),
         };
-        line(&header)
+        header_line(&header)
     }
 
-    /// An event at `at_ms`: v3 counts from the previous event, v2 from the
-    /// start.
-    fn event(&mut self, at_ms: u64, code: &str, data: String) -> Bytes {
+    /// An event at `at_ms`, its data UTF-8 text (invalid sequences are
+    /// replaced).
+    fn event(&mut self, at_ms: u64, code: &str, data: &[u8]) -> Bytes {
+        event_line(self.time(at_ms), code, data)
+    }
+
+    /// The time of an event at `at_ms`, in ms, which it makes the last:
+    /// v3 counts from the previous event, v2 from the start.
+    fn time(&mut self, at_ms: u64) -> u64 {
         let at_ms = at_ms.max(self.last_ms);
         let time = if self.version == 3 {
             at_ms - self.last_ms
@@ -440,28 +448,25 @@ impl Recorder {
             at_ms - self.start_ms
         };
         self.last_ms = at_ms;
-        line(&json!([time as f64 / 1000.0, code, data]))
+        time
     }
 
     fn placed_event(&mut self, placed: Placed) -> Bytes {
         match placed {
             Placed::Resize(size) => {
-                self.event(size.at_ms, "r", format!("{}x{}", size.cols, size.rows))
+                let text = format!("{}x{}", size.cols, size.rows);
+                self.event(size.at_ms, "r", text.as_bytes())
             }
             // As typed: the bytes a UTF-8 sequence split across two
             // writes would lose are replaced, never guessed.
-            Placed::Input(input) => {
-                let text = String::from_utf8_lossy(&input.bytes).into_owned();
-                self.event(input.at_ms, "i", text)
-            }
-            Placed::InputLost { at_ms, bytes, .. } => self.event(
-                at_ms,
-                "m",
-                format!(
+            Placed::Input(input) => self.event(input.at_ms, "i", &input.bytes),
+            Placed::InputLost { at_ms, bytes, .. } => {
+                let text = format!(
                     "tether: {bytes} bytes of earlier input not kept (the input log keeps the newest {} KiB)",
                     crate::retained::input_log::MAX_INPUT_BYTES >> 10
-                ),
-            ),
+                );
+                self.event(at_ms, "m", text.as_bytes())
+            }
         }
     }
 
@@ -484,7 +489,7 @@ impl Recorder {
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(self.last_ms, |d| d.as_millis() as u64);
             let code = exit.exit_code.unwrap_or(-1).to_string();
-            out.extend_from_slice(&self.event(at_ms, "x", code));
+            out.extend_from_slice(&self.event(at_ms, "x", code.as_bytes()));
         }
         (!out.is_empty()).then(|| Bytes::from(out))
     }
@@ -511,74 +516,5 @@ impl Placed {
             Placed::Input(input) => input.offset,
             Placed::InputLost { offset, .. } => *offset,
         }
-    }
-}
-
-/// An asciicast header, its fields in the order the format lists them
-/// (`version` first).
-#[derive(serde::Serialize)]
-struct Header {
-    version: u8,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    term: Option<Term>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    width: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    height: Option<u16>,
-    timestamp: u64,
-    command: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    title: Option<String>,
-}
-
-#[derive(serde::Serialize)]
-struct Term {
-    cols: u16,
-    rows: u16,
-}
-
-fn line(value: &impl serde::Serialize) -> Bytes {
-    let mut text = serde_json::to_string(value).unwrap_or_default();
-    text.push('\n');
-    Bytes::from(text)
-}
-
-/// The text of `bytes` after what `carry` held: a UTF-8 sequence cut at
-/// the end is kept for the next chunk; invalid bytes become U+FFFD (an
-/// asciicast holds text).
-fn utf8_text(carry: &mut Vec<u8>, bytes: &[u8]) -> String {
-    carry.extend_from_slice(bytes);
-    let cut = match std::str::from_utf8(carry) {
-        Ok(_) => carry.len(),
-        Err(e) if e.error_len().is_none() => e.valid_up_to(),
-        Err(_) => {
-            // Invalid inside: the last incomplete tail, if any, waits.
-            let tail = carry.len().saturating_sub(3);
-            (tail..carry.len())
-                .find(|&i| {
-                    std::str::from_utf8(&carry[i..])
-                        .is_err_and(|e| e.error_len().is_none() && e.valid_up_to() == 0)
-                })
-                .unwrap_or(carry.len())
-        }
-    };
-    let text = String::from_utf8_lossy(&carry[..cut]).into_owned();
-    carry.drain(..cut);
-    text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_character_cut_between_chunks_is_whole_in_the_text() {
-        let mut carry = Vec::new();
-        let bytes = "é€".as_bytes();
-        assert_eq!(utf8_text(&mut carry, &bytes[..1]), "");
-        assert_eq!(utf8_text(&mut carry, &bytes[1..3]), "é");
-        assert_eq!(utf8_text(&mut carry, &bytes[3..]), "€");
-        assert_eq!(utf8_text(&mut carry, b"a\xffb"), "a\u{fffd}b");
-        assert!(carry.is_empty());
     }
 }
