@@ -105,6 +105,14 @@ mod tests {
     };
 
     #[test]
+    fn a_cell_is_the_size_the_documents_give() {
+        // docs/CONFIGURATION.md and docs/ARCHITECTURE.md: 28-byte cells,
+        // 96 snapshot bytes a cell.
+        assert_eq!(CELL_BYTES, 28);
+        assert_eq!(SNAPSHOT_BYTES_PER_CELL, 96);
+    }
+
+    #[test]
     fn a_repeat_is_cut_to_the_fill_and_keeps_its_place_in_the_line() {
         // 4 columns, 2 rows, 3 scrollback lines: 2 x 2 + 3 + 2 = 9 lines
         // of 4 prints.

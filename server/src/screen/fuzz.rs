@@ -46,6 +46,7 @@ fn terminal_bytes() -> impl Strategy<Value = Vec<u8>> {
             Just(&b"\x1b[0\"q"[..]), Just(&b"\x1b[?1J"[..]), Just(&b"\x1b[?2K"[..]),
             Just(&b"\x1b[?69h\x1b[2;5s"[..]), Just(&b"\x1b[?69l"[..]), Just("e\u{301}".as_bytes()),
             Just(&b"\x1b[20h"[..]), Just(&b"\x1b[?47h"[..]), Just(&b"\x1b[?47l"[..]),
+            Just(&b"\x1b*0\x1bN"[..]), Just(&b"\x1b+A\x1bO"[..]), Just("e\u{301}\u{302}\u{303}".as_bytes()),
         ].prop_map(<[u8]>::to_vec),
     ];
     proptest::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())

@@ -14,7 +14,7 @@
 //! cursor style) the same parser hands to `modes.rs`; the plain-text view
 //! and each cell's attributes are read in `render.rs`.
 //!
-//! Memory: a live emulator holds two `cols x rows` grids of 20-byte cells
+//! Memory: a live emulator holds two `cols x rows` grids of 28-byte cells
 //! plus up to `scrollback` lines of `cols` cells. A screen whose output has
 //! been quiet is put to sleep ([`Screen::sleep`]): the grids are dropped and
 //! only its snapshot bytes are kept (a shell prompt: a few hundred bytes);

@@ -18,7 +18,7 @@ pub fn plain_text(rows: &[Line]) -> String {
             .cells
             .iter()
             .filter(|c| c.width != Width::WideTail)
-            .flat_map(|c| std::iter::once(c.ch).chain(c.mark))
+            .flat_map(|c| std::iter::once(c.ch).chain(c.marks.iter().flatten().copied()))
             .collect();
         text.push_str(row.trim_end());
         text.push('\n');

@@ -324,18 +324,18 @@ fn round_trips_at_every_cut(cols: u16, rows: u16, stream: &[u8]) {
 }
 
 #[test]
-fn a_corrected_control_inside_a_sequence_keeps_the_parsers_in_step() {
-    // A tab and a line feed with a wrap pending are corrected (left out
-    // for what xterm does), here in the middle of an escape sequence: the
-    // sequence goes on after them (`ESC ]` starts an OSC).
+fn a_control_inside_a_sequence_acts_and_the_sequence_goes_on() {
+    // A tab and a line feed with a wrap pending, in the middle of an
+    // escape sequence: they act (as in xterm) and the sequence goes on
+    // after them (`ESC ]` starts an OSC).
     round_trips_at_every_cut(2, 2, b"ab\x1b\t]0;t\x07cd\x1b\n]0;u\x07e");
 }
 
 #[test]
 fn the_alternate_screen_entered_with_a_loud_pen_keeps_that_pen_saved() {
     // `?1049h` saves the cursor with the whole pen, then fills the new
-    // screen with its colours only (fill.rs); `?1049l` brings the whole pen
-    // back.
+    // screen with its colours only (as xterm); `?1049l` brings the whole
+    // pen back.
     let stream = b"\x1b[1;4;31mA\x1b[?1049hB\x1b[?1049lC\x1b[@";
     round_trips_at_every_cut(4, 2, stream);
     let mut screen = Screen::new(4, 2, LIMITS);
@@ -354,8 +354,8 @@ fn the_alternate_screen_entered_with_a_loud_pen_keeps_that_pen_saved() {
 
 #[test]
 fn scroll_left_right_and_columns_round_trip_at_every_cut() {
-    // SL, SR, DECIC, DECDC (which avt does not parse, `unparsed.rs`) with
-    // counts, in a scroll region, under a loud pen.
+    // SL, SR, DECIC, DECDC with counts, in a scroll region, under a loud
+    // pen.
     let mut stream = b"abcdef\r\nghijkl\r\nmnopqr\r\nstuvwx\x1b[2;3r\x1b[2;3H\x1b[1;4;41m".to_vec();
     stream.extend_from_slice(b"\x1b[2 @\x1b[12 A\x1b[2'}\x1b[3'~\x1b[r\x1b[ @x");
     round_trips_at_every_cut(6, 4, &stream);
@@ -378,4 +378,76 @@ fn reverse_wrap_goes_back_to_the_row_above_and_round_trips() {
     // X at the end of row 2, Y two cells back from row 2's start, Z from
     // the top row to the bottom one; without the mode W stays on row 3.
     assert_eq!(screen.text(), "abYd\nefgX\nWjkZ\n");
+}
+
+/// The first row's text and each of its cells' canonical attributes.
+fn first_row(screen: &Screen) -> (String, Vec<String>) {
+    let text = screen.text().lines().next().unwrap_or_default().to_string();
+    let styles = screen.styles().into_iter().next().unwrap_or_default();
+    (text, styles)
+}
+
+#[test]
+fn bold_and_faint_are_two_attributes_and_21_is_a_double_underline() {
+    let screen = fed(b"\x1b[1;2mA\x1b[22;2mB\x1b[0;21mC\x1b[24;4:3mD");
+    let (text, styles) = first_row(&screen);
+    assert_eq!(text, "ABCD");
+    assert_eq!(styles[..4], ["1;2", "2", "21", "4"]);
+    round_trips_at_every_cut(
+        8,
+        2,
+        b"\x1b[1;2mA\x1b[22;2mB\x1b[0;21mC\x1b[24;4:3;58:5:9mD",
+    );
+}
+
+#[test]
+fn invisible_text_is_kept_as_blanks_as_xterm_keeps_it() {
+    let screen = fed(b"\x1b[8msecret\x1b[28mshown");
+    assert_eq!(first_row(&screen).0, "      shown");
+}
+
+#[test]
+fn insert_mode_makes_room_for_a_wide_character_and_wraps_at_the_last_column() {
+    // Two columns for a wide character (the `d` pushed out); at the last
+    // column the character is written over the last one there and the
+    // next one wraps, as xterm does.
+    let mut screen = Screen::new(6, 2, LIMITS);
+    screen.feed("abcd\r\x1b[4h\u{4e16}\x1b[1;6Hxy".as_bytes());
+    assert_eq!(screen.text(), "\u{4e16}abcx\ny\n");
+    round_trips_at_every_cut(6, 2, "abcd\r\x1b[4h\u{4e16}\x1b[1;6Hxy".as_bytes());
+}
+
+#[test]
+fn a_saved_cursor_keeps_its_pending_wrap() {
+    // Saved right after a print in the last column, restored elsewhere:
+    // the next character wraps to the row below (xterm's DECSC).
+    let mut screen = Screen::new(4, 3, LIMITS);
+    screen.feed(b"abcd\x1b7\x1b[3;1H\x1b8x");
+    assert_eq!(screen.text(), "abcd\nx\n\n");
+    round_trips_at_every_cut(4, 3, b"abcd\x1b7\x1b[3;1H\x1b8x");
+}
+
+#[test]
+fn left_and_right_margins_hold_text_and_round_trip() {
+    // Columns 2 to 4: the text wraps inside them, scrolls only them at the
+    // bottom, and ICH shifts only them.
+    let stream = b"\x1b[?69h\x1b[2;4s\x1b[1;2Hwrapped text\x1b[2;3H\x1b[2@";
+    let mut screen = Screen::new(6, 3, LIMITS);
+    screen.feed(stream);
+    assert_eq!(screen.text(), " ppe\n d\n ext\n");
+    round_trips_at_every_cut(6, 3, stream);
+}
+
+#[test]
+fn selective_erase_keeps_protected_cells() {
+    let screen = fed(b"ab\x1b[1\"qcd\x1b[0\"qef\x1b[?2K");
+    assert_eq!(first_row(&screen).0, "  cd");
+    round_trips_at_every_cut(8, 2, b"ab\x1b[1\"qcd\x1b[0\"qef\x1b[?2K\x1b[1\"q");
+}
+
+#[test]
+fn combining_marks_join_their_character_two_at_most() {
+    let screen = fed("e\u{301}o\u{302}\u{303}\u{304}".as_bytes());
+    assert_eq!(first_row(&screen).0, "e\u{301}o\u{302}\u{303}");
+    round_trips_at_every_cut(4, 2, "e\u{301}o\u{302}\u{303}\u{304}x\x1b[2b".as_bytes());
 }

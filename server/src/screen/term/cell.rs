@@ -98,9 +98,9 @@ pub enum Width {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cell {
     pub ch: char,
-    /// A combining character written after `ch` (xterm keeps two; one is
-    /// kept here, so that a cell stays 24 bytes).
-    pub mark: Option<char>,
+    /// Combining characters written after `ch`: two, as xterm keeps (its
+    /// `combiningChars` default); more are dropped.
+    pub marks: [Option<char>; 2],
     pub width: Width,
     pub pen: Pen,
 }
@@ -116,17 +116,17 @@ impl Cell {
     pub fn blank(pen: Pen) -> Cell {
         Cell {
             ch: ' ',
-            mark: None,
+            marks: [None; 2],
             width: Width::Narrow,
             pen: pen.blank(),
         }
     }
 
-    /// A character (and its mark) under `pen`.
+    /// A character (no mark yet) under `pen`.
     pub fn new(ch: char, width: Width, pen: Pen) -> Cell {
         Cell {
             ch,
-            mark: None,
+            marks: [None; 2],
             width,
             pen,
         }
@@ -134,7 +134,7 @@ impl Cell {
 
     pub fn is_default_blank(&self) -> bool {
         self.ch == ' '
-            && self.mark.is_none()
+            && self.marks[0].is_none()
             && self.width == Width::Narrow
             && self.pen == Pen::default()
     }

@@ -93,7 +93,7 @@ fn write_cells(line: &Line, out: &mut String) {
             write_pen(&pen, out);
         }
         out.push(cell.ch);
-        out.extend(cell.mark);
+        out.extend(cell.marks.iter().flatten());
     }
     if pen != Pen::default() {
         out.push_str("\x1b[0m");
@@ -186,12 +186,21 @@ fn write_charsets(sets: &Charsets, out: &mut String) {
         3 => out.push_str("\x1bo"),
         _ => {}
     }
+    match sets.single_shift {
+        Some(2) => out.push_str("\x1bN"),
+        Some(3) => out.push_str("\x1bO"),
+        _ => {}
+    }
 }
 
 /// Back to the default pen and character sets (a saved cursor's were just
 /// set, and the next rows are written with the defaults).
-fn default_pen_and_sets(sets: &Charsets, out: &mut String) {
-    out.push_str("\x1b[0m\x1b[0\"q");
+fn default_pen_and_sets(cursor: &Cursor, out: &mut String) {
+    out.push_str("\x1b[0m");
+    if cursor.pen.has(attr::PROTECTED) {
+        out.push_str("\x1b[0\"q");
+    }
+    let sets = &cursor.charsets;
     if *sets != Charsets::default() {
         out.push_str("\x1b(B\x1b)B\x1b*B\x1b+B\x0f");
     }
@@ -209,6 +218,7 @@ impl Terminal {
     /// stands on, and sets its pen and character sets. Insert mode is off.
     fn write_cursor(lines: &[Line], cursor: &Cursor, offset: (usize, usize), out: &mut String) {
         let row = cursor.row.saturating_sub(offset.0);
+        let mut protected = false;
         if cursor.pending_wrap {
             let line = &lines[cursor.row];
             let mut at = cursor.col;
@@ -218,8 +228,9 @@ impl Terminal {
             let cell: Cell = line.cells[at];
             let _ = write!(out, "\x1b[{};{}H", row + 1, at.saturating_sub(offset.1) + 1);
             write_pen(&cell.pen, out);
+            protected = cell.pen.has(attr::PROTECTED);
             out.push(cell.ch);
-            out.extend(cell.mark);
+            out.extend(cell.marks.iter().flatten());
         } else {
             let _ = write!(
                 out,
@@ -229,7 +240,8 @@ impl Terminal {
             );
         }
         write_pen(&cursor.pen, out);
-        if !cursor.pen.has(attr::PROTECTED) {
+        if protected && !cursor.pen.has(attr::PROTECTED) {
+            // SGR leaves DECSCA's protection as it is.
             out.push_str("\x1b[0\"q");
         }
         write_charsets(&cursor.charsets, out);
@@ -245,45 +257,30 @@ impl Terminal {
         let Some(ch) = self.last_printed else {
             return false;
         };
-        let (base, mark) = match super::char_width(ch) {
-            // A mark: written again with the character it joined (which
-            // keeps its one mark), then the mark.
-            0 => {
-                let cursor = &self.cursor;
-                let col = if cursor.pending_wrap {
-                    Some(cursor.col)
-                } else {
-                    cursor.col.checked_sub(1)
-                };
-                let Some(mut col) = col else {
-                    return false;
-                };
-                let cells = &self.lines[cursor.row].cells;
-                if cells[col].width == Width::WideTail && col > 0 {
-                    col -= 1;
-                }
-                (cells[col].ch, Some(ch))
-            }
-            _ => (ch, None),
-        };
-        let ch = base;
-        let width = super::char_width(ch);
+        let is_mark = super::char_width(ch) == 0;
         let cursor = &self.cursor;
+        // The cell the character went to, or (a mark) joined.
         let col = if cursor.pending_wrap {
-            if width == 2 {
-                cursor.col.checked_sub(1)
-            } else {
-                Some(cursor.col)
-            }
+            Some(cursor.col)
+        } else if is_mark {
+            cursor.col.checked_sub(1)
         } else {
-            cursor.col.checked_sub(width)
+            cursor.col.checked_sub(super::char_width(ch))
         };
-        let Some(col) = col else {
+        let Some(mut col) = col else {
             return false;
         };
-        let cell = &self.lines[cursor.row].cells[col];
-        let invisible = cursor.pen.has(attr::INVISIBLE);
-        let shown = if invisible { ' ' } else { ch };
+        let cells = &self.lines[cursor.row].cells;
+        if cells[col].width == Width::WideTail && col > 0 {
+            col -= 1;
+        }
+        let cell = cells[col];
+        let base = if is_mark { cell.ch } else { ch };
+        let shown = if cursor.pen.has(attr::INVISIBLE) {
+            ' '
+        } else {
+            base
+        };
         if cell.ch != shown || cell.pen != cursor.pen {
             return false;
         }
@@ -296,10 +293,17 @@ impl Terminal {
         }
         let _ = write!(out, "\x1b[{};{}H", row + 1, at + 1);
         if self.modes.insert {
+            let width = super::char_width(base);
             let _ = write!(out, "\x1b[{width}P\x1b[4h");
         }
-        out.push(ch);
-        out.extend(mark);
+        // The character, its marks again, then a mark its cell had no
+        // room for.
+        out.push(base);
+        let marks = cell.marks.iter().flatten();
+        out.extend(marks.clone());
+        if is_mark && marks.last() != Some(&ch) {
+            out.push(ch);
+        }
         self.modes.insert
     }
 
@@ -332,7 +336,7 @@ impl Terminal {
         };
         Terminal::write_cursor(lines, &saved.cursor, offset, out);
         out.push_str("\x1b7");
-        default_pen_and_sets(&saved.cursor.charsets, out);
+        default_pen_and_sets(&saved.cursor, out);
         if saved.origin {
             out.push_str("\x1b[?6l");
         }

@@ -373,8 +373,8 @@ impl Terminal {
     }
 
     /// A zero-width character joins the one written last: the cell left
-    /// of the cursor, or the cursor's own with a wrap pending. One mark a
-    /// cell; more are dropped.
+    /// of the cursor, or the cursor's own with a wrap pending. Two marks a
+    /// cell, as xterm; more are dropped.
     fn combine(&mut self, mark: char) {
         let (row, col) = (self.cursor.row, self.cursor.col);
         let at = if self.cursor.pending_wrap {
@@ -390,8 +390,11 @@ impl Terminal {
             at -= 1;
         }
         let cell = &mut cells[at];
-        if cell.mark.is_none() && !cell.pen.has(cell::attr::INVISIBLE) {
-            cell.mark = Some(mark);
+        if cell.pen.has(cell::attr::INVISIBLE) {
+            return;
+        }
+        if let Some(slot) = cell.marks.iter_mut().find(|m| m.is_none()) {
+            *slot = Some(mark);
         }
     }
 
@@ -476,8 +479,16 @@ impl Terminal {
                 }
             }
             '\x0d' => self.carriage_return(),
-            '\x0e' => self.cursor.charsets.gl = 1,
-            '\x0f' => self.cursor.charsets.gl = 0,
+            // A single shift waiting for its character is given up too (a
+            // snapshot resets the sets it wrote with SI).
+            '\x0e' => {
+                self.cursor.charsets.gl = 1;
+                self.cursor.charsets.single_shift = None;
+            }
+            '\x0f' => {
+                self.cursor.charsets.gl = 0;
+                self.cursor.charsets.single_shift = None;
+            }
             _ => {}
         }
     }
