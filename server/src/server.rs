@@ -164,7 +164,13 @@ impl Ready {
                     continue;
                 }
             };
-            let args = match crate::handover::next_args(&lifetime.args, &request.flags) {
+            // What a handover cannot change is refused before anything stops.
+            let generated = lifetime.generated_token.is_some();
+            let next =
+                crate::handover::next_args(&lifetime.args, &request.flags).and_then(|args| {
+                    crate::handover::keeps_generated_token(&args, generated).map(|()| args)
+                });
+            let args = match next {
                 Ok(args) => args,
                 Err(why) => {
                     tracing::error!(why, "handover refused: serving on");

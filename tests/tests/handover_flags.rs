@@ -164,3 +164,103 @@ async fn a_token_is_neither_given_nor_taken_away_at_a_handover() {
     assert!(message.contains("--no-token cannot change"), "{message}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A server with a generated token keeps it at a handover: handed
+/// `--token-file`, it would come up with that file's token while its
+/// runtime entry (where `tether` on this machine finds the token) still
+/// held the generated one, so the next `tether ps` there got 401, as would
+/// every client that had the generated token (the `open:` link).
+#[tokio::test]
+async fn a_generated_token_is_not_replaced_by_a_token_file_at_a_handover() {
+    let dir = tether_tests::fresh_dir();
+    let xdg = dir.join("runtime");
+    std::fs::create_dir_all(&xdg).unwrap();
+    let file = dir.join("token");
+    std::fs::write(&file, "a-token-from-a-file\n").unwrap();
+    let (xdg, file) = (xdg.to_str().unwrap(), file.to_str().unwrap());
+    let server = TestServer::start_exact(&[], &[("XDG_RUNTIME_DIR", xdg)], None);
+    // "token: generated, in ENTRY", then "open: URL/#token=TOKEN".
+    let lines = [server.next_stdout_line(), server.next_stdout_line()];
+    let generated = lines
+        .iter()
+        .find_map(|l| l.split_once("#token="))
+        .map(|(_, token)| token.to_string())
+        .unwrap_or_else(|| panic!("no generated token printed: {lines:?}"));
+    let ps = || {
+        let base = server.base.clone();
+        let xdg = xdg.to_string();
+        tokio::task::spawn_blocking(move || {
+            tether_tests::cli::tether_env(&base, &["ps"], &[("XDG_RUNTIME_DIR", &xdg)])
+        })
+    };
+    let out = ps().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        tether_tests::cli::text(&out.stderr)
+    );
+
+    let http = reqwest::Client::new();
+    for flags in [
+        json!(["--token-file", file]),
+        json!([format!("--token-file={file}")]),
+    ] {
+        let asked = http
+            .post(server.url("/v1/admin/upgrade"))
+            .bearer_auth(&generated)
+            .json(&json!({ "flags": flags }))
+            .send()
+            .await
+            .unwrap();
+        let status = asked.status().as_u16();
+        let answer: serde_json::Value = asked.json().await.unwrap_or_default();
+        assert_eq!(status, 409, "{flags}: {answer}");
+        assert_eq!(answer["error"]["code"], "upgrade_refused");
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("--token-file") && message.contains("generated"),
+            "{flags}: {message}"
+        );
+    }
+    // The same server, its generated token and its entry: `tether` on this
+    // machine still gets in.
+    let out = ps().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        tether_tests::cli::text(&out.stderr)
+    );
+    let run: serde_json::Value = http
+        .get(server.url("/v1/admin/server"))
+        .bearer_auth(&generated)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap_or_default();
+    assert_eq!(run["handovers"], 0, "{run}");
+    drop(server);
+
+    // Generated into $TETHER_TOKEN_FILE, and that very file handed over:
+    // refused too (the server removes its generated token's file at exit,
+    // and would have taken the file its flags name with it).
+    let named = dir.join("named");
+    let named = named.to_str().unwrap();
+    let server = TestServer::start_exact(&[], &[("TETHER_TOKEN_FILE", named)], None);
+    let line = server.next_stdout_line();
+    assert!(line.contains(named), "{line}");
+    let generated = std::fs::read_to_string(named).unwrap_or_default();
+    let asked = http
+        .post(server.url("/v1/admin/upgrade"))
+        .bearer_auth(generated.trim())
+        .json(&json!({ "flags": ["--token-file", named] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), 409);
+    let answer: serde_json::Value = asked.json().await.unwrap_or_default();
+    assert_eq!(answer["error"]["code"], "upgrade_refused", "{answer}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

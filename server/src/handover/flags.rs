@@ -6,9 +6,9 @@
 //! data directory and `--memory-only`, its node name, its containment, TLS
 //! on or off, the screen on or off, running without a token (either way:
 //! a server started with `--no-token` is not given a `--token-file`
-//! either). The new binary parses the whole command line in its preflight
-//! (`--handover-check`) and reports those, which the running server
-//! compares with its own.
+//! either), a generated token. The new binary parses the whole command
+//! line in its preflight (`--handover-check`) and reports those, which the
+//! running server compares with its own.
 
 use std::ffi::OsString;
 
@@ -42,6 +42,34 @@ pub fn next_args(own: &[OsString], flags: &[String]) -> Result<Vec<OsString>, St
         .cloned()
         .chain(flags.iter().map(OsString::from))
         .collect())
+}
+
+/// Refused when the server's token was generated (`generated`) and the
+/// new command line `next` gives a `--token-file`. The new binary would
+/// read the file (as for another token file: the token rotates) while the
+/// generated token's runtime entry (or its `$TETHER_TOKEN_FILE` or
+/// `--generated-token-file`) went on holding the old token: `tether` on
+/// this machine would send it and be refused, and so would every client
+/// given it (the `open:` link); and the file would be removed at exit if
+/// it was that very one. Said from what the server has, not from its
+/// flags: `TETHER_TOKEN`, scrubbed at start, leaves no trace in them.
+/// A command line that does not parse is left to the preflight to refuse.
+pub fn keeps_generated_token(next: &[OsString], generated: bool) -> Result<(), String> {
+    if !generated {
+        return Ok(());
+    }
+    let parsed = Config::try_parse_from(
+        std::iter::once(OsString::from("tetherd")).chain(next.iter().cloned()),
+    );
+    match parsed.ok().and_then(|config| config.token_file) {
+        Some(_) => Err(
+            "--token-file cannot be given at a handover to a server whose token was generated: \
+             its runtime entry (or token file) and its clients hold the generated token, which would be refused; \
+             restart tetherd with --token-file to use one"
+                .into(),
+        ),
+        None => Ok(()),
+    }
 }
 
 /// What a handover cannot change, as the flags say it (each key a flag's
@@ -195,7 +223,9 @@ mod tests {
             let why = same_identity(&tokened, &theirs).unwrap_err();
             assert!(why.contains("--no-token"), "{why}");
         }
-        // What may change: another token file, a generated token for one.
+        // What the flags let change: another token file, a generated token
+        // for one (which `keeps_generated_token` refuses, from what the
+        // server has).
         let other = own_identity(&args(&["--token-file", "/t", "--token-file", "/u"])).unwrap();
         assert!(same_identity(&tokened, &other).is_ok());
         let generated = own_identity(&args(&[])).unwrap();
@@ -205,5 +235,23 @@ mod tests {
             &own_identity(&args(&["--no-token", "--no-token"])).unwrap()
         )
         .is_ok());
+    }
+
+    #[test]
+    fn a_generated_token_is_not_replaced_by_a_token_file() {
+        for flags in [
+            args(&["--token-file", "/t"]),
+            args(&["--token-file=/t"]),
+            args(&["--max-processes", "2", "--token-file", "/t"]),
+        ] {
+            let why = keeps_generated_token(&flags, true).unwrap_err();
+            assert!(
+                why.contains("--token-file") && why.contains("generated"),
+                "{why}"
+            );
+            assert!(keeps_generated_token(&flags, false).is_ok());
+        }
+        assert!(keeps_generated_token(&args(&["--max-processes", "2"]), true).is_ok());
+        assert!(keeps_generated_token(&args(&[]), true).is_ok());
     }
 }

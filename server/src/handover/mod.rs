@@ -36,7 +36,7 @@ mod state;
 mod take;
 
 pub use document::{DocumentReader, DocumentWriter};
-pub use flags::{identity, next_args};
+pub use flags::{identity, keeps_generated_token, next_args};
 pub use give::{check_descriptors, give, preflight, Preflight};
 pub use state::{Lifetime, State};
 pub use take::{read, TakenFds};
