@@ -1,7 +1,7 @@
 //! Arbitrary bytes and sizes: no panic, the snapshot round trip holds
 //! (a snapshot at N fed to a fresh screen, then the bytes from N, equals
 //! the screen fed everything), snapshots stay inside the memory bound, and
-//! a repeat cut short (`bounds::repeat_count`) leaves exactly what the
+//! a repeat cut short (`term/repeat.rs`) leaves exactly what the
 //! emulator makes of the full count.
 
 use proptest::prelude::*;

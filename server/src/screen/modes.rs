@@ -155,10 +155,29 @@ impl ClientModes {
 mod tests {
     use super::*;
 
+    use crate::screen::term::parser::{Parser, Perform};
+
+    /// The parser driving these modes alone.
+    struct Only<'a>(&'a mut ClientModes);
+
+    impl Perform for Only<'_> {
+        fn print(&mut self, _: char) {}
+        fn execute(&mut self, _: char) {}
+        fn csi(&mut self, private: u8, params: &Params, intermediates: &[u8], action: char) {
+            self.0.csi(private, params, intermediates, action);
+        }
+        fn esc(&mut self, intermediates: &[u8], action: char) {
+            self.0.esc(intermediates, action);
+        }
+        fn osc(&mut self, data: &str) {
+            self.0.osc(data);
+        }
+        fn settled(&mut self) {}
+    }
+
     fn track(bytes: &[u8]) -> ClientModes {
         let mut modes = ClientModes::default();
-        let mut vt = super::super::term::Vt::new(80, 24, 0);
-        vt.feed_str(&String::from_utf8_lossy(bytes), &mut modes);
+        Parser::new().advance(&mut Only(&mut modes), &String::from_utf8_lossy(bytes));
         modes
     }
 
