@@ -224,11 +224,12 @@ impl Terminal {
         col == self.right || col == self.cols - 1
     }
 
-    /// The margins changed: each saved cursor is kept where a restore
-    /// could put it (inside the margins when it was saved in origin mode,
-    /// which a restore clamps to anyway) and its wrap pending only on a
-    /// right edge. xterm keeps a pending wrap anywhere; a snapshot could
-    /// not write that one back (a print makes it, at a right edge only).
+    /// The margins or the screen shown changed: each saved cursor is kept
+    /// where a restore could put it (inside the margins when it was saved
+    /// in origin mode, which a restore clamps to anyway) and its wrap
+    /// pending only on a right edge. xterm keeps a pending wrap anywhere; a
+    /// snapshot could not write that one back (a print makes it, at a right
+    /// edge only).
     pub(super) fn margins_changed(&mut self) {
         let (top, bottom, left, right) = (self.top, self.bottom, self.left, self.right);
         let lr = self.modes.lr_margins;
@@ -246,6 +247,14 @@ impl Terminal {
         }
         if !edges.contains(&self.cursor.col) {
             self.cursor.pending_wrap = false;
+        }
+        // While the alternate screen is shown, a snapshot writes the
+        // primary's saved cursor, then turns the margins off to write the
+        // alternate rows: a wrap pending at a right margin short of the
+        // last column does not survive that, so it does not survive here.
+        if self.alternate_active && lr {
+            let primary = &mut self.saved[0].cursor;
+            primary.pending_wrap &= primary.col == self.cols - 1;
         }
     }
 

@@ -145,6 +145,7 @@ impl Terminal {
         if on != self.alternate_active {
             std::mem::swap(&mut self.lines, &mut self.other);
             self.alternate_active = on;
+            self.margins_changed();
         }
         if on && clear {
             self.clear_screen();

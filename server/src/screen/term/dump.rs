@@ -319,6 +319,16 @@ impl Terminal {
         }
     }
 
+    /// No margins (the whole screen), as the rows are written.
+    fn write_no_margins(&self, out: &mut String) {
+        if (self.top, self.bottom) != (0, self.rows - 1) {
+            out.push_str("\x1b[r");
+        }
+        if self.modes.lr_margins {
+            out.push_str("\x1b[?69l");
+        }
+    }
+
     /// One screen's saved cursor (DECSC), written while that screen is
     /// shown and the margins are set (a wrap pends at a right margin, and
     /// origin mode counts from them; `margins_changed` keeps a saved
@@ -359,20 +369,31 @@ pub fn dump(term: &Terminal) -> String {
         || alternate
             .iter()
             .any(|l| l.wrapped || l.cells.iter().any(|c| !c.is_default_blank()));
-    // The rows of both screens first, without margins; then the margins,
-    // then each screen's saved cursor (switching screens keeps both).
-    if alternate_used {
+    // Each screen is entered once (xterm.js clears the alternate screen
+    // whenever it enters or leaves it): the primary rows; then, with the
+    // alternate screen shown at the end, the primary's saved cursor under
+    // the margins, the margins off again (`switch_screen` drops what that
+    // drops), the alternate rows and its saved cursor; otherwise the
+    // alternate rows and saved cursor first, then back to the primary.
+    if term.alternate_active {
+        term.write_margins(&mut out);
+        term.write_saved(0, primary, &mut out);
+        term.write_no_margins(&mut out);
         out.push_str("\x1b[?47h");
         screen_rows(alternate, &mut out);
-    }
-    term.write_margins(&mut out);
-    if alternate_used {
+        term.write_margins(&mut out);
         term.write_saved(1, alternate, &mut out);
-        out.push_str("\x1b[?47l");
-    }
-    term.write_saved(0, primary, &mut out);
-    if term.alternate_active {
-        out.push_str("\x1b[?47h");
+    } else {
+        if alternate_used {
+            out.push_str("\x1b[?47h");
+            screen_rows(alternate, &mut out);
+        }
+        term.write_margins(&mut out);
+        if alternate_used {
+            term.write_saved(1, alternate, &mut out);
+            out.push_str("\x1b[?47l");
+        }
+        term.write_saved(0, primary, &mut out);
     }
     let active = &term.lines;
     // Tab stops, where they are not every eighth column.
