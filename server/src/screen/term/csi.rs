@@ -233,35 +233,33 @@ impl Terminal {
 
     /// DECSTBM: kept only when top < bottom; the cursor goes home.
     fn set_margins(&mut self, top: u16, bottom: u16) {
-        let top = usize::from(top.max(1)) - 1;
-        let bottom = if bottom == 0 {
-            self.rows - 1
-        } else {
-            (usize::from(bottom) - 1).min(self.rows - 1)
-        };
-        if top >= bottom {
-            return;
+        if let Some((top, bottom)) = margin_pair(top, bottom, self.rows) {
+            (self.top, self.bottom) = (top, bottom);
+            self.margins_changed();
+            self.set_position(0, 0);
         }
-        self.top = top;
-        self.bottom = bottom;
-        self.margins_changed();
-        self.set_position(0, 0);
     }
 
-    /// DECSLRM (with DECLRMM on): kept only when left < right.
+    /// DECSLRM (with DECLRMM on): kept only when left < right; the cursor
+    /// goes home.
     fn set_lr_margins(&mut self, left: u16, right: u16) {
-        let left = usize::from(left.max(1)) - 1;
-        let right = if right == 0 {
-            self.cols - 1
-        } else {
-            (usize::from(right) - 1).min(self.cols - 1)
-        };
-        if left >= right {
-            return;
+        if let Some((left, right)) = margin_pair(left, right, self.cols) {
+            (self.left, self.right) = (left, right);
+            self.margins_changed();
+            self.set_position(0, 0);
         }
-        self.left = left;
-        self.right = right;
-        self.margins_changed();
-        self.set_position(0, 0);
     }
+}
+
+/// A pair of margins as DECSTBM and DECSLRM give them (1-based, 0 for the
+/// default; past the screen is its last line or column), from 0, when the
+/// first is before the second.
+fn margin_pair(first: u16, last: u16, size: usize) -> Option<(usize, usize)> {
+    let first = usize::from(first.max(1)) - 1;
+    let last = if last == 0 {
+        size - 1
+    } else {
+        (usize::from(last) - 1).min(size - 1)
+    };
+    (first < last).then_some((first, last))
 }

@@ -50,10 +50,7 @@ impl Terminal {
                 .lines
                 .splice(top..top + n, std::iter::empty())
                 .collect();
-            let fresh = Line {
-                cells: vec![blank; self.cols],
-                wrapped: false,
-            };
+            let fresh = Line::blank(self.cols, self.cursor.pen);
             let at = bottom + 1 - n;
             self.lines.splice(at..at, std::iter::repeat_n(fresh, n));
             if top == 0 && !self.alternate_active && self.scrollback_limit > 0 {
@@ -89,10 +86,7 @@ impl Terminal {
         let blank = self.blank();
         if self.full_width() {
             self.lines.drain(bottom + 1 - n..=bottom);
-            let fresh = Line {
-                cells: vec![blank; self.cols],
-                wrapped: false,
-            };
+            let fresh = Line::blank(self.cols, self.cursor.pen);
             self.lines.splice(top..top, std::iter::repeat_n(fresh, n));
             // The row pushed off took the continuation of the one now last.
             if bottom == self.rows - 1 {
