@@ -1,6 +1,6 @@
 //! tether's terminal emulator: what real xterm (the judge in
 //! `tests/tests/screen_corpus/`) shows for a stream of output, kept in
-//! bounded memory, and written back as bytes ([`dump`]) that rebuild it in
+//! bounded memory, and written back as bytes (`dump.rs`) that rebuild it in
 //! a fresh terminal. Written for the server's screen (issue 45) after avt
 //! 0.19, corrected from outside, could not reach insert mode, left and
 //! right margins, two intensities or the saved cursor's pending wrap.
