@@ -71,20 +71,12 @@ impl Terminal {
 
     pub fn carriage_return(&mut self) {
         let col = if self.modes.origin || self.cursor.col >= self.left {
-            self.left_margin()
+            self.left
         } else {
             0
         };
         self.cursor.col = col;
         self.cursor.pending_wrap = false;
-    }
-
-    fn left_margin(&self) -> usize {
-        if self.modes.lr_margins {
-            self.left
-        } else {
-            0
-        }
     }
 
     /// IND / LF: down a row, scrolling the region at its bottom margin.
@@ -119,19 +111,11 @@ impl Terminal {
             n -= 1;
         }
         let before = self.cursor.col;
-        let left = if before < self.left_margin() {
-            0
-        } else {
-            self.left_margin()
-        };
+        let left = if before < self.left { 0 } else { self.left };
         let col = self.cursor.col as i64 - n;
         if col < left as i64 {
             if reverse {
-                let right = if self.modes.lr_margins {
-                    self.right
-                } else {
-                    self.cols - 1
-                };
+                let right = self.right;
                 let in_row = (right - left + 1) as i64;
                 let mut offset = in_row * self.cursor.row as i64 + col - left as i64;
                 if before == left && self.in_region() && self.cursor.row == self.top {
@@ -155,7 +139,7 @@ impl Terminal {
         if self.cursor.pending_wrap {
             return;
         }
-        let max = if self.modes.lr_margins && self.cursor.col <= self.right {
+        let max = if self.cursor.col <= self.right {
             self.right
         } else {
             self.cols - 1
@@ -182,7 +166,7 @@ impl Terminal {
                 .find(|&c| self.tabs[c])
                 .unwrap_or(0);
             let prev = if self.modes.origin {
-                prev.max(self.left_margin())
+                prev.max(self.left)
             } else {
                 prev
             };
@@ -211,9 +195,7 @@ impl Terminal {
         self.cursor.row = saved.cursor.row.min(self.rows - 1);
         if self.modes.origin {
             self.cursor.row = self.cursor.row.clamp(self.top, self.bottom);
-            if self.modes.lr_margins {
-                self.cursor.col = self.cursor.col.clamp(self.left, self.right);
-            }
+            self.cursor.col = self.cursor.col.clamp(self.left, self.right);
         }
         self.cursor.pending_wrap = saved.cursor.pending_wrap && self.is_right_edge(self.cursor.col);
     }
@@ -237,9 +219,7 @@ impl Terminal {
         for saved in &mut self.saved {
             if saved.origin {
                 saved.cursor.row = saved.cursor.row.clamp(top, bottom);
-                if lr {
-                    saved.cursor.col = saved.cursor.col.clamp(left, right);
-                }
+                saved.cursor.col = saved.cursor.col.clamp(left, right);
             }
             if !edges.contains(&saved.cursor.col) {
                 saved.cursor.pending_wrap = false;

@@ -39,8 +39,8 @@ impl Terminal {
             (0, [], 'L') => self.insert_lines(n(0)),
             (0, [], 'M') => self.delete_lines(n(0)),
             (0, [], 'P') => self.delete_chars(n(0)),
-            (0, [], 'S') => self.scroll_up_in_margins(n(0)),
-            (0, [], 'T') if params.len() <= 1 => self.scroll_down_in_margins(n(0)),
+            (0, [], 'S') => self.scroll_up(n(0)),
+            (0, [], 'T') if params.len() <= 1 => self.scroll_down(n(0)),
             (0, [], 'X') => self.erase_chars(n(0)),
             (0, [], 'Z') => self.tab_back(n(0)),
             (0, [], 'a') => self.cursor_forward_unbounded(n(0)),
@@ -161,7 +161,7 @@ impl Terminal {
     }
 
     pub(super) fn set_col(&mut self, col: usize) {
-        let (offset, max) = if self.modes.origin && self.modes.lr_margins {
+        let (offset, max) = if self.modes.origin {
             (self.left, self.right)
         } else {
             (0, self.cols - 1)
@@ -216,7 +216,7 @@ impl Terminal {
     }
 
     fn cursor_forward(&mut self, n: usize) {
-        let max = if self.modes.lr_margins && self.cursor.col <= self.right {
+        let max = if self.cursor.col <= self.right {
             self.right
         } else {
             self.cols - 1

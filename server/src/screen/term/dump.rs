@@ -207,10 +207,9 @@ fn default_pen_and_sets(cursor: &Cursor, out: &mut String) {
 }
 
 impl Terminal {
-    /// Where origin mode places the cursor from: the top margin, and the
-    /// left one when DECLRMM is on.
+    /// Where origin mode places the cursor from: the top and left margins.
     fn origin_offset(&self) -> (usize, usize) {
-        (self.top, if self.modes.lr_margins { self.left } else { 0 })
+        (self.top, self.left)
     }
 
     /// Places the cursor (counted from `offset`, the origin mode's, when

@@ -29,15 +29,9 @@ impl Terminal {
             // One line, the common case: the line leaving is moved, not
             // copied, and the one coming in reuses the scrollback's oldest.
             let line = self.lines.remove(top);
-            let keep = top == 0 && !self.alternate_active && self.scrollback_limit > 0;
-            let mut fresh = if keep {
-                let reused = if self.scrollback.len() >= self.scrollback_limit {
-                    self.scrollback.pop_front()
-                } else {
-                    None
-                };
-                self.scrollback.push_back(line);
-                reused.filter(|l| l.cells.len() == self.cols)
+            let mut fresh = if top == 0 && !self.alternate_active {
+                self.keep_in_scrollback(line)
+                    .filter(|l| l.cells.len() == self.cols)
             } else {
                 Some(line)
             }
@@ -53,12 +47,9 @@ impl Terminal {
             let fresh = Line::blank(self.cols, self.cursor.pen);
             let at = bottom + 1 - n;
             self.lines.splice(at..at, std::iter::repeat_n(fresh, n));
-            if top == 0 && !self.alternate_active && self.scrollback_limit > 0 {
+            if top == 0 && !self.alternate_active {
                 for line in removed {
-                    if self.scrollback.len() >= self.scrollback_limit {
-                        self.scrollback.pop_front();
-                    }
-                    self.scrollback.push_back(line);
+                    self.keep_in_scrollback(line);
                 }
             }
         } else {
@@ -107,14 +98,19 @@ impl Terminal {
         }
     }
 
-    /// SU: the region up `n`, wherever the cursor is.
-    pub(super) fn scroll_up_in_margins(&mut self, n: usize) {
-        self.scroll_up(n);
-    }
-
-    /// SD.
-    pub(super) fn scroll_down_in_margins(&mut self, n: usize) {
-        self.scroll_down(n);
+    /// `line` goes to the end of the scrollback (nowhere without one); the
+    /// line that makes room, the oldest, comes back for reuse.
+    pub(super) fn keep_in_scrollback(&mut self, line: Line) -> Option<Line> {
+        if self.scrollback_limit == 0 {
+            return Some(line);
+        }
+        let oldest = if self.scrollback.len() >= self.scrollback_limit {
+            self.scrollback.pop_front()
+        } else {
+            None
+        };
+        self.scrollback.push_back(line);
+        oldest
     }
 
     /// Shifts cells `col..=right` of the cursor's row right by `n`, blanks
@@ -132,21 +128,21 @@ impl Terminal {
     /// ICH.
     pub(super) fn insert_chars(&mut self, n: usize) {
         self.cursor.pending_wrap = false;
-        if self.cursor.col < self.left_bound() || self.cursor.col > self.right_bound() {
+        if self.cursor.col < self.left || self.cursor.col > self.right {
             return;
         }
-        let right = self.right_bound();
+        let right = self.right;
         self.insert_cells_at(self.cursor.col, right, n);
     }
 
     /// DCH: cells right of the cursor move left over `n`, blanks come in
     /// at the right margin.
     pub(super) fn delete_chars(&mut self, n: usize) {
-        if self.cursor.col < self.left_bound() || self.cursor.col > self.right_bound() {
+        if self.cursor.col < self.left || self.cursor.col > self.right {
             return;
         }
         self.cursor.pending_wrap = false;
-        let right = self.right_bound();
+        let right = self.right;
         let col = self.cursor.col;
         self.delete_cells_in(self.cursor.row, col, right, n);
     }
@@ -161,23 +157,6 @@ impl Terminal {
         line.wrapped = false;
     }
 
-    /// The left margin when DECLRMM is on, else 0.
-    fn left_bound(&self) -> usize {
-        if self.modes.lr_margins {
-            self.left
-        } else {
-            0
-        }
-    }
-
-    fn right_bound(&self) -> usize {
-        if self.modes.lr_margins {
-            self.right
-        } else {
-            self.cols - 1
-        }
-    }
-
     /// IL: inside the region, lines from the cursor's move down `n`; the
     /// cursor goes to the left margin. Outside it, nothing.
     pub(super) fn insert_lines(&mut self, n: usize) {
@@ -188,7 +167,7 @@ impl Terminal {
         self.top = self.cursor.row;
         self.scroll_down(n);
         self.top = top;
-        self.cursor.col = self.left_bound();
+        self.cursor.col = self.left;
         self.cursor.pending_wrap = false;
     }
 
@@ -204,7 +183,7 @@ impl Terminal {
         self.scroll_up(n);
         self.scrollback_limit = limit;
         self.top = top;
-        self.cursor.col = self.left_bound();
+        self.cursor.col = self.left;
         self.cursor.pending_wrap = false;
     }
 

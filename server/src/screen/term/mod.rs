@@ -146,7 +146,9 @@ pub struct Terminal {
     pub top: usize,
     pub bottom: usize,
     /// Left and right margins (DECSLRM), columns from 0, inclusive; the
-    /// whole width while DECLRMM is off.
+    /// whole width while DECLRMM is off (set only with it on, reset with
+    /// it, by DECSTR, RIS and a resize), so that a margin is never asked
+    /// whether DECLRMM is on.
     pub left: usize,
     pub right: usize,
     pub tabs: Vec<bool>,

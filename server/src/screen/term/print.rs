@@ -174,12 +174,7 @@ impl Terminal {
             self.lines[row].wrapped = true;
         }
         self.index();
-        let (left, _) = if self.modes.lr_margins {
-            (self.left, self.right)
-        } else {
-            (0, 0)
-        };
-        self.cursor.col = left;
+        self.cursor.col = self.left;
     }
 
     /// A character written over either half of a wide one leaves a blank

@@ -55,12 +55,7 @@ impl Terminal {
                 primary.pop();
             } else {
                 let line = primary.remove(0);
-                if self.scrollback_limit > 0 {
-                    if self.scrollback.len() >= self.scrollback_limit {
-                        self.scrollback.pop_front();
-                    }
-                    self.scrollback.push_back(line);
-                }
+                self.keep_in_scrollback(line);
                 if !alternate {
                     cursor_row = cursor_row.saturating_sub(1);
                 }
