@@ -180,11 +180,6 @@ impl Parser {
         Parser::default()
     }
 
-    /// True when no sequence is unfinished.
-    pub fn is_ground(&self) -> bool {
-        self.state == State::Ground
-    }
-
     pub fn advance(&mut self, perform: &mut impl Perform, text: &str) {
         let bytes = text.as_bytes();
         let mut at = 0;
